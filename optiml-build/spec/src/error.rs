@@ -1,0 +1,134 @@
+//! Spec errors and the spanned-error collector shared by the macro and the build script.
+//!
+//! Every message a user can get for a bad spec is a [`SpecError`] variant, so the macro, the build script's
+//! warnings and the docs say the same thing; each variant has a trybuild case in `tests/ui/`.
+
+use std::fmt;
+
+/// What the supported spec families look like, appended to "no family" and "unknown word" errors.
+pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu), \
+batched matmul (\"bmm\", \"batched gemm\", \"batch of matrix products\"), elementwise maps (relu, gelu, silu, \
+sigmoid, tanh; add/mul with a tensor or a scalar, \"y = x * s\")";
+
+/// Why a spec string could not be turned into a [`Spec`](crate::Spec).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpecError {
+    /// The string holds nothing but separators.
+    Empty,
+    /// A character the spec language does not use.
+    UnexpectedChar(char),
+    /// A number outside `name=value`.
+    StrayNumber(u64),
+    /// A word not in the vocabulary.
+    UnknownWord {
+        /// The word as written (lower-cased).
+        word: String,
+        /// The closest vocabulary word, if one is within typo distance.
+        closest: Option<String>,
+    },
+    /// No family (matmul, elementwise …) was named.
+    NoFamily,
+    /// Two readings are possible.
+    Ambiguous {
+        /// What clashes.
+        what: String,
+        /// How to say it unambiguously.
+        hint: String,
+    },
+    /// Understood, but not generated (yet).
+    Unsupported {
+        /// What was asked for.
+        what: String,
+        /// What to write instead.
+        hint: String,
+    },
+    /// A word that does not apply to the spec's family (`transposed` on an elementwise map).
+    NotForFamily {
+        /// The word.
+        word: String,
+        /// The family it was used with.
+        family: &'static str,
+    },
+    /// A `name=value` clause that names no dimension of the family or has a bad value.
+    BadShape {
+        /// The dimension's name as written.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An equation that is not one of the supported forms.
+    BadEquation(String),
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpecError::Empty => write!(f, "empty kernel spec; {SUPPORTED}"),
+            SpecError::UnexpectedChar(c) => write!(f, "unexpected character `{c}` in the kernel spec"),
+            SpecError::StrayNumber(n) => {
+                write!(f, "the number `{n}` belongs to a dimension: write it as `m={n}`, `k={n}`, `batch={n}` …")
+            }
+            SpecError::UnknownWord { word, closest: Some(c) } => {
+                write!(f, "unknown word `{word}` in the kernel spec (did you mean `{c}`?); {SUPPORTED}")
+            }
+            SpecError::UnknownWord { word, closest: None } => {
+                write!(f, "unknown word `{word}` in the kernel spec; {SUPPORTED}")
+            }
+            SpecError::NoFamily => write!(f, "the kernel spec names no kernel family; {SUPPORTED}"),
+            SpecError::Ambiguous { what, hint } => write!(f, "ambiguous kernel spec: {what}; {hint}"),
+            SpecError::Unsupported { what, hint } => write!(f, "unsupported kernel spec: {what}; {hint}"),
+            SpecError::NotForFamily { word, family } => {
+                write!(f, "`{word}` does not apply to a {family} kernel")
+            }
+            SpecError::BadShape { name, reason } => write!(f, "bad dimension `{name}` in the kernel spec: {reason}"),
+            SpecError::BadEquation(what) => write!(f, "unsupported equation in the kernel spec: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// Collects spanned errors so that one compile reports every mistake, each under its own token (cxx's `Errors`).
+#[derive(Default)]
+pub struct Errors {
+    errors: Vec<syn::Error>,
+}
+
+impl Errors {
+    /// An empty collector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records an error spanned to `tokens`.
+    pub fn push_spanned(&mut self, tokens: impl quote::ToTokens, message: impl fmt::Display) {
+        self.errors.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    /// Records a ready-made error.
+    pub fn push(&mut self, error: syn::Error) {
+        self.errors.push(error);
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// Ends a phase: `Err` with all recorded errors combined, if any.
+    ///
+    /// # Errors
+    /// The combined errors, when at least one was recorded.
+    pub fn propagate(&mut self) -> syn::Result<()> {
+        let mut all = std::mem::take(&mut self.errors).into_iter();
+        match all.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                for e in all {
+                    first.combine(e);
+                }
+                Err(first)
+            }
+        }
+    }
+}

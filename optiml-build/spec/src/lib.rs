@@ -1,0 +1,36 @@
+//! The kernel spec model shared by `#[optiml::kernel]` and `optiml-build`.
+//!
+//! Both consumers run the same stages, so they cannot disagree about what a kernel means:
+//!
+//! ```text
+//! "batched matmul, f32" ──parse──▶ Spec ──check against the fn signature──▶ Binding ──▶ KernelId (sha256)
+//! ```
+//!
+//! * [`parse`] turns the spec text into a typed [`Spec`] (or a [`SpecError`] naming the word it could not place);
+//! * [`signature::bind`] checks a bodyless `fn` signature against the spec and returns a [`Binding`] that says which
+//!   parameter plays which role (or every mistake at once, each spanned to its token);
+//! * [`KernelId`] hashes the canonical spec and binding; the macro and the build script name generated files by it.
+//!
+//! ```
+//! let spec = optiml_spec::parse("bmm, float32, B transposed").unwrap();
+//! assert_eq!(spec.canonical(), "matmul batched f32 row-major a:n b:t batch=? m=? n=? k=?");
+//! ```
+
+pub mod env;
+pub mod error;
+mod key;
+mod model;
+mod parse;
+pub mod signature;
+
+pub use error::{Errors, SpecError};
+pub use key::{KernelId, sha256_hex};
+pub use model::{
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec, Operand,
+    Spec, UnaryOp,
+};
+pub use parse::parse;
+pub use signature::{Access, Binding, Kind, Param, Role, bind};
+
+/// The version of the spec model and its canonical form; part of every key, so a change here invalidates caches.
+pub const SPEC_FORMAT: u32 = 1;

@@ -1,0 +1,260 @@
+//! The typed spec: what a kernel computes, independent of how it is written or tuned.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A parsed kernel spec. Two spec strings that mean the same kernel parse to equal `Spec`s
+/// and share one [`canonical`](Spec::canonical) form.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Spec {
+    /// What the kernel computes.
+    pub family: Family,
+    /// Element type of every tensor operand.
+    pub dtype: DType,
+    /// Memory layout of every matrix operand.
+    pub layout: Layout,
+}
+
+/// The kernel families optiml can generate.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Family {
+    /// `C = act(alpha · op(A) · op(B) + beta · C + bias)`, optionally over a batch.
+    Matmul(MatmulSpec),
+    /// `out[i] = f(x[i])` or `out[i] = x[i] ⊕ y[i]` / `x[i] ⊕ s`.
+    Elementwise(ElementwiseSpec),
+}
+
+/// Element types. Only [`DType::F32`] is generated today; the others are recognised so that a spec naming them
+/// gets a clear "not supported yet" error instead of "unknown word".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    /// IEEE single precision, exact fp32 arithmetic.
+    F32,
+}
+
+impl DType {
+    /// The Rust element type a buffer of this dtype holds.
+    pub fn rust_type(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+        }
+    }
+}
+
+/// Matrix layouts. Row-major (C order) is the only one; column-major is recognised and rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Layout {
+    /// Rows are contiguous; a matrix of `r × c` has leading dimension `c`.
+    RowMajor,
+}
+
+/// A problem dimension: fixed by the spec (and compiled into the kernel) or passed at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dim {
+    /// Given as a parameter of the generated function.
+    Runtime,
+    /// Fixed by the spec, e.g. `k=1024`.
+    Fixed(u64),
+}
+
+impl Dim {
+    /// The fixed value, if any.
+    pub fn fixed(self) -> Option<u64> {
+        match self {
+            Dim::Runtime => None,
+            Dim::Fixed(v) => Some(v),
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Runtime => f.write_str("?"),
+            Dim::Fixed(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Activations usable as a matmul epilogue or as an elementwise map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Activation {
+    /// `max(v, 0)`.
+    Relu,
+    /// `0.5 · v · (1 + erf(v / √2))`, the exact form.
+    Gelu,
+}
+
+impl Activation {
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Relu => "relu",
+            Activation::Gelu => "gelu",
+        }
+    }
+}
+
+/// A batched or plain matrix product with an optional fused epilogue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MatmulSpec {
+    /// A batch of independent products (`A`, `B`, `C` hold `batch` matrices back to back).
+    pub batched: bool,
+    /// `A` is stored `K × M` and used transposed.
+    pub trans_a: bool,
+    /// `B` is stored `N × K` and used transposed.
+    pub trans_b: bool,
+    /// The product is scaled by a run-time `alpha: f32`.
+    pub alpha: bool,
+    /// The old `C`, scaled by a run-time `beta: f32`, is added (so `C` is read and written).
+    pub beta: bool,
+    /// A bias vector of length `N` is added to every row.
+    pub bias: bool,
+    /// Activation applied last.
+    pub activation: Option<Activation>,
+    /// Number of matrices (always `Fixed(1)` when not batched).
+    pub batch: Dim,
+    /// Rows of `C`.
+    pub m: Dim,
+    /// Columns of `C`.
+    pub n: Dim,
+    /// The reduction dimension.
+    pub k: Dim,
+}
+
+/// Unary elementwise maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// `max(v, 0)`.
+    Relu,
+    /// Exact GELU.
+    Gelu,
+    /// `v · sigmoid(v)` (swish).
+    Silu,
+    /// `1 / (1 + e^-v)`.
+    Sigmoid,
+    /// Hyperbolic tangent.
+    Tanh,
+}
+
+impl UnaryOp {
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+        }
+    }
+}
+
+/// Binary elementwise operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    /// `x + rhs`.
+    Add,
+    /// `x · rhs`.
+    Mul,
+}
+
+impl BinaryOp {
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Mul => "mul",
+        }
+    }
+}
+
+/// The right-hand side of a binary elementwise operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Operand {
+    /// A second tensor `y` of the same length.
+    Tensor,
+    /// A run-time scalar `s: f32`.
+    Scalar,
+}
+
+/// What an elementwise kernel computes per element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ElementwiseOp {
+    /// `out = f(x)`.
+    Unary(UnaryOp),
+    /// `out = x ⊕ rhs`.
+    Binary(BinaryOp, Operand),
+}
+
+/// An elementwise map over `n` elements.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ElementwiseSpec {
+    /// The operation.
+    pub op: ElementwiseOp,
+    /// Number of elements; at run time it defaults to the output's length.
+    pub n: Dim,
+}
+
+impl Spec {
+    /// The canonical text of the spec: one spelling per meaning, stable across releases
+    /// (it is hashed into every cache key).
+    pub fn canonical(&self) -> String {
+        let dtype = match self.dtype {
+            DType::F32 => "f32",
+        };
+        match &self.family {
+            Family::Matmul(m) => {
+                let mut s = String::from("matmul");
+                if m.batched {
+                    s.push_str(" batched");
+                }
+                s.push_str(&format!(" {dtype} row-major"));
+                s.push_str(if m.trans_a { " a:t" } else { " a:n" });
+                s.push_str(if m.trans_b { " b:t" } else { " b:n" });
+                for (on, word) in [(m.alpha, "alpha"), (m.beta, "beta"), (m.bias, "bias")] {
+                    if on {
+                        s.push(' ');
+                        s.push_str(word);
+                    }
+                }
+                if let Some(act) = m.activation {
+                    s.push(' ');
+                    s.push_str(act.name());
+                }
+                if m.batched {
+                    s.push_str(&format!(" batch={}", m.batch));
+                }
+                s.push_str(&format!(" m={} n={} k={}", m.m, m.n, m.k));
+                s
+            }
+            Family::Elementwise(e) => {
+                let op = match e.op {
+                    ElementwiseOp::Unary(u) => u.name().to_string(),
+                    ElementwiseOp::Binary(b, Operand::Tensor) => format!("{} tensor", b.name()),
+                    ElementwiseOp::Binary(b, Operand::Scalar) => format!("{} scalar", b.name()),
+                };
+                format!("elementwise {op} {dtype} n={}", e.n)
+            }
+        }
+    }
+
+    /// A short human name of the family, for messages ("batched matmul", "elementwise relu").
+    pub fn family_name(&self) -> String {
+        match &self.family {
+            Family::Matmul(m) if m.batched => "batched matmul".into(),
+            Family::Matmul(_) => "matmul".into(),
+            Family::Elementwise(e) => match e.op {
+                ElementwiseOp::Unary(u) => format!("elementwise {}", u.name()),
+                ElementwiseOp::Binary(b, Operand::Tensor) => format!("elementwise {} (tensor)", b.name()),
+                ElementwiseOp::Binary(b, Operand::Scalar) => format!("elementwise {} (scalar)", b.name()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical())
+    }
+}

@@ -1,0 +1,789 @@
+//! Spec text → [`Spec`].
+//!
+//! The text is split into clauses at `,` and `;`. A clause is either a shape (`k=1024`, `m=n=512`), an equation
+//! (`C = alpha·A·Bᵀ + beta·C`, `y = gelu(x)`) or a phrase (`batched gemm with B transposed`). Phrases are matched
+//! word by word against a vocabulary, longest phrase first; every word must be understood, because a silently
+//! ignored word ("column-major", "fp16") would yield a kernel that computes something else.
+
+use crate::error::SpecError;
+use crate::model::{
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec, Operand, Spec,
+    UnaryOp,
+};
+
+/// Parses a spec string.
+///
+/// # Errors
+/// A [`SpecError`] naming the first word or clause that could not be understood, with the closest known word.
+pub fn parse(text: &str) -> Result<Spec, SpecError> {
+    let tokens = tokenize(text)?;
+    if tokens.iter().all(|t| matches!(t, Tok::Sep)) {
+        return Err(SpecError::Empty);
+    }
+    let mut draft = Draft::default();
+    for clause in tokens.split(|t| matches!(t, Tok::Sep)) {
+        if clause.is_empty() {
+            continue;
+        }
+        if clause.iter().any(|t| matches!(t, Tok::Sym('='))) {
+            clause_with_equals(clause, &mut draft)?;
+        } else {
+            phrase(clause, &mut draft)?;
+        }
+    }
+    draft.finish()
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Word(String),
+    Num(u64),
+    /// One of `* + = ( )`, or `T` for a transpose mark (`ᵀ`, `^T`, `.T`, `'`).
+    Sym(char),
+    Sep,
+}
+
+fn tokenize(text: &str) -> Result<Vec<Tok>, SpecError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if (c.is_alphanumeric() || c == '_') && c != 'ᵀ' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') && chars[i] != 'ᵀ' {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect::<String>().to_lowercase();
+            if word.chars().all(|c| c.is_ascii_digit()) {
+                let value = word
+                    .parse::<u64>()
+                    .map_err(|_| SpecError::BadShape { name: word.clone(), reason: "the number is too large".into() })?;
+                out.push(Tok::Num(value));
+            } else {
+                out.push(Tok::Word(word));
+            }
+            continue;
+        }
+        match c {
+            ',' | ';' => out.push(Tok::Sep),
+            '·' | '⋅' | '∙' | '×' | '*' | '@' => out.push(Tok::Sym('*')),
+            '+' | '=' | '(' | ')' => out.push(Tok::Sym(c)),
+            'ᵀ' | '\'' | '′' => out.push(Tok::Sym('T')),
+            '^' | '.' if matches!(chars.get(i + 1), Some('t' | 'T'))
+                && !chars.get(i + 2).is_some_and(|c| c.is_alphanumeric()) =>
+            {
+                out.push(Tok::Sym('T'));
+                i += 1;
+            }
+            // `row-major`, `element-wise`: a hyphen joins words like a space does.
+            '-' | '–' => {}
+            '.' if i + 1 == chars.len() => {}
+            c if c.is_whitespace() => {}
+            c => return Err(SpecError::UnexpectedChar(c)),
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// Everything the clauses said, before it is checked for consistency.
+#[derive(Default)]
+struct Draft {
+    matmul: Option<String>,
+    batched: Option<String>,
+    elementwise: Option<String>,
+    dtypes: Vec<(DType, String)>,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: bool,
+    beta: bool,
+    bias: bool,
+    unary: Vec<(UnaryOp, String)>,
+    binary: Vec<(BinaryOp, String)>,
+    operand: Vec<(Operand, String)>,
+    shapes: Vec<(String, u64)>,
+}
+
+/// What a vocabulary phrase means.
+#[derive(Clone, Copy, Debug)]
+enum Meaning {
+    Matmul,
+    Batched,
+    BatchedMatmul,
+    Elementwise,
+    DType(DType),
+    UnsupportedDType(&'static str),
+    RowMajor,
+    ColumnMajor,
+    TransA,
+    TransB,
+    Codes(bool, bool),
+    Alpha,
+    Beta,
+    Bias,
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Operand(Operand),
+    AmbiguousProduct,
+    Filler,
+}
+
+/// The vocabulary. Multi-word phrases are written with spaces; `^t` is a transpose mark.
+const VOCABULARY: &[(&str, Meaning)] = &[
+    ("matmul", Meaning::Matmul),
+    ("mat mul", Meaning::Matmul),
+    ("gemm", Meaning::Matmul),
+    ("sgemm", Meaning::Matmul),
+    ("mm", Meaning::Matmul),
+    ("matrix multiply", Meaning::Matmul),
+    ("matrix multiplication", Meaning::Matmul),
+    ("matrix product", Meaning::Matmul),
+    ("matrix products", Meaning::Matmul),
+    ("matrix matrix product", Meaning::Matmul),
+    ("matrix matrix multiplication", Meaning::Matmul),
+    ("matrix multiplications", Meaning::Matmul),
+    ("matmuls", Meaning::Matmul),
+    ("gemms", Meaning::Matmul),
+    ("bmm", Meaning::BatchedMatmul),
+    ("bgemm", Meaning::BatchedMatmul),
+    ("batched", Meaning::Batched),
+    ("batch", Meaning::Batched),
+    ("strided batched", Meaning::Batched),
+    ("batch of", Meaning::Batched),
+    ("elementwise", Meaning::Elementwise),
+    ("element wise", Meaning::Elementwise),
+    ("pointwise", Meaning::Elementwise),
+    ("map", Meaning::Elementwise),
+    ("unary", Meaning::Elementwise),
+    ("binary", Meaning::Elementwise),
+    ("f32", Meaning::DType(DType::F32)),
+    ("fp32", Meaning::DType(DType::F32)),
+    ("float32", Meaning::DType(DType::F32)),
+    ("float", Meaning::DType(DType::F32)),
+    ("single", Meaning::DType(DType::F32)),
+    ("single precision", Meaning::DType(DType::F32)),
+    ("f16", Meaning::UnsupportedDType("f16")),
+    ("fp16", Meaning::UnsupportedDType("f16")),
+    ("float16", Meaning::UnsupportedDType("f16")),
+    ("half", Meaning::UnsupportedDType("f16")),
+    ("bf16", Meaning::UnsupportedDType("bf16")),
+    ("bfloat16", Meaning::UnsupportedDType("bf16")),
+    ("tf32", Meaning::UnsupportedDType("tf32")),
+    ("f64", Meaning::UnsupportedDType("f64")),
+    ("fp64", Meaning::UnsupportedDType("f64")),
+    ("float64", Meaning::UnsupportedDType("f64")),
+    ("double", Meaning::UnsupportedDType("f64")),
+    ("int8", Meaning::UnsupportedDType("i8")),
+    ("i8", Meaning::UnsupportedDType("i8")),
+    ("fp8", Meaning::UnsupportedDType("fp8")),
+    ("row major", Meaning::RowMajor),
+    ("rowmajor", Meaning::RowMajor),
+    ("c order", Meaning::RowMajor),
+    ("column major", Meaning::ColumnMajor),
+    ("col major", Meaning::ColumnMajor),
+    ("colmajor", Meaning::ColumnMajor),
+    ("a transposed", Meaning::TransA),
+    ("transposed a", Meaning::TransA),
+    ("transpose a", Meaning::TransA),
+    ("trans a", Meaning::TransA),
+    ("transa", Meaning::TransA),
+    ("trans_a", Meaning::TransA),
+    ("a ^t", Meaning::TransA),
+    ("b transposed", Meaning::TransB),
+    ("transposed b", Meaning::TransB),
+    ("transpose b", Meaning::TransB),
+    ("trans b", Meaning::TransB),
+    ("transb", Meaning::TransB),
+    ("trans_b", Meaning::TransB),
+    ("b ^t", Meaning::TransB),
+    ("nn", Meaning::Codes(false, false)),
+    ("nt", Meaning::Codes(false, true)),
+    ("tn", Meaning::Codes(true, false)),
+    ("tt", Meaning::Codes(true, true)),
+    ("alpha", Meaning::Alpha),
+    ("scaled", Meaning::Alpha),
+    ("scaled by alpha", Meaning::Alpha),
+    ("beta", Meaning::Beta),
+    ("accumulate", Meaning::Beta),
+    ("accumulating", Meaning::Beta),
+    ("accumulate into c", Meaning::Beta),
+    ("bias", Meaning::Bias),
+    ("add bias", Meaning::Bias),
+    ("bias add", Meaning::Bias),
+    ("plus bias", Meaning::Bias),
+    ("relu", Meaning::Unary(UnaryOp::Relu)),
+    ("gelu", Meaning::Unary(UnaryOp::Gelu)),
+    ("silu", Meaning::Unary(UnaryOp::Silu)),
+    ("swish", Meaning::Unary(UnaryOp::Silu)),
+    ("sigmoid", Meaning::Unary(UnaryOp::Sigmoid)),
+    ("logistic", Meaning::Unary(UnaryOp::Sigmoid)),
+    ("tanh", Meaning::Unary(UnaryOp::Tanh)),
+    ("add", Meaning::Binary(BinaryOp::Add)),
+    ("addition", Meaning::Binary(BinaryOp::Add)),
+    ("plus", Meaning::Binary(BinaryOp::Add)),
+    ("mul", Meaning::Binary(BinaryOp::Mul)),
+    ("multiply", Meaning::Binary(BinaryOp::Mul)),
+    ("multiplication", Meaning::Binary(BinaryOp::Mul)),
+    ("times", Meaning::Binary(BinaryOp::Mul)),
+    ("hadamard", Meaning::Binary(BinaryOp::Mul)),
+    ("hadamard product", Meaning::Binary(BinaryOp::Mul)),
+    ("elementwise product", Meaning::Binary(BinaryOp::Mul)),
+    ("element wise product", Meaning::Binary(BinaryOp::Mul)),
+    ("scale", Meaning::Binary(BinaryOp::Mul)),
+    ("product", Meaning::AmbiguousProduct),
+    ("products", Meaning::AmbiguousProduct),
+    ("scalar", Meaning::Operand(Operand::Scalar)),
+    ("a scalar", Meaning::Operand(Operand::Scalar)),
+    ("tensor", Meaning::Operand(Operand::Tensor)),
+    ("a tensor", Meaning::Operand(Operand::Tensor)),
+    ("two tensors", Meaning::Operand(Operand::Tensor)),
+    ("vector", Meaning::Operand(Operand::Tensor)),
+    ("a", Meaning::Filler),
+    ("an", Meaning::Filler),
+    ("the", Meaning::Filler),
+    ("of", Meaning::Filler),
+    ("with", Meaning::Filler),
+    ("and", Meaning::Filler),
+    ("by", Meaning::Filler),
+    ("in", Meaning::Filler),
+    ("kernel", Meaning::Filler),
+    ("op", Meaning::Filler),
+    ("operation", Meaning::Filler),
+    ("precision", Meaning::Filler),
+    ("fused", Meaning::Filler),
+    ("epilogue", Meaning::Filler),
+    ("then", Meaning::Filler),
+    ("followed by", Meaning::Filler),
+    ("activation", Meaning::Filler),
+    ("+", Meaning::Filler),
+];
+
+/// A phrase's words, split once.
+fn phrase_words(phrase: &str) -> impl Iterator<Item = &str> {
+    phrase.split(' ')
+}
+
+/// A token as the vocabulary spells it.
+fn vocab_word(tok: &Tok) -> Option<String> {
+    match tok {
+        Tok::Word(w) => Some(w.clone()),
+        Tok::Sym('T') => Some("^t".into()),
+        Tok::Sym('+') => Some("+".into()),
+        _ => None,
+    }
+}
+
+fn phrase(clause: &[Tok], draft: &mut Draft) -> Result<(), SpecError> {
+    let words: Vec<Option<String>> = clause.iter().map(vocab_word).collect();
+    let mut i = 0;
+    while i < words.len() {
+        let Some(word) = &words[i] else {
+            return Err(match &clause[i] {
+                Tok::Num(n) => SpecError::StrayNumber(*n),
+                Tok::Sym(c) => SpecError::UnexpectedChar(*c),
+                _ => SpecError::Empty,
+            });
+        };
+        // Longest vocabulary phrase that matches here.
+        let mut best: Option<(usize, Meaning, &str)> = None;
+        for (text, meaning) in VOCABULARY {
+            let len = phrase_words(text).count();
+            let fits = i + len <= words.len()
+                && phrase_words(text).zip(&words[i..i + len]).all(|(p, w)| w.as_deref() == Some(p));
+            if fits && best.is_none_or(|(l, _, _)| len > l) {
+                best = Some((len, *meaning, text));
+            }
+        }
+        let Some((len, meaning, text)) = best else {
+            return Err(SpecError::UnknownWord { word: word.clone(), closest: closest_word(word) });
+        };
+        apply(meaning, text, draft)?;
+        i += len;
+    }
+    Ok(())
+}
+
+fn apply(meaning: Meaning, text: &str, draft: &mut Draft) -> Result<(), SpecError> {
+    let text = text.to_string();
+    match meaning {
+        Meaning::Matmul => draft.matmul = Some(text),
+        Meaning::Batched => draft.batched = Some(text),
+        Meaning::BatchedMatmul => {
+            draft.matmul = Some(text.clone());
+            draft.batched = Some(text);
+        }
+        Meaning::Elementwise => draft.elementwise = Some(text),
+        Meaning::DType(d) => draft.dtypes.push((d, text)),
+        Meaning::UnsupportedDType(d) => {
+            return Err(SpecError::Unsupported {
+                what: format!("dtype `{d}` (from `{text}`)"),
+                hint: "only f32 kernels are generated so far; write `f32`".into(),
+            });
+        }
+        Meaning::RowMajor => {}
+        Meaning::ColumnMajor => {
+            return Err(SpecError::Unsupported {
+                what: "column-major layout".into(),
+                hint: "write the product row-major: a column-major C = A·B is the row-major Cᵀ = Bᵀ·Aᵀ".into(),
+            });
+        }
+        Meaning::TransA => draft.trans_a = true,
+        Meaning::TransB => draft.trans_b = true,
+        Meaning::Codes(a, b) => {
+            draft.trans_a |= a;
+            draft.trans_b |= b;
+        }
+        Meaning::Alpha => draft.alpha = true,
+        Meaning::Beta => draft.beta = true,
+        Meaning::Bias => draft.bias = true,
+        Meaning::Unary(u) => draft.unary.push((u, text)),
+        Meaning::Binary(b) => draft.binary.push((b, text)),
+        Meaning::Operand(o) => draft.operand.push((o, text)),
+        Meaning::AmbiguousProduct => {
+            return Err(SpecError::Ambiguous {
+                what: format!("`{text}` alone"),
+                hint: "write `matrix product` (matmul) or `elementwise product` (mul)".into(),
+            });
+        }
+        Meaning::Filler => {}
+    }
+    Ok(())
+}
+
+/// Shapes (`k=1024`, `m=n=512`) and equations (`C = A·Bᵀ`).
+fn clause_with_equals(clause: &[Tok], draft: &mut Draft) -> Result<(), SpecError> {
+    // A shape: names joined by `=`, ending in a number.
+    if let Some(Tok::Num(value)) = clause.last() {
+        let names = &clause[..clause.len() - 1];
+        let mut parsed = Vec::new();
+        let mut ok = names.len() >= 2 && names.len() % 2 == 0;
+        for pair in names.chunks(2) {
+            match pair {
+                [Tok::Word(name), Tok::Sym('=')] => parsed.push(name.clone()),
+                _ => ok = false,
+            }
+        }
+        if ok {
+            for name in parsed {
+                draft.shapes.push((name, *value));
+            }
+            return Ok(());
+        }
+    }
+    let Some(eq) = clause.iter().position(|t| matches!(t, Tok::Sym('='))) else {
+        return Err(SpecError::BadEquation("expected `=`".into()));
+    };
+    let (lhs, rhs) = (&clause[..eq], &clause[eq + 1..]);
+    let accumulate = matches!(lhs.last(), Some(Tok::Sym('+')));
+    let lhs_name = match lhs {
+        [Tok::Word(w)] | [Tok::Word(w), Tok::Sym('+')] => w.clone(),
+        _ => return Err(SpecError::BadEquation("the left side must be one name, e.g. `C = A·B`".into())),
+    };
+    if rhs.iter().any(|t| matches!(t, Tok::Sym('='))) {
+        return Err(SpecError::BadEquation("more than one `=`".into()));
+    }
+    equation(&lhs_name, accumulate, rhs, draft)
+}
+
+fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Result<(), SpecError> {
+    let names: Vec<&str> = rhs
+        .iter()
+        .filter_map(|t| match t {
+            Tok::Word(w) => Some(w.as_str()),
+            _ => None,
+        })
+        .collect();
+    let is_fn = |i: usize| matches!(rhs.get(i + 1), Some(Tok::Sym('(')));
+    let transposed = |i: usize| matches!(rhs.get(i + 1), Some(Tok::Sym('T')));
+    if let Some(Tok::Num(n)) = rhs.iter().find(|t| matches!(t, Tok::Num(_))) {
+        return Err(SpecError::BadEquation(format!(
+            "the constant `{n}`: constants are run-time parameters (name it, e.g. `alpha` or `s`)"
+        )));
+    }
+    if names.contains(&"a") && names.contains(&"b") {
+        draft.matmul = Some("equation".into());
+        for (i, tok) in rhs.iter().enumerate() {
+            let Tok::Word(w) = tok else { continue };
+            match w.as_str() {
+                "a" => draft.trans_a |= transposed(i),
+                "b" => draft.trans_b |= transposed(i),
+                "alpha" => draft.alpha = true,
+                "beta" => draft.beta = true,
+                "bias" => draft.bias = true,
+                w if w == lhs => draft.beta = true,
+                w if is_fn(i) => function(w, draft)?,
+                w => {
+                    return Err(SpecError::BadEquation(format!(
+                        "unknown name `{w}` in a matrix product (known: A, B, C, alpha, beta, bias, relu(…), gelu(…))"
+                    )));
+                }
+            }
+        }
+        if accumulate {
+            draft.beta = true;
+        }
+        if rhs.iter().any(|t| matches!(t, Tok::Sym('+')))
+            && !(draft.beta || draft.bias)
+        {
+            return Err(SpecError::BadEquation(
+                "a sum in a matrix product can only add `beta·C` or `bias`".into(),
+            ));
+        }
+        return Ok(());
+    }
+    // Elementwise: out = f(x), out = x ⊕ y, out = x ⊕ s.
+    draft.elementwise = Some("equation".into());
+    let mut operands = Vec::new();
+    for (i, tok) in rhs.iter().enumerate() {
+        let Tok::Word(w) = tok else { continue };
+        if is_fn(i) {
+            function(w, draft)?;
+        } else {
+            operands.push(w.as_str());
+        }
+    }
+    let op = if rhs.contains(&Tok::Sym('+')) {
+        Some(BinaryOp::Add)
+    } else if rhs.contains(&Tok::Sym('*')) {
+        Some(BinaryOp::Mul)
+    } else {
+        None
+    };
+    if rhs.contains(&Tok::Sym('+')) && rhs.contains(&Tok::Sym('*')) {
+        return Err(SpecError::Ambiguous {
+            what: "both `+` and `*` in one elementwise equation".into(),
+            hint: "fused elementwise chains are not supported yet: one operation per kernel".into(),
+        });
+    }
+    match (operands.as_slice(), op) {
+        ([_], None) => {}
+        ([_, rhs_name], Some(op)) => {
+            let operand = if matches!(*rhs_name, "s" | "scalar" | "alpha" | "c") { Operand::Scalar } else { Operand::Tensor };
+            draft.binary.push((op, format!("equation `{}`", op.name())));
+            draft.operand.push((operand, "equation".into()));
+        }
+        _ => {
+            return Err(SpecError::BadEquation(format!(
+                "`{lhs} = …` must be `f(x)`, `x + y`, `x * y`, `x + s` or `x * s`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn function(name: &str, draft: &mut Draft) -> Result<(), SpecError> {
+    let op = match name {
+        "relu" => UnaryOp::Relu,
+        "gelu" => UnaryOp::Gelu,
+        "silu" | "swish" => UnaryOp::Silu,
+        "sigmoid" => UnaryOp::Sigmoid,
+        "tanh" => UnaryOp::Tanh,
+        other => {
+            return Err(SpecError::UnknownWord { word: other.to_string(), closest: closest_word(other) });
+        }
+    };
+    draft.unary.push((op, name.to_string()));
+    Ok(())
+}
+
+impl Draft {
+    fn finish(self) -> Result<Spec, SpecError> {
+        let dtype = match self.dtypes.as_slice() {
+            [] => DType::F32,
+            [(d, _), rest @ ..] => {
+                if let Some((_, other)) = rest.iter().find(|(o, _)| o != d) {
+                    return Err(SpecError::Ambiguous {
+                        what: format!("two dtypes, `{}` and `{other}`", self.dtypes[0].1),
+                        hint: "name one element type".into(),
+                    });
+                }
+                *d
+            }
+        };
+        let family = if self.matmul.is_some() || (self.batched.is_some() && self.elementwise.is_none()) {
+            self.matmul_family()?
+        } else if self.elementwise.is_some() || !self.unary.is_empty() || !self.binary.is_empty() {
+            self.elementwise_family()?
+        } else {
+            return Err(SpecError::NoFamily);
+        };
+        Ok(Spec { family, dtype, layout: Layout::RowMajor })
+    }
+
+    fn matmul_family(&self) -> Result<Family, SpecError> {
+        if self.matmul.is_none() {
+            return Err(SpecError::NoFamily);
+        }
+        if let Some(e) = &self.elementwise {
+            return Err(SpecError::Ambiguous {
+                what: format!("a matrix product and `{e}`"),
+                hint: "one kernel per spec: a matmul (with an optional relu/gelu epilogue) or an elementwise map".into(),
+            });
+        }
+        if let Some((_, word)) = self.binary.first() {
+            return Err(SpecError::Ambiguous {
+                what: format!("`{word}` in a matrix product"),
+                hint: "to add a vector to every row write `bias`; to add the old C write `beta` or `C += A·B`".into(),
+            });
+        }
+        if let Some((_, word)) = self.operand.first() {
+            return Err(SpecError::NotForFamily { word: word.clone(), family: "matmul" });
+        }
+        let activation = match self.unary.as_slice() {
+            [] => None,
+            [(UnaryOp::Relu, _)] => Some(Activation::Relu),
+            [(UnaryOp::Gelu, _)] => Some(Activation::Gelu),
+            [(_, word)] => {
+                return Err(SpecError::Unsupported {
+                    what: format!("`{word}` as a matmul epilogue"),
+                    hint: "matmul epilogues are relu and gelu so far".into(),
+                });
+            }
+            [(_, a), (_, b), ..] => {
+                return Err(SpecError::Ambiguous {
+                    what: format!("two activations, `{a}` and `{b}`"),
+                    hint: "a matmul takes one epilogue activation".into(),
+                });
+            }
+        };
+        let mut batched = self.batched.is_some();
+        let (mut bsz, mut m, mut n, mut k) = (Dim::Runtime, Dim::Runtime, Dim::Runtime, Dim::Runtime);
+        for (name, value) in &self.shapes {
+            let slot = match name.as_str() {
+                "batch" | "b" | "batches" => {
+                    batched = true;
+                    &mut bsz
+                }
+                "m" => &mut m,
+                "n" => &mut n,
+                "k" => &mut k,
+                other => {
+                    return Err(SpecError::BadShape {
+                        name: other.to_string(),
+                        reason: "a matmul has the dimensions `batch`, `m`, `n` and `k`".into(),
+                    });
+                }
+            };
+            set_dim(slot, name, *value, i32::MAX as u64)?;
+        }
+        if !batched {
+            bsz = Dim::Fixed(1);
+        }
+        Ok(Family::Matmul(MatmulSpec {
+            batched,
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            alpha: self.alpha,
+            beta: self.beta,
+            bias: self.bias,
+            activation,
+            batch: bsz,
+            m,
+            n,
+            k,
+        }))
+    }
+
+    fn elementwise_family(&self) -> Result<Family, SpecError> {
+        for (on, word) in [
+            (self.trans_a || self.trans_b, "transposed"),
+            (self.alpha, "alpha"),
+            (self.beta, "beta"),
+            (self.bias, "bias"),
+            (self.batched.is_some(), "batched"),
+        ] {
+            if on {
+                return Err(SpecError::NotForFamily { word: word.into(), family: "elementwise" });
+            }
+        }
+        let op = match (self.unary.as_slice(), self.binary.as_slice()) {
+            ([(u, _)], []) => {
+                if let Some((_, word)) = self.operand.first() {
+                    return Err(SpecError::NotForFamily { word: word.clone(), family: "unary elementwise" });
+                }
+                ElementwiseOp::Unary(*u)
+            }
+            ([], [(b, _)]) => {
+                let operand = match self.operand.as_slice() {
+                    [] => Operand::Tensor,
+                    [(o, _), rest @ ..] => {
+                        if let Some((_, other)) = rest.iter().find(|(p, _)| p != o) {
+                            return Err(SpecError::Ambiguous {
+                                what: format!("`{}` and `{other}`", self.operand[0].1),
+                                hint: "the second operand is either a tensor or a scalar".into(),
+                            });
+                        }
+                        *o
+                    }
+                };
+                ElementwiseOp::Binary(*b, operand)
+            }
+            ([], []) => {
+                return Err(SpecError::Ambiguous {
+                    what: "an elementwise map without an operation".into(),
+                    hint: "name one: relu, gelu, silu, sigmoid, tanh, add or mul".into(),
+                });
+            }
+            _ => {
+                let words: Vec<String> =
+                    self.unary.iter().map(|(_, w)| w.clone()).chain(self.binary.iter().map(|(_, w)| w.clone())).collect();
+                return Err(SpecError::Ambiguous {
+                    what: format!("several operations ({})", words.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", ")),
+                    hint: "fused elementwise chains are not supported yet: one operation per kernel".into(),
+                });
+            }
+        };
+        let mut n = Dim::Runtime;
+        for (name, value) in &self.shapes {
+            match name.as_str() {
+                "n" | "len" | "length" | "size" => set_dim(&mut n, name, *value, 1 << 62)?,
+                other => {
+                    return Err(SpecError::BadShape {
+                        name: other.to_string(),
+                        reason: "an elementwise map has one dimension, `n`".into(),
+                    });
+                }
+            }
+        }
+        Ok(Family::Elementwise(ElementwiseSpec { op, n }))
+    }
+}
+
+fn set_dim(slot: &mut Dim, name: &str, value: u64, max: u64) -> Result<(), SpecError> {
+    if value == 0 || value > max {
+        return Err(SpecError::BadShape { name: name.into(), reason: format!("must be between 1 and {max}") });
+    }
+    if let Dim::Fixed(old) = *slot
+        && old != value
+    {
+        return Err(SpecError::BadShape { name: name.into(), reason: format!("given twice ({old} and {value})") });
+    }
+    *slot = Dim::Fixed(value);
+    Ok(())
+}
+
+/// The vocabulary word closest to `word` by edit distance, if any is close enough to be a likely typo.
+fn closest_word(word: &str) -> Option<String> {
+    let mut candidates: Vec<&str> = VOCABULARY.iter().flat_map(|(p, _)| phrase_words(p)).collect();
+    candidates.extend(["softmax", "layernorm", "reduce", "transpose", "conv"]);
+    candidates.retain(|c| c.len() > 1 && *c != "^t");
+    let (best, dist) = candidates.into_iter().map(|c| (c, edit_distance(word, c))).min_by_key(|(_, d)| *d)?;
+    let limit = (word.chars().count() / 3).max(1);
+    (dist <= limit && dist > 0).then(|| best.to_string())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mm(text: &str) -> MatmulSpec {
+        match parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}")).family {
+            Family::Matmul(m) => m,
+            other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn batched_phrasings_reach_one_spec() {
+        let want = parse("batched matmul, f32").unwrap();
+        for text in [
+            "bmm",
+            "batched gemm",
+            "batch of matrix products",
+            "Batched MatMul, float32, row-major",
+            "bmm f32",
+            "batched matrix multiplication in single precision",
+            "strided batched sgemm, fp32",
+        ] {
+            assert_eq!(parse(text).unwrap(), want, "{text}");
+        }
+        assert_eq!(want.canonical(), "matmul batched f32 row-major a:n b:n batch=? m=? n=? k=?");
+    }
+
+    #[test]
+    fn transposes_from_words_marks_and_codes() {
+        for text in ["C = A·Bᵀ, float32", "matmul, B transposed", "gemm nt", "C = A @ B.T", "C = A*B^T", "matmul with Bᵀ", "C = A B'"] {
+            let m = mm(text);
+            assert!(!m.trans_a && m.trans_b, "{text}");
+        }
+        let m = mm("gemm, transposed A and transposed B");
+        assert!(m.trans_a && m.trans_b);
+        assert!(mm("C = Aᵀ·B").trans_a);
+    }
+
+    #[test]
+    fn epilogues() {
+        let m = mm("C = relu(alpha·A·B + beta·C + bias)");
+        assert!(m.alpha && m.beta && m.bias);
+        assert_eq!(m.activation, Some(Activation::Relu));
+        let m = mm("matmul with bias and gelu, f32");
+        assert!(m.bias && !m.alpha && !m.beta);
+        assert_eq!(m.activation, Some(Activation::Gelu));
+        assert!(mm("C += A·B").beta);
+        assert!(mm("gemm, alpha, beta").alpha);
+    }
+
+    #[test]
+    fn shapes() {
+        let m = mm("bmm, batch=16, m=n=k=1024");
+        assert_eq!((m.batch, m.m, m.n, m.k), (Dim::Fixed(16), Dim::Fixed(1024), Dim::Fixed(1024), Dim::Fixed(1024)));
+        let m = mm("matmul, k=64");
+        assert_eq!((m.batch, m.m, m.k), (Dim::Fixed(1), Dim::Runtime, Dim::Fixed(64)));
+        assert!(mm("matmul, batch=4").batched);
+        assert!(matches!(parse("matmul, q=3"), Err(SpecError::BadShape { .. })));
+        assert!(matches!(parse("matmul, m=0"), Err(SpecError::BadShape { .. })));
+        assert!(matches!(parse("matmul, m=3, m=4"), Err(SpecError::BadShape { .. })));
+    }
+
+    #[test]
+    fn elementwise_phrasings() {
+        let relu = parse("relu, f32").unwrap();
+        assert_eq!(parse("elementwise relu").unwrap(), relu);
+        assert_eq!(parse("y = relu(x)").unwrap(), relu);
+        assert_eq!(relu.canonical(), "elementwise relu f32 n=?");
+        assert_eq!(parse("swish").unwrap(), parse("silu f32").unwrap());
+        let add = parse("add, f32").unwrap();
+        assert_eq!(parse("z = x + y").unwrap(), add);
+        assert_eq!(add.canonical(), "elementwise add tensor f32 n=?");
+        let scaled = parse("mul by a scalar").unwrap();
+        assert_eq!(parse("y = x * s").unwrap(), scaled);
+        assert_eq!(scaled.canonical(), "elementwise mul scalar f32 n=?");
+        assert_eq!(parse("sigmoid, n=4096").unwrap().canonical(), "elementwise sigmoid f32 n=4096");
+    }
+
+    #[test]
+    fn rejections_name_the_word() {
+        let e = parse("batched matmull, f32").unwrap_err();
+        assert_eq!(e, SpecError::UnknownWord { word: "matmull".into(), closest: Some("matmul".into()) });
+        assert!(e.to_string().contains("did you mean `matmul`"), "{e}");
+        assert!(matches!(parse("softmax"), Err(SpecError::UnknownWord { .. })));
+        assert!(matches!(parse(""), Err(SpecError::Empty)));
+        assert!(matches!(parse("f32"), Err(SpecError::NoFamily)));
+        assert!(matches!(parse("matmul, fp16"), Err(SpecError::Unsupported { .. })));
+        assert!(matches!(parse("matmul, column-major"), Err(SpecError::Unsupported { .. })));
+        assert!(matches!(parse("matmul add"), Err(SpecError::Ambiguous { .. })));
+        assert!(matches!(parse("relu and gelu"), Err(SpecError::Ambiguous { .. })));
+        assert!(matches!(parse("product"), Err(SpecError::Ambiguous { .. })));
+        assert!(matches!(parse("matmul, f32, f16"), Err(SpecError::Unsupported { .. })));
+        assert!(matches!(parse("relu, transposed a"), Err(SpecError::NotForFamily { .. })));
+        assert!(matches!(parse("matmul with silu"), Err(SpecError::Unsupported { .. })));
+        assert!(matches!(parse("C = A·B + D"), Err(SpecError::BadEquation(_))));
+        assert!(matches!(parse("y = x * 2"), Err(SpecError::BadEquation(_))));
+        assert!(matches!(parse("matmul #1"), Err(SpecError::UnexpectedChar('#'))));
+    }
+}

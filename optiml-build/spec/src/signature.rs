@@ -1,0 +1,382 @@
+//! Checks a bodyless `fn` signature against a [`Spec`] and says which parameter plays which role.
+//!
+//! Parameters are matched by name, in any order (`a, b, c, batch, m, n, k, alpha, beta, bias` for a matmul;
+//! `x, y, out, s, n` for an elementwise map), so the generated function keeps the order the user wrote. Types are
+//! checked against the dtype and against what the kernel does with each buffer: a buffer the kernel writes must be
+//! `&mut`, one it only reads must not be.
+
+use crate::error::Errors;
+use crate::model::{Dim, ElementwiseOp, Family, Operand, Spec};
+use serde::{Deserialize, Serialize};
+
+/// What a parameter is to the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Role {
+    /// Matmul left operand.
+    A,
+    /// Matmul right operand.
+    B,
+    /// Matmul output.
+    C,
+    /// Matmul bias vector (length `n`).
+    Bias,
+    /// Number of matrices in a batch.
+    Batch,
+    /// Rows of `C`.
+    M,
+    /// Columns of `C`; also the element count of an elementwise map.
+    N,
+    /// Matmul reduction dimension.
+    K,
+    /// Matmul product scale.
+    Alpha,
+    /// Matmul scale of the old `C`.
+    Beta,
+    /// Elementwise input.
+    X,
+    /// Elementwise second tensor input.
+    Y,
+    /// Elementwise output.
+    Out,
+    /// Elementwise scalar operand.
+    Scalar,
+}
+
+/// How the kernel uses a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    /// Only read.
+    Read,
+    /// Only written.
+    Write,
+    /// Read, then written.
+    ReadWrite,
+}
+
+/// The kind of a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    /// A device buffer (`&CudaSlice<T>` / `&mut CudaSlice<T>`).
+    Buffer(Access),
+    /// A dimension, any primitive integer type.
+    Dim,
+    /// A scalar of the spec's dtype.
+    Scalar,
+}
+
+/// One parameter of the user's signature, in the user's order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Param {
+    /// The name as written.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// Its kind.
+    pub kind: Kind,
+}
+
+/// The checked signature: one [`Param`] per declared parameter, in declaration order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Binding {
+    /// The parameters.
+    pub params: Vec<Param>,
+}
+
+impl Binding {
+    /// The parameter playing `role`, if declared.
+    pub fn get(&self, role: Role) -> Option<&Param> {
+        self.params.iter().find(|p| p.role == role)
+    }
+
+    /// The canonical text of what the kernel is given: roles and kinds sorted by role. Names and order are left
+    /// out on purpose: renaming or reordering parameters changes the wrapper, not the kernel, and must not retune.
+    pub fn canonical(&self) -> String {
+        let mut params: Vec<&Param> = self.params.iter().collect();
+        params.sort_by_key(|p| p.role);
+        params.iter().map(|p| format!("{:?}:{:?}", p.role, p.kind)).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// A parameter the spec asks for.
+struct Expected {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    role: Role,
+    kind: Kind,
+    optional: bool,
+}
+
+fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
+    let buf = |name, role, access| Expected { name, aliases: &[], role, kind: Kind::Buffer(access), optional: false };
+    let mut fixed = Vec::new();
+    let mut dim = |name, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
+        Dim::Runtime => out.push(Expected { name, aliases: &[], role, kind: Kind::Dim, optional }),
+        Dim::Fixed(v) => fixed.push((name, v)),
+    };
+    let mut out = Vec::new();
+    match &spec.family {
+        Family::Matmul(m) => {
+            out.push(buf("a", Role::A, Access::Read));
+            out.push(buf("b", Role::B, Access::Read));
+            out.push(buf("c", Role::C, if m.beta { Access::ReadWrite } else { Access::Write }));
+            if m.bias {
+                out.push(buf("bias", Role::Bias, Access::Read));
+            }
+            if m.batched {
+                dim("batch", Role::Batch, m.batch, &mut out, false);
+            }
+            dim("m", Role::M, m.m, &mut out, false);
+            dim("n", Role::N, m.n, &mut out, false);
+            dim("k", Role::K, m.k, &mut out, false);
+            for (on, name, role) in [(m.alpha, "alpha", Role::Alpha), (m.beta, "beta", Role::Beta)] {
+                if on {
+                    out.push(Expected { name, aliases: &[], role, kind: Kind::Scalar, optional: false });
+                }
+            }
+        }
+        Family::Elementwise(e) => {
+            out.push(Expected { aliases: &["input"], ..buf("x", Role::X, Access::Read) });
+            match e.op {
+                ElementwiseOp::Binary(_, Operand::Tensor) => out.push(buf("y", Role::Y, Access::Read)),
+                ElementwiseOp::Binary(_, Operand::Scalar) => out.push(Expected {
+                    name: "s",
+                    aliases: &["scalar", "alpha"],
+                    role: Role::Scalar,
+                    kind: Kind::Scalar,
+                    optional: false,
+                }),
+                ElementwiseOp::Unary(_) => {}
+            }
+            out.push(Expected { aliases: &["output", "z"], ..buf("out", Role::Out, Access::Write) });
+            dim("n", Role::N, e.n, &mut out, true);
+        }
+    }
+    (out, fixed)
+}
+
+fn describe(e: &Expected, dtype: &str) -> String {
+    let ty = match e.kind {
+        Kind::Buffer(Access::Read) => format!("&CudaSlice<{dtype}>"),
+        Kind::Buffer(_) => format!("&mut CudaSlice<{dtype}>"),
+        Kind::Dim => "usize".into(),
+        Kind::Scalar => dtype.into(),
+    };
+    format!("{}: {ty}", e.name)
+}
+
+/// Integer types accepted for dimensions; the wrapper converts them with a checked conversion.
+pub const DIM_TYPES: &[&str] = &["usize", "u32", "u64", "i32", "i64", "isize"];
+
+/// Checks `sig` against `spec`.
+///
+/// # Errors
+/// Every mistake at once, each spanned to the offending token: a missing or unknown parameter, a wrong element
+/// type, a written buffer that is not `&mut` (or a read-only one that is), a dimension the spec already fixes,
+/// generics, `async`, a receiver, a return type.
+pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
+    let mut errors = Errors::new();
+    let family = spec.family_name();
+    if let Some(t) = &sig.constness {
+        errors.push_spanned(t, "an optiml kernel cannot be `const`");
+    }
+    if let Some(t) = &sig.asyncness {
+        errors.push_spanned(t, "an optiml kernel cannot be `async`: the launch is already asynchronous on its stream");
+    }
+    if let Some(t) = &sig.unsafety {
+        errors.push_spanned(t, "remove `unsafe`: the generated function checks its arguments and is safe to call");
+    }
+    if let Some(t) = &sig.abi {
+        errors.push_spanned(t, "remove the ABI: the generated function is a Rust function");
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.push_spanned(&sig.generics, "an optiml kernel cannot be generic: the spec fixes the element type");
+    }
+    if let Some(v) = &sig.variadic {
+        errors.push_spanned(v, "an optiml kernel cannot be variadic");
+    }
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        errors.push_spanned(ty, "remove the return type: the generated function returns `Result<(), optiml::Error>`");
+    }
+
+    let dtype = spec.dtype.rust_type();
+    let (expect, fixed) = expected(spec);
+    let mut params = Vec::new();
+    for input in &sig.inputs {
+        let pat = match input {
+            syn::FnArg::Receiver(r) => {
+                errors.push_spanned(r, "an optiml kernel is a free function: remove `self`");
+                continue;
+            }
+            syn::FnArg::Typed(pat) => pat,
+        };
+        let syn::Pat::Ident(ident) = &*pat.pat else {
+            errors.push_spanned(&pat.pat, "use a plain parameter name here");
+            continue;
+        };
+        let name = ident.ident.to_string();
+        let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
+        let Some(e) = expect.iter().find(|e| e.name == name || e.aliases.contains(&name.as_str())) else {
+            let message = if name == "stream" {
+                "do not declare the stream: the generated function takes `stream: &CudaStream` first by itself"
+                    .to_string()
+            } else if let Some((_, v)) = fixed.iter().find(|(f, _)| *f == name) {
+                format!("`{name}` is fixed to {v} by the spec: remove this parameter")
+            } else {
+                let list: Vec<String> = expect.iter().map(|e| format!("`{}`", describe(e, dtype))).collect();
+                format!("unexpected parameter `{name}`: a {family} kernel takes {}", list.join(", "))
+            };
+            errors.push_spanned(&ident.ident, message);
+            continue;
+        };
+        if params.iter().any(|p: &Param| p.role == e.role) {
+            errors.push_spanned(&ident.ident, format!("`{name}` is given twice (as `{}` and `{name}`)", e.name));
+            continue;
+        }
+        if let Err(msg) = check_type(&pat.ty, e, dtype, &name) {
+            errors.push_spanned(&pat.ty, msg);
+        }
+        params.push(Param { name, role: e.role, kind: e.kind });
+    }
+    for e in &expect {
+        if !e.optional && !params.iter().any(|p| p.role == e.role) {
+            errors.push(syn::Error::new(
+                sig.ident.span(),
+                format!("missing parameter `{}` for a {family} kernel", describe(e, dtype)),
+            ));
+        }
+    }
+    errors.propagate()?;
+    Ok(Binding { params })
+}
+
+fn check_type(ty: &syn::Type, e: &Expected, dtype: &str, name: &str) -> Result<(), String> {
+    match e.kind {
+        Kind::Buffer(access) => {
+            let want_mut = access != Access::Read;
+            let shown = describe(e, dtype);
+            let syn::Type::Reference(r) = ty else {
+                return Err(format!("expected `{shown}`: buffers are borrowed device slices"));
+            };
+            let Some(elem) = cuda_slice_elem(&r.elem) else {
+                return Err(format!("expected `{shown}`"));
+            };
+            if elem != dtype {
+                return Err(format!("`{name}` holds `{dtype}` elements (the spec says {dtype}), not `{elem}`"));
+            }
+            match (want_mut, r.mutability.is_some()) {
+                (true, false) => Err(format!("the kernel writes `{name}`: take it as `&mut CudaSlice<{dtype}>`")),
+                (false, true) => Err(format!("the kernel only reads `{name}`: take it as `&CudaSlice<{dtype}>`")),
+                _ => Ok(()),
+            }
+        }
+        Kind::Dim => match last_ident(ty) {
+            Some(t) if DIM_TYPES.contains(&t.as_str()) => Ok(()),
+            _ => Err(format!("`{name}` is a dimension: use an integer type ({})", DIM_TYPES.join(", "))),
+        },
+        Kind::Scalar => match last_ident(ty) {
+            Some(t) if t == dtype => Ok(()),
+            _ => Err(format!("`{name}` is a scalar of the spec's dtype: use `{dtype}`")),
+        },
+    }
+}
+
+fn last_ident(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => {
+            let seg = p.path.segments.last()?;
+            seg.arguments.is_none().then(|| seg.ident.to_string())
+        }
+        syn::Type::Paren(p) => last_ident(&p.elem),
+        syn::Type::Group(g) => last_ident(&g.elem),
+        _ => None,
+    }
+}
+
+/// `CudaSlice<T>` (any path prefix) → `T`'s name.
+fn cuda_slice_elem(ty: &syn::Type) -> Option<String> {
+    let syn::Type::Path(p) = ty else { return None };
+    let seg = p.path.segments.last()?;
+    if seg.ident != "CudaSlice" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else { return None };
+    if args.args.len() != 1 {
+        return None;
+    }
+    match args.args.first()? {
+        syn::GenericArgument::Type(t) => last_ident(t).or_else(|| Some(quote::quote!(#t).to_string())),
+        other => Some(quote::quote!(#other).to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn sig(text: &str) -> syn::Signature {
+        syn::parse_str::<syn::ForeignItemFn>(text).unwrap().sig
+    }
+
+    fn err(spec: &str, text: &str) -> String {
+        let e = bind(&parse(spec).unwrap(), &sig(text)).unwrap_err();
+        e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn binds_in_user_order() {
+        let b = bind(
+            &parse("bmm, f32").unwrap(),
+            &sig("fn bmm(c: &mut CudaSlice<f32>, a: &CudaSlice<f32>, b: &cudarc::driver::CudaSlice<f32>, batch: usize, m: u32, n: i64, k: usize);"),
+        )
+        .unwrap();
+        let roles: Vec<Role> = b.params.iter().map(|p| p.role).collect();
+        assert_eq!(roles, [Role::C, Role::A, Role::B, Role::Batch, Role::M, Role::N, Role::K]);
+        let other = bind(
+            &parse("bmm, f32").unwrap(),
+            &sig("fn other(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);"),
+        )
+        .unwrap();
+        assert_eq!(b.canonical(), other.canonical());
+    }
+
+    #[test]
+    fn elementwise_n_is_optional_and_aliases_work() {
+        let spec = parse("relu").unwrap();
+        assert!(bind(&spec, &sig("fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);")).is_ok());
+        assert!(bind(&spec, &sig("fn r(input: &CudaSlice<f32>, output: &mut CudaSlice<f32>, n: usize);")).is_ok());
+        let e = err("y = x * s", "fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);");
+        assert!(e.contains("missing parameter `s: f32`"), "{e}");
+    }
+
+    #[test]
+    fn reports_every_mistake() {
+        let e = err(
+            "batched matmul, f32, k=64",
+            "fn bmm(a: &CudaSlice<f64>, b: &mut CudaSlice<f32>, c: &CudaSlice<f32>, m: f32, n: usize, k: usize, q: usize, stream: usize) -> u32;",
+        );
+        for want in [
+            "remove the return type",
+            "holds `f32` elements (the spec says f32), not `f64`",
+            "the kernel only reads `b`",
+            "the kernel writes `c`",
+            "`m` is a dimension",
+            "`k` is fixed to 64 by the spec",
+            "unexpected parameter `q`",
+            "do not declare the stream",
+            "missing parameter `batch: usize`",
+        ] {
+            assert!(e.contains(want), "missing {want:?} in:\n{e}");
+        }
+    }
+
+    #[test]
+    fn beta_makes_c_read_write() {
+        let b = bind(
+            &parse("C = alpha·A·B + beta·C").unwrap(),
+            &sig("fn g(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize, alpha: f32, beta: f32);"),
+        )
+        .unwrap();
+        assert_eq!(b.get(Role::C).unwrap().kind, Kind::Buffer(Access::ReadWrite));
+    }
+}

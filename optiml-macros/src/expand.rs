@@ -1,0 +1,180 @@
+//! The attribute's expansion: parse the spec, bind the signature, emit the wrapper.
+
+use optiml_spec::{Binding, DType, Dim, Family, KernelId, Role, Spec, env, signature};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use std::path::PathBuf;
+
+pub(crate) fn kernel(args: TokenStream, input: TokenStream) -> syn::Result<TokenStream> {
+    let lit = parse_args(args)?;
+    let item = parse_item(input)?;
+    let spec = optiml_spec::parse(&lit.value()).map_err(|e| syn::Error::new(lit.span(), e))?;
+    let binding = signature::bind(&spec, &item.sig)?;
+    let id = KernelId::new(&spec, &binding);
+    let include = generated_file(&item.sig.ident, &spec, &id)?;
+    Ok(emit(&item, &spec, &binding, &include))
+}
+
+fn parse_args(args: TokenStream) -> syn::Result<syn::LitStr> {
+    const USAGE: &str = "expected a kernel spec string, e.g. #[optiml::kernel(\"batched matmul, f32\")]";
+    if args.is_empty() {
+        return Err(syn::Error::new(Span::call_site(), USAGE));
+    }
+    syn::parse2::<syn::LitStr>(args).map_err(|e| syn::Error::new(e.span(), USAGE))
+}
+
+fn parse_item(input: TokenStream) -> syn::Result<syn::ForeignItemFn> {
+    match syn::parse2::<syn::ForeignItemFn>(input.clone()) {
+        Ok(item) => Ok(item),
+        Err(e) => match syn::parse2::<syn::ItemFn>(input) {
+            Ok(f) => Err(syn::Error::new_spanned(
+                &f.block,
+                "remove the body: optiml generates the kernel from the spec; end the signature with `;`",
+            )),
+            Err(_) => Err(syn::Error::new(
+                e.span(),
+                "#[optiml::kernel] goes on a bodyless function signature, e.g. `pub fn bmm(a: &CudaSlice<f32>, …);`",
+            )),
+        },
+    }
+}
+
+/// `$OUT_DIR/optiml/kernel-<id>.rs`, after checking it is there: a missing build script or a spec the build
+/// script skipped would otherwise surface as an unreadable `include!` error.
+fn generated_file(ident: &syn::Ident, spec: &Spec, id: &KernelId) -> syn::Result<String> {
+    let Some(out_dir) = env::var_os("OUT_DIR") else {
+        return Err(syn::Error::new(
+            ident.span(),
+            "this crate has no build script, so no kernel was generated: add `optiml-build` to \
+             [build-dependencies] and a build.rs with `optiml_build::Builder::new().compile().unwrap_or_else(|e| e.exit());`",
+        ));
+    };
+    let path = PathBuf::from(out_dir).join(id.generated_file());
+    if !path.is_file() {
+        return Err(syn::Error::new(
+            ident.span(),
+            format!(
+                "optiml-build did not generate kernel `{ident}` ({}, id {}): does build.rs call \
+                 `optiml_build::Builder::new().compile()`, and does it scan this file? (see its cargo warnings)",
+                spec.canonical(),
+                id.short()
+            ),
+        ));
+    }
+    Ok(path.to_string_lossy().into_owned())
+}
+
+fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str) -> TokenStream {
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    let ident = &item.sig.ident;
+    let name = ident.to_string();
+    let inputs = item.sig.inputs.iter();
+    let canonical = spec.canonical();
+    let doc = format!(" Launches the optiml kernel `{canonical}` on `stream`.");
+    let arg = |role: Role| binding.get(role).map(|p| format_ident!("{}", p.name));
+    let dim = |role: Role, fixed: Dim, label: &str| match (arg(role), fixed) {
+        (Some(id), _) => quote!(::optiml::runtime::dim(#name, #label, #id)?),
+        (None, Dim::Fixed(v)) => {
+            let v = v as usize;
+            quote!(#v)
+        }
+        (None, Dim::Runtime) => quote!(0usize),
+    };
+    let scalar = |role: Role, default: f32| match arg(role) {
+        Some(id) => quote!(#id),
+        None => quote!(#default),
+    };
+    let DType::F32 = spec.dtype;
+    let call = match &spec.family {
+        Family::Matmul(m) => {
+            let (a, b, c) = (arg(Role::A), arg(Role::B), arg(Role::C));
+            let bias = match arg(Role::Bias) {
+                Some(id) => quote!(::core::option::Option::Some(#id)),
+                None => quote!(::core::option::Option::None),
+            };
+            let batch = dim(Role::Batch, m.batch, "batch");
+            let (mm, nn, kk) = (dim(Role::M, m.m, "m"), dim(Role::N, m.n, "n"), dim(Role::K, m.k, "k"));
+            let (alpha, beta) = (scalar(Role::Alpha, 1.0), scalar(Role::Beta, 0.0));
+            quote! {
+                ::optiml::runtime::matmul::launch(&KERNEL, stream, ::optiml::runtime::matmul::MatmulArgs {
+                    a: #a, b: #b, c: #c, bias: #bias, batch: #batch, m: #mm, n: #nn, k: #kk, alpha: #alpha, beta: #beta,
+                })
+            }
+        }
+        Family::Elementwise(e) => {
+            let (x, out) = (arg(Role::X), arg(Role::Out));
+            let y = match arg(Role::Y) {
+                Some(id) => quote!(::core::option::Option::Some(#id)),
+                None => quote!(::core::option::Option::None),
+            };
+            let n = match (arg(Role::N), e.n) {
+                (Some(id), _) => quote!(::core::option::Option::Some(::optiml::runtime::dim(#name, "n", #id)?)),
+                (None, Dim::Fixed(v)) => {
+                    let v = v as usize;
+                    quote!(::core::option::Option::Some(#v))
+                }
+                (None, Dim::Runtime) => quote!(::core::option::Option::None),
+            };
+            let s = scalar(Role::Scalar, 0.0);
+            quote! {
+                ::optiml::runtime::elementwise::launch(&KERNEL, stream, ::optiml::runtime::elementwise::ElementwiseArgs {
+                    x: #x, y: #y, out: #out, n: #n, s: #s,
+                })
+            }
+        }
+    };
+    quote! {
+        #(#attrs)*
+        #[doc = ""]
+        #[doc = #doc]
+        #[doc = ""]
+        #[doc = " # Errors"]
+        #[doc = " [`optiml::Error`] when an argument does not fit the dimensions, no compiled variant fits the GPU,"]
+        #[doc = " or the driver fails; nothing is launched then."]
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #ident(
+            stream: &::optiml::cudarc::driver::CudaStream,
+            #(#inputs),*
+        ) -> ::core::result::Result<(), ::optiml::Error> {
+            static KERNEL: ::optiml::runtime::KernelModule =
+                ::optiml::runtime::KernelModule::new(#name, include!(#include));
+            #call
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_with(out_dir: &std::path::Path, attr: &str, item: &str) -> Result<String, String> {
+        // SAFETY: tests in this module are the only readers of OUT_DIR in this process.
+        unsafe { std::env::set_var("OUT_DIR", out_dir) };
+        kernel(attr.parse().unwrap(), item.parse().unwrap())
+            .map(|t| prettyplease::unparse(&syn::parse2(t).unwrap()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn expands_to_a_checked_launcher() {
+        let dir = std::env::temp_dir().join(format!("optiml-macro-test-{}", std::process::id()));
+        let spec = optiml_spec::parse("bmm").unwrap();
+        let sig: syn::ForeignItemFn = syn::parse_str(
+            "pub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);",
+        )
+        .unwrap();
+        let id = KernelId::new(&spec, &signature::bind(&spec, &sig.sig).unwrap());
+        let file = dir.join(id.generated_file());
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "()").unwrap();
+        let text = expand_with(&dir, "\"bmm\"", &quote!(#sig).to_string()).unwrap();
+        assert!(text.contains("pub fn bmm(\n    stream: &::optiml::cudarc::driver::CudaStream,"), "{text}");
+        assert!(text.contains("::optiml::runtime::dim(\"bmm\", \"m\", m)?"), "{text}");
+        assert!(text.contains("bias: ::core::option::Option::None"), "{text}");
+        assert!(text.contains(&id.short()), "{text}");
+        std::fs::remove_file(file).unwrap();
+        let missing = expand_with(&dir, "\"bmm\"", &quote!(#sig).to_string()).unwrap_err();
+        assert!(missing.contains("optiml-build did not generate kernel `bmm`"), "{missing}");
+    }
+}

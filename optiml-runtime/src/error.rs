@@ -1,0 +1,97 @@
+//! The runtime's one error type.
+
+use cudarc::driver::DriverError;
+
+/// Why a kernel could not be launched. Every CUDA failure, a missing driver included, ends up here; nothing in
+/// this crate panics on bad input.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `libcuda` could not be loaded: no NVIDIA driver on this machine.
+    #[error("no CUDA driver found (libcuda.so could not be loaded): this machine has no NVIDIA driver or GPU")]
+    NoDriver,
+    /// The driver loaded but reports no device.
+    #[error("no CUDA device found: the driver reports {count} devices, and device {ordinal} was asked for")]
+    NoDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many the driver reports.
+        count: usize,
+    },
+    /// A CUDA driver call failed.
+    #[error("CUDA failed to {op} for kernel `{kernel}`")]
+    Driver {
+        /// The kernel concerned (`-` for device probing).
+        kernel: &'static str,
+        /// What was being done.
+        op: &'static str,
+        /// The driver's status.
+        #[source]
+        source: DriverError,
+    },
+    /// The kernel was not built for this GPU.
+    #[error(
+        "kernel `{kernel}` has no variant that runs on {device} (built for {available}); rebuild with \
+         OPTIML_ARCH={device} (or add it to the committed cache with `cargo optiml prepare --arch {device}`)"
+    )]
+    NoVariant {
+        /// The kernel.
+        kernel: &'static str,
+        /// The device's architecture, e.g. `sm_75`.
+        device: String,
+        /// The architectures the kernel was built for.
+        available: String,
+    },
+    /// A buffer is shorter than the dimensions need.
+    #[error("kernel `{kernel}`: `{arg}` holds {got} elements but the dimensions need {expected}")]
+    Shape {
+        /// The kernel.
+        kernel: &'static str,
+        /// The buffer argument.
+        arg: &'static str,
+        /// Elements needed.
+        expected: usize,
+        /// Elements present.
+        got: usize,
+    },
+    /// Buffers that must have one length differ.
+    #[error("kernel `{kernel}`: `{arg}` holds {got} elements but `{other}` holds {expected}; pass `n` to use a prefix")]
+    LengthMismatch {
+        /// The kernel.
+        kernel: &'static str,
+        /// The buffer argument.
+        arg: &'static str,
+        /// Its length.
+        got: usize,
+        /// The buffer it was compared with.
+        other: &'static str,
+        /// That buffer's length.
+        expected: usize,
+    },
+    /// A dimension is out of the range the kernel supports.
+    #[error("kernel `{kernel}`: dimension `{arg}` = {value} {reason}")]
+    Dimension {
+        /// The kernel.
+        kernel: &'static str,
+        /// The dimension argument.
+        arg: &'static str,
+        /// Its value as given.
+        value: String,
+        /// The rule it breaks.
+        reason: &'static str,
+    },
+    /// A buffer lives in another CUDA context than the stream.
+    #[error("kernel `{kernel}`: `{arg}` was allocated in another CUDA context than the stream's")]
+    ContextMismatch {
+        /// The kernel.
+        kernel: &'static str,
+        /// The buffer argument.
+        arg: &'static str,
+    },
+}
+
+impl Error {
+    pub(crate) fn driver(kernel: &'static str, op: &'static str) -> impl FnOnce(DriverError) -> Error {
+        move |source| Error::Driver { kernel, op, source }
+    }
+}

@@ -1,0 +1,47 @@
+//! Loads and launches the kernels that `optiml-build` generated; the functions `#[optiml::kernel]` expands to
+//! call into this crate, and users reach it as `optiml::runtime`.
+//!
+//! * [`probe`] finds the CUDA driver and devices without panicking when there is none;
+//! * [`KernelModule`] holds a kernel's compiled variants (CUBIN per architecture, PTX as the fallback) and loads
+//!   the right one once per CUDA context;
+//! * [`matmul`] and [`elementwise`] check a launch's arguments against its dimensions and launch it, so a wrong
+//!   length is an [`Error`], never an out-of-bounds access.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), optiml_runtime::Error> {
+//! let ctx = optiml_runtime::probe::context(0)?; // Err(Error::NoDriver) on a machine without CUDA
+//! let stream = ctx.default_stream();
+//! # let _ = stream; Ok(()) }
+//! ```
+
+/// The cudarc version the runtime is built against.
+pub use cudarc;
+
+mod arch;
+mod check;
+pub mod elementwise;
+mod error;
+mod kernel;
+pub mod matmul;
+pub mod probe;
+
+pub use arch::{Arch, ArchParseError};
+pub use error::Error;
+pub use kernel::{Artifacts, KernelModule, Launch, Loaded, Variant};
+
+/// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.
+///
+/// # Errors
+/// [`Error::Dimension`] when `value` is negative or does not fit a `usize`.
+pub fn dim<T: TryInto<usize> + Copy + std::fmt::Display>(
+    kernel: &'static str,
+    name: &'static str,
+    value: T,
+) -> Result<usize, Error> {
+    value.try_into().map_err(|_| Error::Dimension {
+        kernel,
+        arg: name,
+        value: value.to_string(),
+        reason: "must be a non-negative integer that fits in usize",
+    })
+}
