@@ -6,6 +6,7 @@ use std::str::FromStr;
 /// A compute capability, e.g. `sm_90`, or `sm_90a` for code that uses the architecture-specific instructions
 /// (`wgmma`, `setmaxnreg`) and runs on that exact chip only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Arch {
     /// Major version (9 for Hopper).
     pub major: u32,

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 /// How a variant is launched; written by `optiml-build` from the template's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Launch {
     /// A tiled matmul: one block of `threads` threads per `bm × bn` tile of `C`, batch on the grid's z axis.
     Matmul {

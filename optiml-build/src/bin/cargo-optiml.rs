@@ -1,0 +1,14 @@
+//! `cargo optiml`: see `optiml_build::cli`.
+
+use clap::Parser;
+
+fn main() {
+    match optiml_build::cli::run(optiml_build::cli::CargoCli::parse()) {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

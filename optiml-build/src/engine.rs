@@ -1,0 +1,158 @@
+//! The stages build.rs and `cargo optiml` share: key each kernel per architecture, look it up, generate and
+//! compile what is missing, store it.
+
+use crate::cache::{Cache, Entry, KeyInputs, Lookup};
+use crate::error::{Error, Miss};
+use crate::experts;
+use crate::nvrtc;
+use crate::scan::FoundKernel;
+use optiml_runtime::Arch;
+use std::path::PathBuf;
+
+/// Where a resolved entry came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Found, verified, in this cache folder.
+    Cache(PathBuf),
+    /// Generated and compiled in this run.
+    Generated,
+}
+
+/// One kernel on one architecture, ready to embed.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// Index into the kernels passed to [`resolve`].
+    pub kernel: usize,
+    /// The architecture.
+    pub arch: Arch,
+    /// The verified entry.
+    pub entry: Entry,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// How [`resolve`] may fill misses.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Caches to read, in order.
+    pub read: Vec<Cache>,
+    /// Where generated entries go.
+    pub write: Cache,
+    /// Forbid generation.
+    pub offline: bool,
+}
+
+/// Something worth telling the user that is not an error (a corrupt entry that will be regenerated).
+pub type Warning = String;
+
+/// Resolves every kernel on every architecture.
+///
+/// # Errors
+/// [`Error::Offline`] or [`Error::Nvrtc`] listing every miss at once, [`Error::Compile`], [`Error::Cache`].
+pub fn resolve(
+    kernels: &[FoundKernel],
+    archs: &[Arch],
+    policy: &Policy,
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<Resolved>, Error> {
+    let generator = experts::generator_version();
+    let mut done = Vec::new();
+    let mut todo = Vec::new();
+    for (index, kernel) in kernels.iter().enumerate() {
+        for &arch in archs {
+            let inputs = KeyInputs::new(&kernel.id, &kernel.spec.canonical(), &kernel.binding.canonical(), arch, &generator);
+            let mut found = None;
+            for cache in &policy.read {
+                match cache.lookup(&inputs) {
+                    Lookup::Hit(entry) => {
+                        found = Some(Resolved { kernel: index, arch, entry, origin: Origin::Cache(cache.root.clone()) });
+                        break;
+                    }
+                    Lookup::Miss => {}
+                    Lookup::Corrupt { dir, reason } => {
+                        warnings.push(format!(
+                            "cache entry `{}` for `{}` on {arch} is damaged ({reason}); it is ignored and regenerated",
+                            dir.display(),
+                            kernel.name
+                        ));
+                    }
+                }
+            }
+            match found {
+                Some(r) => done.push(r),
+                None => todo.push((index, arch, inputs)),
+            }
+        }
+    }
+    if todo.is_empty() {
+        return Ok(done);
+    }
+    let misses: Vec<Miss> = todo
+        .iter()
+        .map(|(i, arch, inputs)| Miss {
+            kernel: kernels[*i].name.clone(),
+            file: kernels[*i].file.clone(),
+            line: kernels[*i].line,
+            arch: *arch,
+            key: inputs.key(),
+        })
+        .collect();
+    if policy.offline {
+        return Err(Error::Offline { misses });
+    }
+    let nvrtc = nvrtc::load().map_err(|source| Error::Nvrtc { misses, source })?;
+    // NVRTC is thread-safe across programs; compile on every core.
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(todo.len());
+    let chunks: Vec<Vec<(usize, Arch, KeyInputs)>> = {
+        let mut c: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
+        for (i, job) in todo.into_iter().enumerate() {
+            c[i % workers].push(job);
+        }
+        c
+    };
+    let results: Vec<Result<Vec<Resolved>, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk
+                        .into_iter()
+                        .map(|(index, arch, inputs)| generate(&kernels[index], index, arch, &inputs, nvrtc, &policy.write))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Cache(crate::cache::CacheError::Fs(crate::fs::FsError {
+                        op: "generate (a worker thread panicked)",
+                        path: policy.write.root.clone(),
+                        source: std::io::Error::other("worker panicked"),
+                    })))
+                })
+            })
+            .collect()
+    });
+    for r in results {
+        done.extend(r?);
+    }
+    done.sort_by_key(|r| (r.kernel, r.arch));
+    Ok(done)
+}
+
+fn generate(
+    kernel: &FoundKernel,
+    index: usize,
+    arch: Arch,
+    inputs: &KeyInputs,
+    nvrtc: &nvrtc::Nvrtc,
+    cache: &Cache,
+) -> Result<Resolved, Error> {
+    let candidate = experts::default_candidate(&kernel.spec, arch);
+    let compiled = nvrtc::compile(nvrtc, &format!("{}_{arch}.cu", kernel.name), &candidate.source, arch)
+        .map_err(|source| Error::Compile { kernel: kernel.name.clone(), arch, source })?;
+    let entry = cache.store(inputs, &candidate, &compiled).map_err(Error::Cache)?;
+    Ok(Resolved { kernel: index, arch, entry, origin: Origin::Generated })
+}

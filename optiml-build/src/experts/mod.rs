@@ -1,0 +1,44 @@
+//! Experts write first kernels (OptiML-G). Today that is the hand-designed template of each family with its
+//! default schedule; the search (OptiML-X) and LLM experts propose other candidates through the same type.
+
+pub mod elementwise;
+pub mod matmul;
+
+use optiml_runtime::{Arch, Launch};
+use optiml_spec::{Family, Spec, sha256_hex};
+
+/// A kernel ready to compile: full CUDA source plus how to launch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The complete translation unit (macro definitions, then the template).
+    pub source: String,
+    /// The `extern "C"` entry point.
+    pub entry: &'static str,
+    /// The launch parameters the source was specialised for.
+    pub launch: Launch,
+    /// A one-line description of the schedule, for reports.
+    pub schedule: String,
+}
+
+/// The family's default candidate for `spec` on `arch`.
+pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
+    match &spec.family {
+        Family::Matmul(m) => matmul::Schedule::default_for(arch).candidate(m),
+        Family::Elementwise(e) => elementwise::Schedule::default_for(arch).candidate(e),
+    }
+}
+
+/// Every template the experts use, so their hash can version the generator.
+const TEMPLATES: &[&str] = &[matmul::TEMPLATE, elementwise::TEMPLATE];
+
+/// The generator's version: this crate's version plus a hash of the templates, so that a changed kernel body
+/// invalidates cached entries even when nobody bumps the version (CubeCL hashes only names; we hash code).
+pub fn generator_version() -> String {
+    let hash = sha256_hex(TEMPLATES.concat().as_bytes());
+    format!("optiml-build {} templates {}", env!("CARGO_PKG_VERSION"), &hash[..16])
+}
+
+/// `#define NAME VALUE` lines.
+fn defines(pairs: &[(&str, i64)]) -> String {
+    pairs.iter().map(|(k, v)| format!("#define {k} {v}\n")).collect()
+}

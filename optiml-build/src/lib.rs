@@ -1,0 +1,211 @@
+//! Build-script helper and engine of `cargo optiml`: finds `#[optiml::kernel("…")]` declarations, generates each
+//! kernel for each target GPU architecture, compiles it with NVRTC, caches it, and writes the Rust the attribute
+//! includes.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     optiml_build::Builder::new().compile().unwrap_or_else(|e| e.exit());
+//! }
+//! ```
+//!
+//! # What a build does
+//! 1. **Scan** every `.rs` file of the crate (`src/`, `examples/`, `tests/`, `benches/`, modules included; not
+//!    `target/`, hidden folders or nested packages) for the attribute, with the parser the macro uses. A
+//!    declaration with a bad spec is skipped with a `cargo:warning`; the macro reports it with a span.
+//! 2. **Target architectures**: `OPTIML_ARCH` (`sm_80,sm_90`) if set, else the GPUs the driver reports, else
+//!    [`DEFAULT_ARCHS`] (`sm_80,sm_90`).
+//! 3. **Look up** each kernel × architecture by its key — sha256 of the canonical spec and signature, the
+//!    architecture, the pinned NVRTC release and the generator version — in `target/optiml/`, then in the
+//!    committed cache: `OPTIML_CACHE_DIR`, else `<crate>/.optiml/` and `<workspace>/.optiml/`. Entries are
+//!    verified (key inputs, checksums) before use; a damaged one is regenerated, never loaded.
+//! 4. **Generate** what is missing, unless `OPTIML_OFFLINE=1`: the family's default template, compiled by NVRTC
+//!    to PTX + CUBIN with ptxas' register/spill/shared-memory report, stored atomically in `target/optiml/`.
+//!    NVRTC is found through `OPTIML_NVRTC` (a `libnvrtc.so.13`), `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`,
+//!    the pip wheel `nvidia-cuda-nvrtc==13.0.88` in the usual site-packages, then the system loader.
+//! 5. **Emit** `$OUT_DIR/optiml/kernel-<id>.rs` per kernel, and `cargo:rerun-if-changed` /
+//!    `rerun-if-env-changed` lines, so an unchanged crate never reruns any of this.
+//!
+//! A crate whose committed cache holds every kernel builds with no GPU, no CUDA toolkit and no NVRTC. Fill it
+//! with `cargo optiml prepare` (`--check` in CI verifies it without NVRTC).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod cache;
+pub mod cli;
+pub mod emit;
+pub mod engine;
+mod error;
+pub mod experts;
+pub mod fs;
+pub mod nvrtc;
+pub mod scan;
+pub mod targets;
+
+pub use error::{Error, Miss};
+pub use optiml_runtime::Arch;
+pub use targets::DEFAULT_ARCHS;
+
+use cache::Cache;
+use engine::{Origin, Policy};
+use optiml_spec::env;
+use std::path::PathBuf;
+use targets::ArchSource;
+
+/// Configures and runs the build-time pipeline. Setters take `&mut self` so a build script can configure inside
+/// `if`s before the terminal [`compile`](Builder::compile).
+#[derive(Clone, Debug, Default)]
+#[must_use = "call .compile() to generate the kernels"]
+pub struct Builder {
+    sources: Vec<PathBuf>,
+    archs: Option<Vec<Arch>>,
+    offline: Option<bool>,
+    cache_dir: Option<PathBuf>,
+    quiet: bool,
+}
+
+/// What [`Builder::compile`] did, per kernel and architecture.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The architectures built for.
+    pub archs: Vec<Arch>,
+    /// One line per kernel × architecture: name, arch, where its entry came from.
+    pub entries: Vec<(String, Arch, Origin)>,
+    /// Declarations skipped (bad spec or signature), as `file:line: message`.
+    pub skipped: Vec<String>,
+    /// Non-fatal problems (damaged cache entries that were regenerated).
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// How many variants were generated in this run.
+    pub fn generated(&self) -> usize {
+        self.entries.iter().filter(|(_, _, o)| *o == Origin::Generated).count()
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults described in the crate docs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scans `path` (a file or a folder) instead of the whole crate; call again to add more.
+    pub fn source(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.sources.push(path.into());
+        self
+    }
+
+    /// Builds for these architectures, whatever `OPTIML_ARCH` says or GPU is present.
+    pub fn arch(&mut self, archs: impl IntoIterator<Item = Arch>) -> &mut Self {
+        self.archs = Some(archs.into_iter().collect());
+        self
+    }
+
+    /// Forbids (or allows) generation, overriding `OPTIML_OFFLINE`.
+    pub fn offline(&mut self, offline: bool) -> &mut Self {
+        self.offline = Some(offline);
+        self
+    }
+
+    /// Reads the committed cache from `dir`, overriding `OPTIML_CACHE_DIR` and the `.optiml/` folders.
+    pub fn cache_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Prints no `cargo:` lines (for use outside a build script).
+    pub fn quiet(&mut self, quiet: bool) -> &mut Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Runs the pipeline; see the crate docs.
+    ///
+    /// # Errors
+    /// [`Error::NotInBuildScript`] outside a build script, [`Error::Offline`] / [`Error::Nvrtc`] when kernels must
+    /// be generated and cannot be, [`Error::Compile`] when NVRTC rejects a kernel, [`Error::Cache`] /
+    /// [`Error::Emit`] when files cannot be written. Each error's [`help`](Error::help) names the fix.
+    pub fn compile(&self) -> Result<Report, Error> {
+        let manifest_dir = env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .ok_or(Error::NotInBuildScript { var: "CARGO_MANIFEST_DIR" })?;
+        let out_dir = env::var_os("OUT_DIR").map(PathBuf::from).ok_or(Error::NotInBuildScript { var: "OUT_DIR" })?;
+        let cargo = |line: String| {
+            if !self.quiet {
+                println!("cargo:{line}");
+            }
+        };
+        for var in env::watched() {
+            cargo(format!("rerun-if-env-changed={var}"));
+        }
+
+        let roots = if self.sources.is_empty() { vec![manifest_dir.clone()] } else { self.sources.clone() };
+        let scan = scan::scan(&roots).map_err(Error::Scan)?;
+        for file in &scan.files {
+            cargo(format!("rerun-if-changed={}", file.display()));
+        }
+        // A folder makes cargo watch everything below it, so the crate root itself (which may hold `target/`)
+        // is never listed; its subfolders are.
+        for dir in scan.dirs.iter().filter(|d| !roots.contains(d)) {
+            cargo(format!("rerun-if-changed={}", dir.display()));
+        }
+
+        let mut report = Report::default();
+        for s in &scan.skipped {
+            let line = format!("{}:{}: {}", s.file.display(), s.line, s.message);
+            cargo(format!("warning=optiml: skipped {line}"));
+            report.skipped.push(line);
+        }
+
+        let (archs, source) = match &self.archs {
+            Some(a) => (a.clone(), ArchSource::Explicit),
+            None => targets::resolve_archs()?,
+        };
+        report.archs = archs.clone();
+        let committed = match &self.cache_dir {
+            Some(d) => vec![d.clone()],
+            None => targets::committed_dirs(&manifest_dir),
+        };
+        for dir in &committed {
+            if dir.exists() {
+                cargo(format!("rerun-if-changed={}", dir.display()));
+            }
+        }
+        let target = Cache::new(targets::target_cache_dir(&out_dir));
+        let mut read = vec![target.clone()];
+        read.extend(committed.into_iter().map(Cache::new));
+        let policy = Policy { read, write: target, offline: self.offline.unwrap_or_else(|| env::flag(env::OPTIML_OFFLINE)) };
+
+        let started = std::time::Instant::now();
+        let mut warnings = Vec::new();
+        let kernels = scan.unique_kernels();
+        let resolved = engine::resolve(&kernels, &archs, &policy, &mut warnings);
+        for w in &warnings {
+            cargo(format!("warning=optiml: {w}"));
+        }
+        report.warnings = warnings;
+        let resolved = resolved?;
+        emit::emit(&out_dir, &kernels, &resolved).map_err(Error::Emit)?;
+        for r in &resolved {
+            report.entries.push((kernels[r.kernel].name.clone(), r.arch, r.origin.clone()));
+        }
+        if report.generated() > 0 {
+            let archs_text: Vec<String> = archs.iter().map(Arch::to_string).collect();
+            let why = match source {
+                ArchSource::Detected(gpus) => format!("GPUs found: {}", gpus.join(", ")),
+                ArchSource::Env => "from OPTIML_ARCH".into(),
+                ArchSource::Explicit => "set in build.rs".into(),
+                ArchSource::Default => "default; set OPTIML_ARCH to change".into(),
+            };
+            cargo(format!(
+                "warning=optiml: generated {} kernel variants for {} ({why}) with NVRTC in {:.1} s: default schedules, \
+                 not yet verified or tuned on a GPU; `cargo optiml prepare` commits them to `.optiml/`",
+                report.generated(),
+                archs_text.join(","),
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,326 @@
+//! Finding NVRTC, and compiling a candidate's CUDA source to PTX + CUBIN with the ptxas resource report.
+//!
+//! cudarc loads NVRTC by bare library name and panics when it is missing, and it knows no pip folders. So we look
+//! for the library ourselves (like prost looks for `protoc`), load it by absolute path (its `libnvrtc-builtins`
+//! first, which NVRTC itself opens by bare name), and only then let cudarc resolve the same soname, which the
+//! dynamic loader answers with the library already loaded. `LD_LIBRARY_PATH` set inside a running process has
+//! no effect, hence the explicit loading.
+
+use optiml_runtime::Arch;
+use optiml_spec::env;
+use std::ffi::{CString, c_char};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The NVRTC release optiml pins for PTX and CUBIN that are cached or shipped: the H200's driver (580, CUDA 13.0)
+/// rejects PTX from NVRTC 13.5, and 13.0's loads on every driver from 580 on. Part of every cache key.
+pub const PINNED: NvrtcVersion = NvrtcVersion { major: 13, minor: 0 };
+
+/// The pip command that installs the pinned NVRTC on a machine without a CUDA toolkit.
+pub const INSTALL_HINT: &str = "pip install nvidia-cuda-nvrtc==13.0.88 (then set OPTIML_NVRTC to \
+    <site-packages>/nvidia/cu13/lib/libnvrtc.so.13), or install the CUDA 13.0 toolkit and set CUDA_HOME";
+
+/// An NVRTC version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NvrtcVersion {
+    /// Major.
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+}
+
+impl fmt::Display for NvrtcVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Why NVRTC could not be used.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum NvrtcError {
+    /// No library was found.
+    #[error("NVRTC was not found; searched: {}", searched_list(.searched))]
+    NotFound {
+        /// Every place looked at, in order.
+        searched: Vec<String>,
+    },
+    /// A library was found but could not be loaded.
+    #[error("NVRTC at `{}` could not be loaded: {reason}", path.display())]
+    Load {
+        /// The library.
+        path: PathBuf,
+        /// The loader's message.
+        reason: String,
+    },
+    /// A library of another release than the pinned one.
+    #[error("NVRTC {found} at `{}` is not the pinned {PINNED}: its PTX may not load on the drivers the cache targets", path.display())]
+    Version {
+        /// What was found.
+        found: NvrtcVersion,
+        /// Where.
+        path: PathBuf,
+    },
+}
+
+fn searched_list(s: &[String]) -> String {
+    s.join(", ")
+}
+
+/// A loaded NVRTC.
+#[derive(Clone, Debug)]
+pub struct Nvrtc {
+    /// The library that was loaded (or the bare name the system loader resolved).
+    pub path: PathBuf,
+    /// Its version.
+    pub version: NvrtcVersion,
+}
+
+/// Finds and loads NVRTC once per process: `OPTIML_NVRTC`, then `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`, the
+/// pip wheel's folder in the usual site-packages, then the system loader.
+///
+/// # Errors
+/// [`NvrtcError::NotFound`] listing what was searched, [`NvrtcError::Load`], or [`NvrtcError::Version`] when the
+/// library is not the pinned release.
+pub fn load() -> Result<&'static Nvrtc, NvrtcError> {
+    static LOADED: OnceLock<Result<Nvrtc, NvrtcError>> = OnceLock::new();
+    LOADED.get_or_init(load_uncached).as_ref().map_err(Clone::clone)
+}
+
+/// The candidate library paths, in search order.
+pub fn candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = env::var_os(env::OPTIML_NVRTC) {
+        let p = PathBuf::from(p);
+        if p.is_dir() {
+            out.push(p.join("libnvrtc.so.13"));
+            out.push(p.join("lib").join("libnvrtc.so.13"));
+        } else {
+            out.push(p);
+        }
+    }
+    let mut roots: Vec<PathBuf> = env::CUDA_ROOTS.iter().filter_map(|v| env::var_os(v)).map(PathBuf::from).collect();
+    roots.push(PathBuf::from("/usr/local/cuda"));
+    for root in roots {
+        for lib in ["lib64", "lib", "targets/x86_64-linux/lib"] {
+            out.push(root.join(lib).join("libnvrtc.so.13"));
+        }
+    }
+    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(|v| env::var_os(v)).map(PathBuf::from).collect();
+    if let Some(home) = env::var_os("HOME") {
+        prefixes.push(PathBuf::from(home).join(".local"));
+    }
+    prefixes.extend(["/usr/local", "/usr"].map(PathBuf::from));
+    for prefix in prefixes {
+        let lib = prefix.join("lib");
+        for python in crate::fs::read_dir(&lib).unwrap_or_default() {
+            let is_python = python.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3"));
+            if is_python {
+                for site in ["site-packages", "dist-packages"] {
+                    out.push(python.join(site).join("nvidia/cu13/lib/libnvrtc.so.13"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn load_uncached() -> Result<Nvrtc, NvrtcError> {
+    let mut searched = Vec::new();
+    for path in candidates() {
+        searched.push(path.display().to_string());
+        if path.is_file() {
+            return load_path(&path);
+        }
+    }
+    searched.push("the system loader (libnvrtc.so.13, libnvrtc.so)".into());
+    // SAFETY: probing only dlopens and drops library handles.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return finish(PathBuf::from("libnvrtc.so (system loader)"));
+    }
+    Err(NvrtcError::NotFound { searched })
+}
+
+fn load_path(path: &Path) -> Result<Nvrtc, NvrtcError> {
+    let load_err = |reason: String| NvrtcError::Load { path: path.to_path_buf(), reason };
+    if let Some(dir) = path.parent() {
+        for builtins in crate::fs::read_dir(dir).unwrap_or_default() {
+            let is_builtins = builtins
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so") && !n.to_string_lossy().contains(".alt."));
+            if is_builtins {
+                // SAFETY: loading NVIDIA's builtins library runs no initialisers with preconditions.
+                let lib = unsafe { libloading::Library::new(&builtins) }.map_err(|e| load_err(e.to_string()))?;
+                // Kept loaded for the life of the process, so NVRTC's own dlopen of the bare name finds it.
+                std::mem::forget(lib);
+            }
+        }
+    }
+    // SAFETY: as above; the handle is kept so cudarc's later dlopen of the soname resolves to this library.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
+    std::mem::forget(lib);
+    // SAFETY: probing only dlopens and drops library handles.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(load_err("loaded, but its soname is not one cudarc resolves (expected libnvrtc.so.13)".into()));
+    }
+    finish(path.to_path_buf())
+}
+
+fn finish(path: PathBuf) -> Result<Nvrtc, NvrtcError> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded (checked above); the out-pointers are valid.
+    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if status != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(NvrtcError::Load { path, reason: format!("nvrtcVersion failed: {status:?}") });
+    }
+    let version = NvrtcVersion { major: major as u32, minor: minor as u32 };
+    if version != PINNED {
+        return Err(NvrtcError::Version { found: version, path });
+    }
+    Ok(Nvrtc { path, version })
+}
+
+/// Registers, spills and memory of one compiled kernel, from ptxas' `-v` report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Resources {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Bytes spilled to local memory (stores).
+    pub spill_stores: u32,
+    /// Bytes reloaded from spills.
+    pub spill_loads: u32,
+    /// Stack frame bytes.
+    pub stack_frame: u32,
+    /// Static shared memory bytes.
+    pub shared_bytes: u32,
+}
+
+impl Resources {
+    /// Parses ptxas' report (the NVRTC log of a `--ptxas-options=-v` compile).
+    pub fn parse(log: &str) -> Self {
+        let mut r = Resources::default();
+        let number_before = |line: &str, unit: &str| -> Option<u32> {
+            let at = line.find(unit)?;
+            line[..at].split_whitespace().last()?.parse().ok()
+        };
+        for line in log.lines() {
+            if let Some(v) = number_before(line, " registers") {
+                r.registers = v;
+            }
+            if let Some(v) = number_before(line, " bytes smem") {
+                r.shared_bytes = v;
+            }
+            if let Some(v) = number_before(line, " bytes stack frame") {
+                r.stack_frame = v;
+            }
+            if let Some(v) = number_before(line, " bytes spill stores") {
+                r.spill_stores = v;
+            }
+            if let Some(v) = number_before(line, " bytes spill loads") {
+                r.spill_loads = v;
+            }
+        }
+        r
+    }
+}
+
+/// What NVRTC produced for one source and architecture.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// The PTX (targets `arch`; JIT-able on newer GPUs).
+    pub ptx: String,
+    /// The CUBIN for `arch`.
+    pub cubin: Vec<u8>,
+    /// NVRTC's log, including ptxas' report.
+    pub log: String,
+    /// The parsed report.
+    pub resources: Resources,
+    /// The options used.
+    pub options: Vec<String>,
+}
+
+/// A failed compilation, with the log.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("NVRTC failed ({status}) with options `{}`:\n{log}", options.join(" "))]
+pub struct CompileFailure {
+    /// NVRTC's status.
+    pub status: String,
+    /// The options used.
+    pub options: Vec<String>,
+    /// NVRTC's log.
+    pub log: String,
+}
+
+/// The NVRTC options for `arch`: CUBIN and PTX for that target, ptxas' verbose report, C++17.
+pub fn options(arch: Arch) -> Vec<String> {
+    vec![format!("-arch={arch}"), "--std=c++17".into(), "--ptxas-options=-v".into(), "-default-device".into()]
+}
+
+/// Compiles `source` for `arch`. NVRTC must have been [`load`]ed.
+///
+/// # Errors
+/// [`CompileFailure`] with NVRTC's log.
+pub fn compile(_nvrtc: &Nvrtc, name: &str, source: &str, arch: Arch) -> Result<Compiled, CompileFailure> {
+    use cudarc::nvrtc::{result, sys};
+    let options = options(arch);
+    let fail = |status: String, log: String| CompileFailure { status, options: options.clone(), log };
+    let src = CString::new(source).map_err(|_| fail("invalid source".into(), "the source holds a NUL byte".into()))?;
+    let cname = CString::new(name).map_err(|_| fail("invalid name".into(), String::new()))?;
+    let prog = result::create_program(&src, Some(&cname)).map_err(|e| fail(format!("{e:?}"), String::new()))?;
+    // Every path below destroys `prog` exactly once.
+    let out = (|| {
+        // SAFETY: `prog` is a live program; the options are valid C strings.
+        let compiled = unsafe { result::compile_program(prog, &options) };
+        // SAFETY: as above.
+        let log = unsafe { result::get_program_log(prog) }.map(|l| c_chars_to_string(&l)).unwrap_or_default();
+        if let Err(e) = compiled {
+            return Err(fail(format!("{e:?}"), log));
+        }
+        // SAFETY: the program compiled.
+        let ptx = unsafe { result::get_ptx(prog) }.map_err(|e| fail(format!("{e:?}"), log.clone()))?;
+        let mut size = 0usize;
+        // SAFETY: the program compiled for a real architecture, so it has a CUBIN; `size` is a valid out-pointer.
+        let status = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
+        if status != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+            return Err(fail(format!("nvrtcGetCUBINSize: {status:?}"), log));
+        }
+        let mut cubin = vec![0u8; size];
+        // SAFETY: `cubin` has exactly the size NVRTC reported.
+        let status = unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast::<c_char>()) };
+        if status != sys::nvrtcResult::NVRTC_SUCCESS {
+            return Err(fail(format!("nvrtcGetCUBIN: {status:?}"), log));
+        }
+        let resources = Resources::parse(&log);
+        Ok(Compiled { ptx: c_chars_to_string(&ptx), cubin, log, resources, options: options.clone() })
+    })();
+    // SAFETY: `prog` is live and not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+fn c_chars_to_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_ptxas_report() {
+        let log = "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+                   ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+                   ptxas info    : Used 128 registers, used 1 barriers, 8192 bytes smem, 360 bytes cmem[0]\n";
+        assert_eq!(
+            Resources::parse(log),
+            Resources { registers: 128, spill_stores: 4, spill_loads: 12, stack_frame: 8, shared_bytes: 8192 }
+        );
+    }
+
+    #[test]
+    fn options_name_the_target() {
+        assert_eq!(options(Arch::new(9, 0))[0], "-arch=sm_90");
+        assert_eq!(options(Arch::specific(9, 0))[0], "-arch=sm_90a");
+    }
+}

@@ -1,0 +1,207 @@
+//! Finding `#[optiml::kernel("…")]` in a crate's sources, with the same parser and signature check the macro uses.
+
+use crate::fs::{self, FsError};
+use optiml_spec::{Binding, KernelId, Spec};
+use std::path::{Path, PathBuf};
+
+/// A kernel declaration found in the sources.
+#[derive(Clone, Debug)]
+pub struct FoundKernel {
+    /// The function's name.
+    pub name: String,
+    /// The file it is declared in.
+    pub file: PathBuf,
+    /// Its line.
+    pub line: usize,
+    /// The spec as written.
+    pub spec_text: String,
+    /// The parsed spec.
+    pub spec: Spec,
+    /// The checked signature.
+    pub binding: Binding,
+    /// The id the macro will look for.
+    pub id: KernelId,
+}
+
+/// A declaration the build script skips; the macro reports it with a span at compile time.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    /// Where.
+    pub file: PathBuf,
+    /// The line.
+    pub line: usize,
+    /// Why.
+    pub message: String,
+}
+
+/// What a scan found.
+#[derive(Clone, Debug, Default)]
+pub struct Scan {
+    /// Valid kernel declarations, in file order.
+    pub kernels: Vec<FoundKernel>,
+    /// Declarations with a bad spec or signature.
+    pub skipped: Vec<Skipped>,
+    /// Every file read (for `rerun-if-changed`).
+    pub files: Vec<PathBuf>,
+    /// Every folder walked (new files in them must rerun the scan).
+    pub dirs: Vec<PathBuf>,
+}
+
+impl Scan {
+    /// The kernels with distinct ids, first declaration first: two functions with one spec share one kernel.
+    pub fn unique_kernels(&self) -> Vec<FoundKernel> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.kernels.iter().filter(|k| seen.insert(k.id)).cloned().collect()
+    }
+}
+
+/// The `.rs` files under `root`, skipping `target/`, hidden folders and nested packages (folders with their own
+/// `Cargo.toml`), which have build scripts of their own.
+pub fn rust_files(root: &Path, scan: &mut Scan) -> Result<Vec<PathBuf>, FsError> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        scan.dirs.push(dir.clone());
+        for path in fs::read_dir(&dir)? {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if path.is_dir() {
+                let nested = path != root && path.join("Cargo.toml").is_file();
+                if !(name.starts_with('.') || name == "target" || nested) {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Scans every `.rs` file under each root.
+///
+/// # Errors
+/// An unreadable file or folder.
+pub fn scan(roots: &[PathBuf]) -> Result<Scan, FsError> {
+    let mut scan = Scan::default();
+    for root in roots {
+        if root.is_file() {
+            scan_file(root, &mut scan)?;
+            continue;
+        }
+        for file in rust_files(root, &mut scan)? {
+            scan_file(&file, &mut scan)?;
+        }
+    }
+    Ok(scan)
+}
+
+/// Scans one file's text (public for tests and tools that hold sources in memory).
+pub fn scan_source(file: &Path, text: &str, scan: &mut Scan) {
+    // Most files mention no kernel; skip the parse for them.
+    if !text.contains("kernel") {
+        return;
+    }
+    match syn::parse_file(text) {
+        Ok(parsed) => visit_items(file, &parsed.items, scan),
+        Err(e) => scan.skipped.push(Skipped {
+            file: file.to_path_buf(),
+            line: e.span().start().line,
+            message: format!("could not parse the file ({e}); its kernels are skipped"),
+        }),
+    }
+}
+
+fn scan_file(file: &Path, scan: &mut Scan) -> Result<(), FsError> {
+    let text = fs::read_to_string(file)?;
+    scan.files.push(file.to_path_buf());
+    scan_source(file, &text, scan);
+    Ok(())
+}
+
+fn visit_items(file: &Path, items: &[syn::Item], scan: &mut Scan) {
+    for item in items {
+        match item {
+            syn::Item::Mod(m) => {
+                if let Some((_, items)) = &m.content {
+                    visit_items(file, items, scan);
+                }
+            }
+            // A bodyless `fn f(..);` is not an `Item::Fn` to syn.
+            syn::Item::Verbatim(tokens) => {
+                if let Ok(f) = syn::parse2::<syn::ForeignItemFn>(tokens.clone()) {
+                    declaration(file, &f, scan);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn is_kernel_attr(attr: &syn::Attribute) -> bool {
+    let segs: Vec<String> = attr.path().segments.iter().map(|s| s.ident.to_string()).collect();
+    segs == ["optiml", "kernel"]
+}
+
+fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
+    let Some(attr) = f.attrs.iter().find(|a| is_kernel_attr(a)) else { return };
+    let line = f.sig.ident.span().start().line;
+    let skip = |scan: &mut Scan, message: String| {
+        scan.skipped.push(Skipped { file: file.to_path_buf(), line, message });
+    };
+    let lit: syn::LitStr = match attr.parse_args() {
+        Ok(l) => l,
+        Err(_) => return skip(scan, format!("`{}`: the attribute takes one spec string", f.sig.ident)),
+    };
+    let spec = match optiml_spec::parse(&lit.value()) {
+        Ok(s) => s,
+        Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
+    };
+    let binding = match optiml_spec::bind(&spec, &f.sig) {
+        Ok(b) => b,
+        Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
+    };
+    let id = KernelId::new(&spec, &binding);
+    scan.kernels.push(FoundKernel {
+        name: f.sig.ident.to_string(),
+        file: file.to_path_buf(),
+        line,
+        spec_text: lit.value(),
+        spec,
+        binding,
+        id,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_kernels_in_modules_and_skips_bad_ones() {
+        let text = r#"
+            use optiml::cudarc::driver::CudaSlice;
+            mod inner {
+                #[optiml::kernel("bmm")]
+                pub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);
+                mod deeper {
+                    /// docs are fine
+                    #[optiml::kernel("y = relu(x)")]
+                    fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+                }
+            }
+            #[optiml::kernel("softmaxx")]
+            fn bad(x: &CudaSlice<f32>);
+            #[other::kernel("relu")]
+            fn not_ours(x: &CudaSlice<f32>);
+            fn normal() {}
+        "#;
+        let mut scan = Scan::default();
+        scan_source(Path::new("lib.rs"), text, &mut scan);
+        let names: Vec<&str> = scan.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["bmm", "relu"]);
+        assert_eq!(scan.kernels[0].line, 5);
+        assert_eq!(scan.skipped.len(), 1);
+        assert!(scan.skipped[0].message.contains("unknown word `softmaxx`"), "{:?}", scan.skipped);
+    }
+}

@@ -1,0 +1,89 @@
+//! One kernel per family and option, declared as a user would. CI builds this crate from the committed cache
+//! with NVRTC unavailable (`tests/offline_build.rs` at the workspace root); `tests/gpu.rs` checks every kernel
+//! against a CPU reference on the GPU.
+
+use optiml::cudarc::driver::CudaSlice;
+
+/// The README's kernel.
+#[optiml::kernel("batched matmul, f32")]
+pub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);
+
+/// B stored transposed (`n × k`).
+#[optiml::kernel("C = A·Bᵀ, float32")]
+pub fn matmul_nt(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
+
+/// A stored transposed (`k × m`).
+#[optiml::kernel("matmul, A transposed")]
+pub fn matmul_tn(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
+
+/// Every epilogue option at once, on a batch, both operands transposed.
+#[optiml::kernel("batched gemm, transposed A and transposed B, C = gelu(alpha·Aᵀ·Bᵀ + beta·C + bias)")]
+pub fn bmm_tt_full(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    bias: &CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    beta: f32,
+);
+
+/// Bias and relu epilogue; parameters in an unusual order and integer types.
+#[optiml::kernel("matmul with bias and relu, f32")]
+pub fn matmul_bias_relu(k: u32, m: u32, n: i64, bias: &CudaSlice<f32>, a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>);
+
+/// Shapes fixed in the spec: no dimension parameters.
+#[optiml::kernel("matmul, m=65, n=47, k=300")]
+pub fn matmul_fixed(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>);
+
+/// `y = relu(x)`.
+#[optiml::kernel("y = relu(x)")]
+pub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+
+/// Exact GELU, with an explicit element count.
+#[optiml::kernel("elementwise gelu, f32")]
+pub fn gelu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>, n: usize);
+
+/// SiLU.
+#[optiml::kernel("silu")]
+pub fn silu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+
+/// Sigmoid.
+#[optiml::kernel("sigmoid, fp32")]
+pub fn sigmoid(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+
+/// Tanh.
+#[optiml::kernel("tanh")]
+pub fn tanh(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+
+/// `z = x + y`.
+#[optiml::kernel("z = x + y")]
+pub fn add(x: &CudaSlice<f32>, y: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+
+/// `x · y`, elementwise.
+#[optiml::kernel("elementwise product of two tensors")]
+pub fn mul(x: &CudaSlice<f32>, y: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+
+/// `x + s`.
+#[optiml::kernel("add a scalar")]
+pub fn add_scalar(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>, s: f32);
+
+/// `x · s`.
+#[optiml::kernel("y = x * s")]
+pub fn scale(x: &CudaSlice<f32>, s: f32, out: &mut CudaSlice<f32>);
+
+mod nested {
+    /// Declared in an inline module: the build script finds these too.
+    pub mod deeper {
+        use optiml::cudarc::driver::CudaSlice;
+
+        /// Relu again (same spec as [`crate::relu`], so it shares its generated file).
+        #[optiml::kernel("relu")]
+        pub fn relu_again(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    }
+}
+
+pub use nested::deeper::relu_again;
