@@ -132,7 +132,7 @@ impl Entry {
 #[derive(Debug)]
 pub enum Lookup {
     /// A verified entry.
-    Hit(Entry),
+    Hit(Box<Entry>),
     /// No entry.
     Miss,
     /// An entry that failed verification, and why; it must be regenerated, never loaded.
@@ -186,7 +186,7 @@ impl Cache {
             return Lookup::Miss;
         }
         match verify(&dir, inputs) {
-            Ok(manifest) => Lookup::Hit(Entry { dir, manifest }),
+            Ok(manifest) => Lookup::Hit(Box::new(Entry { dir, manifest })),
             Err(reason) => Lookup::Corrupt { dir, reason },
         }
     }
@@ -196,19 +196,39 @@ impl Cache {
     ///
     /// # Errors
     /// [`CacheError`] when the folder cannot be written.
-    pub fn store(&self, inputs: &KeyInputs, candidate: &Candidate, compiled: &Compiled) -> Result<Entry, CacheError> {
+    pub fn store(
+        &self,
+        inputs: &KeyInputs,
+        candidate: &Candidate,
+        compiled: &Compiled,
+    ) -> Result<Entry, CacheError> {
         let dir = self.entry_dir(inputs);
         let parent = dir.parent().unwrap_or(&self.root).to_path_buf();
         fs::create_dir_all(&parent)?;
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let tmp = parent.join(format!(".tmp-{}-{}-{nanos}", &inputs.key()[..16], std::process::id()));
-        let contents: [&[u8]; 3] = [candidate.source.as_bytes(), compiled.ptx.as_bytes(), &compiled.cubin];
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let tmp = parent.join(format!(
+            ".tmp-{}-{}-{nanos}",
+            &inputs.key()[..16],
+            std::process::id()
+        ));
+        let contents: [&[u8]; 3] = [
+            candidate.source.as_bytes(),
+            compiled.ptx.as_bytes(),
+            &compiled.cubin,
+        ];
         let written = (|| {
             fs::create_dir_all(&tmp)?;
             let mut files = Vec::new();
             for (name, bytes) in FILES.iter().zip(contents) {
                 fs::write(&tmp.join(name), bytes)?;
-                files.push(FileRecord { name: name.to_string(), len: bytes.len() as u64, sha256: sha256_hex(bytes) });
+                files.push(FileRecord {
+                    name: name.to_string(),
+                    len: bytes.len() as u64,
+                    sha256: sha256_hex(bytes),
+                });
             }
             let manifest = Manifest {
                 format: FORMAT,
@@ -224,7 +244,10 @@ impl Cache {
             };
             fs::write(&tmp.join("report.md"), report(&manifest).as_bytes())?;
             // The manifest is written last: a folder without one is never mistaken for an entry.
-            let bytes = encode(&manifest).map_err(|source| CacheError::Encode { dir: dir.clone(), source })?;
+            let bytes = encode(&manifest).map_err(|source| CacheError::Encode {
+                dir: dir.clone(),
+                source,
+            })?;
             fs::write(&tmp.join("manifest.bin"), &bytes)?;
             Ok::<_, CacheError>(manifest)
         })();
@@ -243,7 +266,11 @@ impl Cache {
             }
             // Move the bad entry aside first: renaming onto a non-empty folder fails, and removing it in place
             // could leave it half-deleted for a concurrent reader.
-            let trash = parent.join(format!(".trash-{}-{}-{nanos}", &inputs.key()[..16], std::process::id()));
+            let trash = parent.join(format!(
+                ".trash-{}-{}-{nanos}",
+                &inputs.key()[..16],
+                std::process::id()
+            ));
             fs::rename(&dir, &trash)?;
             fs::remove_dir_all(&trash)?;
         }
@@ -254,7 +281,11 @@ impl Cache {
     fn lookup_hit(&self, inputs: &KeyInputs) -> Result<Entry, CacheError> {
         let dir = self.entry_dir(inputs);
         let manifest = verify(&dir, inputs).map_err(|reason| {
-            CacheError::Fs(FsError { op: "verify", path: dir.clone(), source: std::io::Error::other(reason) })
+            CacheError::Fs(FsError {
+                op: "verify",
+                path: dir.clone(),
+                source: std::io::Error::other(reason),
+            })
         })?;
         Ok(Entry { dir, manifest })
     }
@@ -272,13 +303,21 @@ impl Cache {
     pub fn entry_dirs(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for arch in fs::read_dir(&self.root).unwrap_or_default() {
-            let is_arch = arch.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.parse::<Arch>().is_ok());
+            let is_arch = arch
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.parse::<Arch>().is_ok());
             if !is_arch || !arch.is_dir() {
                 continue;
             }
             for entry in fs::read_dir(&arch).unwrap_or_default() {
-                let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-                if name.len() == 64 && name.chars().all(|c| c.is_ascii_hexdigit()) && entry.is_dir() {
+                let name = entry
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                if name.len() == 64 && name.chars().all(|c| c.is_ascii_hexdigit()) && entry.is_dir()
+                {
                     out.push(entry);
                 }
             }
@@ -294,8 +333,16 @@ impl Cache {
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|source| FsError { op: "open the lock file", path: path.clone(), source })?;
-        file.lock().map_err(|source| FsError { op: "lock", path, source })?;
+            .map_err(|source| FsError {
+                op: "open the lock file",
+                path: path.clone(),
+                source,
+            })?;
+        file.lock().map_err(|source| FsError {
+            op: "lock",
+            path,
+            source,
+        })?;
         Ok(file)
     }
 }
@@ -314,10 +361,14 @@ fn decode(bytes: &[u8]) -> Result<Manifest, String> {
 
 /// Reads and checks an entry: manifest format, every key input, every file's length and sha256.
 pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
-    let bytes = std::fs::read(dir.join("manifest.bin")).map_err(|e| format!("manifest.bin unreadable ({e})"))?;
+    let bytes = std::fs::read(dir.join("manifest.bin"))
+        .map_err(|e| format!("manifest.bin unreadable ({e})"))?;
     let manifest = decode(&bytes)?;
     if manifest.format != FORMAT {
-        return Err(format!("manifest format {} (expected {FORMAT})", manifest.format));
+        return Err(format!(
+            "manifest format {} (expected {FORMAT})",
+            manifest.format
+        ));
     }
     if manifest.inputs != *inputs || manifest.key != inputs.key() {
         return Err("manifest was written for other key inputs".into());
@@ -327,9 +378,15 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
         return Err(format!("manifest lists {names:?}"));
     }
     for file in &manifest.files {
-        let data = std::fs::read(dir.join(&file.name)).map_err(|e| format!("{} unreadable ({e})", file.name))?;
+        let data = std::fs::read(dir.join(&file.name))
+            .map_err(|e| format!("{} unreadable ({e})", file.name))?;
         if data.len() as u64 != file.len {
-            return Err(format!("{} has {} bytes, the manifest says {}", file.name, data.len(), file.len));
+            return Err(format!(
+                "{} has {} bytes, the manifest says {}",
+                file.name,
+                data.len(),
+                file.len
+            ));
         }
         if sha256_hex(&data) != file.sha256 {
             return Err(format!("{} does not match its checksum", file.name));
@@ -346,11 +403,26 @@ pub fn report(m: &Manifest) -> String {
          | generator | {} |\n| entry | `{}` |\n| schedule | {} |\n| launch | `{:?}` |\n\
          | registers | {} |\n| spills (stores/loads) | {} / {} bytes |\n| stack frame | {} bytes |\n| static shared memory | {} bytes |\n\n\
          Selected: the family's default schedule (no search has run on this entry).\n\n## Files\n\n",
-        m.key, m.inputs.spec, m.inputs.binding, m.inputs.arch, m.inputs.toolchain, m.inputs.generator, m.entry,
-        m.schedule, m.launch, r.registers, r.spill_stores, r.spill_loads, r.stack_frame, r.shared_bytes
+        m.key,
+        m.inputs.spec,
+        m.inputs.binding,
+        m.inputs.arch,
+        m.inputs.toolchain,
+        m.inputs.generator,
+        m.entry,
+        m.schedule,
+        m.launch,
+        r.registers,
+        r.spill_stores,
+        r.spill_loads,
+        r.stack_frame,
+        r.shared_bytes
     );
     for f in &m.files {
-        s.push_str(&format!("- `{}`: {} bytes, sha256 `{}`\n", f.name, f.len, f.sha256));
+        s.push_str(&format!(
+            "- `{}`: {} bytes, sha256 `{}`\n",
+            f.name, f.len, f.sha256
+        ));
     }
     s
 }
@@ -367,20 +439,30 @@ mod tests {
         .unwrap();
         let binding = optiml_spec::bind(&spec, &sig.sig).unwrap();
         let id = KernelId::new(&spec, &binding);
-        let inputs = KeyInputs::new(&id, &spec.canonical(), &binding.canonical(), Arch::new(9, 0), "test-gen");
+        let inputs = KeyInputs::new(
+            &id,
+            &spec.canonical(),
+            &binding.canonical(),
+            Arch::new(9, 0),
+            "test-gen",
+        );
         let candidate = crate::experts::default_candidate(&spec, Arch::new(9, 0));
         let compiled = Compiled {
             ptx: ".version 9.0\n.target sm_90\n".into(),
             cubin: vec![0x7f, b'E', b'L', b'F', 1, 2, 3, 4],
             log: "ptxas info : Used 90 registers".into(),
-            resources: Resources { registers: 90, ..Default::default() },
+            resources: Resources {
+                registers: 90,
+                ..Default::default()
+            },
             options: vec!["-arch=sm_90".into()],
         };
         (inputs, candidate, compiled)
     }
 
     fn temp_cache(name: &str) -> Cache {
-        let root = std::env::temp_dir().join(format!("optiml-cache-test-{name}-{}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("optiml-cache-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         Cache::new(root)
     }
@@ -391,13 +473,18 @@ mod tests {
         let (inputs, candidate, compiled) = sample();
         assert!(matches!(cache.lookup(&inputs), Lookup::Miss));
         let stored = cache.store(&inputs, &candidate, &compiled).unwrap();
-        let Lookup::Hit(hit) = cache.lookup(&inputs) else { panic!("miss after store") };
+        let Lookup::Hit(hit) = cache.lookup(&inputs) else {
+            panic!("miss after store")
+        };
         assert_eq!(hit.manifest, stored.manifest);
         assert_eq!(std::fs::read(hit.cubin()).unwrap(), compiled.cubin);
         assert_eq!(hit.manifest.launch, candidate.launch);
         assert_eq!(cache.entry_dirs(), vec![hit.dir.clone()]);
         // Other key inputs miss.
-        let other = KeyInputs { generator: "other".into(), ..inputs.clone() };
+        let other = KeyInputs {
+            generator: "other".into(),
+            ..inputs.clone()
+        };
         assert!(matches!(cache.lookup(&other), Lookup::Miss));
         // No stray temporary folders.
         let stray: Vec<_> = fs::read_dir(&cache.root.join("sm_90")).unwrap();
@@ -409,7 +496,8 @@ mod tests {
     fn corrupt_and_truncated_entries_are_detected_and_replaced() {
         let cache = temp_cache("corrupt");
         let (inputs, candidate, compiled) = sample();
-        let damage: [(&str, fn(&Path)); 5] = [
+        type Damage = (&'static str, fn(&Path));
+        let damage: [Damage; 5] = [
             ("flipped cubin byte", |d| {
                 let mut b = std::fs::read(d.join("kernel.cubin")).unwrap();
                 b[3] ^= 1;
@@ -423,16 +511,26 @@ mod tests {
                 let b = std::fs::read(d.join("manifest.bin")).unwrap();
                 std::fs::write(d.join("manifest.bin"), &b[..b.len() - 7]).unwrap();
             }),
-            ("missing cubin", |d| std::fs::remove_file(d.join("kernel.cubin")).unwrap()),
-            ("empty manifest", |d| std::fs::write(d.join("manifest.bin"), b"").unwrap()),
+            ("missing cubin", |d| {
+                std::fs::remove_file(d.join("kernel.cubin")).unwrap()
+            }),
+            ("empty manifest", |d| {
+                std::fs::write(d.join("manifest.bin"), b"").unwrap()
+            }),
         ];
         for (what, f) in damage {
             let entry = cache.store(&inputs, &candidate, &compiled).unwrap();
             f(&entry.dir);
-            assert!(matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }), "{what} not detected");
+            assert!(
+                matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }),
+                "{what} not detected"
+            );
             // Storing again replaces the damaged entry.
             cache.store(&inputs, &candidate, &compiled).unwrap();
-            assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)), "{what} not replaced");
+            assert!(
+                matches!(cache.lookup(&inputs), Lookup::Hit(_)),
+                "{what} not replaced"
+            );
         }
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
@@ -441,10 +539,22 @@ mod tests {
     fn key_depends_on_every_input() {
         let (inputs, _, _) = sample();
         let variants = [
-            KeyInputs { arch: Arch::new(8, 0), ..inputs.clone() },
-            KeyInputs { toolchain: "nvrtc 12.9".into(), ..inputs.clone() },
-            KeyInputs { generator: "g2".into(), ..inputs.clone() },
-            KeyInputs { kernel_id: "00".into(), ..inputs.clone() },
+            KeyInputs {
+                arch: Arch::new(8, 0),
+                ..inputs.clone()
+            },
+            KeyInputs {
+                toolchain: "nvrtc 12.9".into(),
+                ..inputs.clone()
+            },
+            KeyInputs {
+                generator: "g2".into(),
+                ..inputs.clone()
+            },
+            KeyInputs {
+                kernel_id: "00".into(),
+                ..inputs.clone()
+            },
         ];
         for v in variants {
             assert_ne!(v.key(), inputs.key(), "{v:?}");

@@ -19,7 +19,10 @@ pub enum CargoCli {
 
 /// `cargo optiml`.
 #[derive(Debug, Args)]
-#[command(version, about = "Generate and check optiml's committed kernel cache (.optiml/)")]
+#[command(
+    version,
+    about = "Generate and check optiml's committed kernel cache (.optiml/)"
+)]
 pub struct Optiml {
     /// What to do.
     #[command(subcommand)]
@@ -58,14 +61,18 @@ pub struct Prepare {
 /// # Errors
 /// Any failure, with context.
 pub fn run(cli: CargoCli) -> anyhow::Result<bool> {
-    let CargoCli::Optiml(Optiml { command: Command::Prepare(p) }) = cli;
+    let CargoCli::Optiml(Optiml {
+        command: Command::Prepare(p),
+    }) = cli;
     prepare(&p)
 }
 
 fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     let cwd = std::env::current_dir()?;
     let root = match &p.dir {
-        Some(d) => d.canonicalize().map_err(|e| anyhow::anyhow!("cannot open `{}`: {e}", d.display()))?,
+        Some(d) => d
+            .canonicalize()
+            .map_err(|e| anyhow::anyhow!("cannot open `{}`: {e}", d.display()))?,
         None => targets::workspace_root(&cwd),
     };
     let cache = Cache::new(match (&p.cache_dir, env::var_os(env::OPTIML_CACHE_DIR)) {
@@ -77,37 +84,73 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         Some(text) => targets::parse_archs(&text, "--arch")?,
         None => DEFAULT_ARCHS.to_vec(),
     };
-    let mut found = scan::Scan::default();
-    // Every package of the workspace, nested ones included (each build script scans only its own).
-    for file in all_rust_files(&root)? {
-        let text = crate::fs::read_to_string(&file)?;
-        scan::scan_source(&file, &text, &mut found);
-    }
+    // What each package's build script would scan: the packages whose build.rs uses optiml-build.
+    let packages = optiml_packages(&root)?;
+    let found = scan::scan(&packages)?;
     for s in &found.skipped {
-        eprintln!("warning: skipped {}:{}: {}", s.file.display(), s.line, s.message);
+        eprintln!(
+            "warning: skipped {}:{}: {}",
+            s.file.display(),
+            s.line,
+            s.message
+        );
     }
     let kernels = found.unique_kernels();
-    let archs_text = archs.iter().map(Arch::to_string).collect::<Vec<_>>().join(",");
-    eprintln!("{} kernels × {} ({archs_text}) in `{}`", kernels.len(), archs.len(), root.display());
+    let archs_text = archs
+        .iter()
+        .map(Arch::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    eprintln!(
+        "{} kernels × {} ({archs_text}) in `{}`",
+        kernels.len(),
+        archs.len(),
+        root.display()
+    );
 
     let generator = experts::generator_version();
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
-        .flat_map(|k| archs.iter().map(|&a| KeyInputs::new(&k.id, &k.spec.canonical(), &k.binding.canonical(), a, &generator)))
+        .flat_map(|k| {
+            archs.iter().map(|&a| {
+                KeyInputs::new(
+                    &k.id,
+                    &k.spec.canonical(),
+                    &k.binding.canonical(),
+                    a,
+                    &generator,
+                )
+            })
+        })
         .map(|inputs| cache.entry_dir(&inputs))
         .collect();
-    let unused: Vec<PathBuf> = cache.entry_dirs().into_iter().filter(|d| !needed.contains(d)).collect();
+    let unused: Vec<PathBuf> = cache
+        .entry_dirs()
+        .into_iter()
+        .filter(|d| !needed.contains(d))
+        .collect();
 
     if p.check {
         let mut bad = 0;
         for k in &kernels {
             for &arch in &archs {
-                let inputs = KeyInputs::new(&k.id, &k.spec.canonical(), &k.binding.canonical(), arch, &generator);
+                let inputs = KeyInputs::new(
+                    &k.id,
+                    &k.spec.canonical(),
+                    &k.binding.canonical(),
+                    arch,
+                    &generator,
+                );
                 match cache.lookup(&inputs) {
                     Lookup::Hit(_) => {}
                     Lookup::Miss => {
                         bad += 1;
-                        eprintln!("missing: `{}` ({}:{}) on {arch}", k.name, k.file.display(), k.line);
+                        eprintln!(
+                            "missing: `{}` ({}:{}) on {arch}",
+                            k.name,
+                            k.file.display(),
+                            k.line
+                        );
                     }
                     Lookup::Corrupt { reason, .. } => {
                         bad += 1;
@@ -117,17 +160,30 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
             }
         }
         for d in &unused {
-            eprintln!("warning: unused entry `{}` (`cargo optiml prepare` removes it)", d.display());
+            eprintln!(
+                "warning: unused entry `{}` (`cargo optiml prepare` removes it)",
+                d.display()
+            );
         }
         if bad > 0 {
-            eprintln!("error: {bad} entries missing or damaged in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it", cache.root.display());
+            eprintln!(
+                "error: {bad} entries missing or damaged in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
+                cache.root.display()
+            );
             return Ok(false);
         }
-        eprintln!("ok: `{}` holds every kernel for {archs_text}", cache.root.display());
+        eprintln!(
+            "ok: `{}` holds every kernel for {archs_text}",
+            cache.root.display()
+        );
         return Ok(true);
     }
 
-    let policy = Policy { read: vec![cache.clone()], write: cache.clone(), offline: false };
+    let policy = Policy {
+        read: vec![cache.clone()],
+        write: cache.clone(),
+        offline: false,
+    };
     let mut warnings = Vec::new();
     let resolved = engine::resolve(&kernels, &archs, &policy, &mut warnings);
     for w in &warnings {
@@ -137,7 +193,10 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     for d in &unused {
         cache.remove(d)?;
     }
-    let generated = resolved.iter().filter(|r| r.origin == Origin::Generated).count();
+    let generated = resolved
+        .iter()
+        .filter(|r| r.origin == Origin::Generated)
+        .count();
     eprintln!(
         "{} entries: {} reused, {generated} generated; {} unused removed.\nCommit `{}` to version control.",
         resolved.len(),
@@ -148,21 +207,28 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-fn all_rust_files(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+/// Folders under `root` (itself included) holding a `Cargo.toml` and a `build.rs` that calls optiml-build.
+fn optiml_packages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        let build = dir.join("build.rs");
+        if dir.join("Cargo.toml").is_file()
+            && build.is_file()
+            && crate::fs::read_to_string(&build)?.contains("optiml_build")
+        {
+            out.push(dir.clone());
+        }
         for path in crate::fs::read_dir(&dir)? {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if path.is_dir() {
-                if !name.starts_with('.') && name != "target" {
-                    stack.push(path);
-                }
-            } else if name.ends_with(".rs") {
-                files.push(path);
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if path.is_dir() && !name.starts_with('.') && name != "target" {
+                stack.push(path);
             }
         }
     }
-    files.sort();
-    Ok(files)
+    out.sort();
+    Ok(out)
 }

@@ -20,7 +20,11 @@ use std::path::{Path, PathBuf};
 ///
 /// # Errors
 /// [`FsError`] when `out_dir` cannot be written.
-pub fn emit(out_dir: &Path, kernels: &[FoundKernel], resolved: &[Resolved]) -> Result<Vec<PathBuf>, FsError> {
+pub fn emit(
+    out_dir: &Path,
+    kernels: &[FoundKernel],
+    resolved: &[Resolved],
+) -> Result<Vec<PathBuf>, FsError> {
     let root = out_dir.join("optiml");
     let mut written = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
@@ -66,10 +70,19 @@ pub fn emit(out_dir: &Path, kernels: &[FoundKernel], resolved: &[Resolved]) -> R
 
 fn launch(l: &Launch) -> String {
     match *l {
-        Launch::Matmul { bm, bn, threads, smem_bytes } => format!(
+        Launch::Matmul {
+            bm,
+            bn,
+            threads,
+            smem_bytes,
+        } => format!(
             "::optiml::runtime::Launch::Matmul {{ bm: {bm}, bn: {bn}, threads: {threads}, smem_bytes: {smem_bytes} }}"
         ),
-        Launch::Elementwise { threads, per_thread, blocks_per_sm } => format!(
+        Launch::Elementwise {
+            threads,
+            per_thread,
+            blocks_per_sm,
+        } => format!(
             "::optiml::runtime::Launch::Elementwise {{ threads: {threads}, per_thread: {per_thread}, blocks_per_sm: {blocks_per_sm} }}"
         ),
     }

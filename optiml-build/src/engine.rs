@@ -60,12 +60,23 @@ pub fn resolve(
     let mut todo = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
         for &arch in archs {
-            let inputs = KeyInputs::new(&kernel.id, &kernel.spec.canonical(), &kernel.binding.canonical(), arch, &generator);
+            let inputs = KeyInputs::new(
+                &kernel.id,
+                &kernel.spec.canonical(),
+                &kernel.binding.canonical(),
+                arch,
+                &generator,
+            );
             let mut found = None;
             for cache in &policy.read {
                 match cache.lookup(&inputs) {
                     Lookup::Hit(entry) => {
-                        found = Some(Resolved { kernel: index, arch, entry, origin: Origin::Cache(cache.root.clone()) });
+                        found = Some(Resolved {
+                            kernel: index,
+                            arch,
+                            entry: *entry,
+                            origin: Origin::Cache(cache.root.clone()),
+                        });
                         break;
                     }
                     Lookup::Miss => {}
@@ -102,7 +113,10 @@ pub fn resolve(
     }
     let nvrtc = nvrtc::load().map_err(|source| Error::Nvrtc { misses, source })?;
     // NVRTC is thread-safe across programs; compile on every core.
-    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(todo.len());
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(todo.len());
     let chunks: Vec<Vec<(usize, Arch, KeyInputs)>> = {
         let mut c: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
         for (i, job) in todo.into_iter().enumerate() {
@@ -117,7 +131,9 @@ pub fn resolve(
                 s.spawn(move || {
                     chunk
                         .into_iter()
-                        .map(|(index, arch, inputs)| generate(&kernels[index], index, arch, &inputs, nvrtc, &policy.write))
+                        .map(|(index, arch, inputs)| {
+                            generate(&kernels[index], index, arch, &inputs, nvrtc, &policy.write)
+                        })
                         .collect::<Result<Vec<_>, _>>()
                 })
             })
@@ -126,11 +142,13 @@ pub fn resolve(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(Error::Cache(crate::cache::CacheError::Fs(crate::fs::FsError {
-                        op: "generate (a worker thread panicked)",
-                        path: policy.write.root.clone(),
-                        source: std::io::Error::other("worker panicked"),
-                    })))
+                    Err(Error::Cache(crate::cache::CacheError::Fs(
+                        crate::fs::FsError {
+                            op: "generate (a worker thread panicked)",
+                            path: policy.write.root.clone(),
+                            source: std::io::Error::other("worker panicked"),
+                        },
+                    )))
                 })
             })
             .collect()
@@ -151,8 +169,24 @@ fn generate(
     cache: &Cache,
 ) -> Result<Resolved, Error> {
     let candidate = experts::default_candidate(&kernel.spec, arch);
-    let compiled = nvrtc::compile(nvrtc, &format!("{}_{arch}.cu", kernel.name), &candidate.source, arch)
-        .map_err(|source| Error::Compile { kernel: kernel.name.clone(), arch, source })?;
-    let entry = cache.store(inputs, &candidate, &compiled).map_err(Error::Cache)?;
-    Ok(Resolved { kernel: index, arch, entry, origin: Origin::Generated })
+    let compiled = nvrtc::compile(
+        nvrtc,
+        &format!("{}_{arch}.cu", kernel.name),
+        &candidate.source,
+        arch,
+    )
+    .map_err(|source| Error::Compile {
+        kernel: kernel.name.clone(),
+        arch,
+        source,
+    })?;
+    let entry = cache
+        .store(inputs, &candidate, &compiled)
+        .map_err(Error::Cache)?;
+    Ok(Resolved {
+        kernel: index,
+        arch,
+        entry,
+        origin: Origin::Generated,
+    })
 }

@@ -24,7 +24,15 @@ pub struct Miss {
 
 impl fmt::Display for Miss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}` ({}:{}) on {} (key {})", self.kernel, self.file.display(), self.line, self.arch, &self.key[..16])
+        write!(
+            f,
+            "`{}` ({}:{}) on {} (key {})",
+            self.kernel,
+            self.file.display(),
+            self.line,
+            self.arch,
+            &self.key[..16]
+        )
     }
 }
 
@@ -44,7 +52,9 @@ fn archs(misses: &[Miss]) -> String {
 #[non_exhaustive]
 pub enum Error {
     /// A variable cargo sets for build scripts is missing.
-    #[error("`{var}` is not set: optiml_build::Builder::compile() runs from a build script (build.rs)")]
+    #[error(
+        "`{var}` is not set: optiml_build::Builder::compile() runs from a build script (build.rs)"
+    )]
     NotInBuildScript {
         /// The variable.
         var: &'static str,
@@ -108,8 +118,13 @@ impl Error {
                 archs(misses)
             )),
             Error::Arch { .. } => Some("write architectures like `OPTIML_ARCH=sm_80,sm_90`".into()),
-            Error::Compile { .. } => Some("this is a bug in optiml's kernel templates; please report it with the log above".into()),
-            Error::NotInBuildScript { .. } => Some("call it from build.rs, or use `cargo optiml prepare` outside a build".into()),
+            Error::Compile { .. } => Some(
+                "this is a bug in optiml's kernel templates; please report it with the log above"
+                    .into(),
+            ),
+            Error::NotInBuildScript { .. } => {
+                Some("call it from build.rs, or use `cargo optiml prepare` outside a build".into())
+            }
             _ => None,
         }
     }
@@ -119,7 +134,10 @@ impl Error {
         let mut s = format!("error: {self}");
         let mut source = std::error::Error::source(self);
         while let Some(cause) = source {
-            s.push_str(&format!("\n\nCaused by:\n    {}", cause.to_string().replace('\n', "\n    ")));
+            s.push_str(&format!(
+                "\n\nCaused by:\n    {}",
+                cause.to_string().replace('\n', "\n    ")
+            ));
             source = cause.source();
         }
         if let Some(help) = self.help() {

@@ -18,7 +18,11 @@ pub struct FsError {
 }
 
 fn err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> FsError + 'a {
-    move |source| FsError { op, path: path.to_path_buf(), source }
+    move |source| FsError {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Reads a file.

@@ -3,10 +3,8 @@
 //! includes.
 //!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     optiml_build::Builder::new().compile().unwrap_or_else(|e| e.exit());
-//! }
+//! // build.rs: the whole of `fn main`
+//! optiml_build::Builder::new().compile().unwrap_or_else(|e| e.exit());
 //! ```
 //!
 //! # What a build does
@@ -80,7 +78,10 @@ pub struct Report {
 impl Report {
     /// How many variants were generated in this run.
     pub fn generated(&self) -> usize {
-        self.entries.iter().filter(|(_, _, o)| *o == Origin::Generated).count()
+        self.entries
+            .iter()
+            .filter(|(_, _, o)| *o == Origin::Generated)
+            .count()
     }
 }
 
@@ -127,10 +128,14 @@ impl Builder {
     /// be generated and cannot be, [`Error::Compile`] when NVRTC rejects a kernel, [`Error::Cache`] /
     /// [`Error::Emit`] when files cannot be written. Each error's [`help`](Error::help) names the fix.
     pub fn compile(&self) -> Result<Report, Error> {
-        let manifest_dir = env::var_os("CARGO_MANIFEST_DIR")
+        let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).ok_or(
+            Error::NotInBuildScript {
+                var: "CARGO_MANIFEST_DIR",
+            },
+        )?;
+        let out_dir = env::var_os("OUT_DIR")
             .map(PathBuf::from)
-            .ok_or(Error::NotInBuildScript { var: "CARGO_MANIFEST_DIR" })?;
-        let out_dir = env::var_os("OUT_DIR").map(PathBuf::from).ok_or(Error::NotInBuildScript { var: "OUT_DIR" })?;
+            .ok_or(Error::NotInBuildScript { var: "OUT_DIR" })?;
         let cargo = |line: String| {
             if !self.quiet {
                 println!("cargo:{line}");
@@ -140,7 +145,11 @@ impl Builder {
             cargo(format!("rerun-if-env-changed={var}"));
         }
 
-        let roots = if self.sources.is_empty() { vec![manifest_dir.clone()] } else { self.sources.clone() };
+        let roots = if self.sources.is_empty() {
+            vec![manifest_dir.clone()]
+        } else {
+            self.sources.clone()
+        };
         let scan = scan::scan(&roots).map_err(Error::Scan)?;
         for file in &scan.files {
             cargo(format!("rerun-if-changed={}", file.display()));
@@ -175,7 +184,13 @@ impl Builder {
         let target = Cache::new(targets::target_cache_dir(&out_dir));
         let mut read = vec![target.clone()];
         read.extend(committed.into_iter().map(Cache::new));
-        let policy = Policy { read, write: target, offline: self.offline.unwrap_or_else(|| env::flag(env::OPTIML_OFFLINE)) };
+        let policy = Policy {
+            read,
+            write: target,
+            offline: self
+                .offline
+                .unwrap_or_else(|| env::flag(env::OPTIML_OFFLINE)),
+        };
 
         let started = std::time::Instant::now();
         let mut warnings = Vec::new();
@@ -188,7 +203,9 @@ impl Builder {
         let resolved = resolved?;
         emit::emit(&out_dir, &kernels, &resolved).map_err(Error::Emit)?;
         for r in &resolved {
-            report.entries.push((kernels[r.kernel].name.clone(), r.arch, r.origin.clone()));
+            report
+                .entries
+                .push((kernels[r.kernel].name.clone(), r.arch, r.origin.clone()));
         }
         if report.generated() > 0 {
             let archs_text: Vec<String> = archs.iter().map(Arch::to_string).collect();

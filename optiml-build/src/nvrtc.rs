@@ -15,7 +15,10 @@ use std::sync::OnceLock;
 
 /// The NVRTC release optiml pins for PTX and CUBIN that are cached or shipped: the H200's driver (580, CUDA 13.0)
 /// rejects PTX from NVRTC 13.5, and 13.0's loads on every driver from 580 on. Part of every cache key.
-pub const PINNED: NvrtcVersion = NvrtcVersion { major: 13, minor: 0 };
+pub const PINNED: NvrtcVersion = NvrtcVersion {
+    major: 13,
+    minor: 0,
+};
 
 /// The pip command that installs the pinned NVRTC on a machine without a CUDA toolkit.
 pub const INSTALL_HINT: &str = "pip install nvidia-cuda-nvrtc==13.0.88 (then set OPTIML_NVRTC to \
@@ -84,7 +87,10 @@ pub struct Nvrtc {
 /// library is not the pinned release.
 pub fn load() -> Result<&'static Nvrtc, NvrtcError> {
     static LOADED: OnceLock<Result<Nvrtc, NvrtcError>> = OnceLock::new();
-    LOADED.get_or_init(load_uncached).as_ref().map_err(Clone::clone)
+    LOADED
+        .get_or_init(load_uncached)
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// The candidate library paths, in search order.
@@ -99,14 +105,22 @@ pub fn candidates() -> Vec<PathBuf> {
             out.push(p);
         }
     }
-    let mut roots: Vec<PathBuf> = env::CUDA_ROOTS.iter().filter_map(|v| env::var_os(v)).map(PathBuf::from).collect();
+    let mut roots: Vec<PathBuf> = env::CUDA_ROOTS
+        .iter()
+        .filter_map(|v| env::var_os(v))
+        .map(PathBuf::from)
+        .collect();
     roots.push(PathBuf::from("/usr/local/cuda"));
     for root in roots {
         for lib in ["lib64", "lib", "targets/x86_64-linux/lib"] {
             out.push(root.join(lib).join("libnvrtc.so.13"));
         }
     }
-    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(|v| env::var_os(v)).map(PathBuf::from).collect();
+    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| env::var_os(v))
+        .map(PathBuf::from)
+        .collect();
     if let Some(home) = env::var_os("HOME") {
         prefixes.push(PathBuf::from(home).join(".local"));
     }
@@ -114,7 +128,9 @@ pub fn candidates() -> Vec<PathBuf> {
     for prefix in prefixes {
         let lib = prefix.join("lib");
         for python in crate::fs::read_dir(&lib).unwrap_or_default() {
-            let is_python = python.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3"));
+            let is_python = python
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python3"));
             if is_python {
                 for site in ["site-packages", "dist-packages"] {
                     out.push(python.join(site).join("nvidia/cu13/lib/libnvrtc.so.13"));
@@ -142,15 +158,20 @@ fn load_uncached() -> Result<Nvrtc, NvrtcError> {
 }
 
 fn load_path(path: &Path) -> Result<Nvrtc, NvrtcError> {
-    let load_err = |reason: String| NvrtcError::Load { path: path.to_path_buf(), reason };
+    let load_err = |reason: String| NvrtcError::Load {
+        path: path.to_path_buf(),
+        reason,
+    };
     if let Some(dir) = path.parent() {
         for builtins in crate::fs::read_dir(dir).unwrap_or_default() {
-            let is_builtins = builtins
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so") && !n.to_string_lossy().contains(".alt."));
+            let is_builtins = builtins.file_name().is_some_and(|n| {
+                n.to_string_lossy().starts_with("libnvrtc-builtins.so")
+                    && !n.to_string_lossy().contains(".alt.")
+            });
             if is_builtins {
                 // SAFETY: loading NVIDIA's builtins library runs no initialisers with preconditions.
-                let lib = unsafe { libloading::Library::new(&builtins) }.map_err(|e| load_err(e.to_string()))?;
+                let lib = unsafe { libloading::Library::new(&builtins) }
+                    .map_err(|e| load_err(e.to_string()))?;
                 // Kept loaded for the life of the process, so NVRTC's own dlopen of the bare name finds it.
                 std::mem::forget(lib);
             }
@@ -161,7 +182,9 @@ fn load_path(path: &Path) -> Result<Nvrtc, NvrtcError> {
     std::mem::forget(lib);
     // SAFETY: probing only dlopens and drops library handles.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(load_err("loaded, but its soname is not one cudarc resolves (expected libnvrtc.so.13)".into()));
+        return Err(load_err(
+            "loaded, but its soname is not one cudarc resolves (expected libnvrtc.so.13)".into(),
+        ));
     }
     finish(path.to_path_buf())
 }
@@ -171,11 +194,20 @@ fn finish(path: PathBuf) -> Result<Nvrtc, NvrtcError> {
     // SAFETY: NVRTC is loaded (checked above); the out-pointers are valid.
     let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
     if status != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(NvrtcError::Load { path, reason: format!("nvrtcVersion failed: {status:?}") });
+        return Err(NvrtcError::Load {
+            path,
+            reason: format!("nvrtcVersion failed: {status:?}"),
+        });
     }
-    let version = NvrtcVersion { major: major as u32, minor: minor as u32 };
+    let version = NvrtcVersion {
+        major: major as u32,
+        minor: minor as u32,
+    };
     if version != PINNED {
-        return Err(NvrtcError::Version { found: version, path });
+        return Err(NvrtcError::Version {
+            found: version,
+            path,
+        });
     }
     Ok(Nvrtc { path, version })
 }
@@ -253,31 +285,54 @@ pub struct CompileFailure {
 
 /// The NVRTC options for `arch`: CUBIN and PTX for that target, ptxas' verbose report, C++17.
 pub fn options(arch: Arch) -> Vec<String> {
-    vec![format!("-arch={arch}"), "--std=c++17".into(), "--ptxas-options=-v".into(), "-default-device".into()]
+    vec![
+        format!("-arch={arch}"),
+        "--std=c++17".into(),
+        "--ptxas-options=-v".into(),
+        "-default-device".into(),
+    ]
 }
 
 /// Compiles `source` for `arch`. NVRTC must have been [`load`]ed.
 ///
 /// # Errors
 /// [`CompileFailure`] with NVRTC's log.
-pub fn compile(_nvrtc: &Nvrtc, name: &str, source: &str, arch: Arch) -> Result<Compiled, CompileFailure> {
+pub fn compile(
+    _nvrtc: &Nvrtc,
+    name: &str,
+    source: &str,
+    arch: Arch,
+) -> Result<Compiled, CompileFailure> {
     use cudarc::nvrtc::{result, sys};
     let options = options(arch);
-    let fail = |status: String, log: String| CompileFailure { status, options: options.clone(), log };
-    let src = CString::new(source).map_err(|_| fail("invalid source".into(), "the source holds a NUL byte".into()))?;
+    let fail = |status: String, log: String| CompileFailure {
+        status,
+        options: options.clone(),
+        log,
+    };
+    let src = CString::new(source).map_err(|_| {
+        fail(
+            "invalid source".into(),
+            "the source holds a NUL byte".into(),
+        )
+    })?;
     let cname = CString::new(name).map_err(|_| fail("invalid name".into(), String::new()))?;
-    let prog = result::create_program(&src, Some(&cname)).map_err(|e| fail(format!("{e:?}"), String::new()))?;
+    let prog = result::create_program(&src, Some(&cname))
+        .map_err(|e| fail(format!("{e:?}"), String::new()))?;
     // Every path below destroys `prog` exactly once.
     let out = (|| {
         // SAFETY: `prog` is a live program; the options are valid C strings.
         let compiled = unsafe { result::compile_program(prog, &options) };
         // SAFETY: as above.
-        let log = unsafe { result::get_program_log(prog) }.map(|l| c_chars_to_string(&l)).unwrap_or_default();
+        let log = unsafe { result::get_program_log(prog) }
+            .map(|l| c_chars_to_string(&l))
+            .unwrap_or_default();
         if let Err(e) = compiled {
             return Err(fail(format!("{e:?}"), log));
         }
         // SAFETY: the program compiled.
-        let ptx = unsafe { result::get_ptx(prog) }.map_err(|e| fail(format!("{e:?}"), log.clone()))?;
+        let ptx =
+            unsafe { result::get_ptx(prog) }.map_err(|e| fail(format!("{e:?}"), log.clone()))?;
         let mut size = 0usize;
         // SAFETY: the program compiled for a real architecture, so it has a CUBIN; `size` is a valid out-pointer.
         let status = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
@@ -291,7 +346,13 @@ pub fn compile(_nvrtc: &Nvrtc, name: &str, source: &str, arch: Arch) -> Result<C
             return Err(fail(format!("nvrtcGetCUBIN: {status:?}"), log));
         }
         let resources = Resources::parse(&log);
-        Ok(Compiled { ptx: c_chars_to_string(&ptx), cubin, log, resources, options: options.clone() })
+        Ok(Compiled {
+            ptx: c_chars_to_string(&ptx),
+            cubin,
+            log,
+            resources,
+            options: options.clone(),
+        })
     })();
     // SAFETY: `prog` is live and not used after this.
     let _ = unsafe { result::destroy_program(prog) };
@@ -299,7 +360,11 @@ pub fn compile(_nvrtc: &Nvrtc, name: &str, source: &str, arch: Arch) -> Result<C
 }
 
 fn c_chars_to_string(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    let bytes: Vec<u8> = chars
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -314,7 +379,13 @@ mod tests {
                    ptxas info    : Used 128 registers, used 1 barriers, 8192 bytes smem, 360 bytes cmem[0]\n";
         assert_eq!(
             Resources::parse(log),
-            Resources { registers: 128, spill_stores: 4, spill_loads: 12, stack_frame: 8, shared_bytes: 8192 }
+            Resources {
+                registers: 128,
+                spill_stores: 4,
+                spill_loads: 12,
+                stack_frame: 8,
+                shared_bytes: 8192
+            }
         );
     }
 

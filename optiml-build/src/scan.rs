@@ -51,7 +51,11 @@ impl Scan {
     /// The kernels with distinct ids, first declaration first: two functions with one spec share one kernel.
     pub fn unique_kernels(&self) -> Vec<FoundKernel> {
         let mut seen = std::collections::BTreeSet::new();
-        self.kernels.iter().filter(|k| seen.insert(k.id)).cloned().collect()
+        self.kernels
+            .iter()
+            .filter(|k| seen.insert(k.id))
+            .cloned()
+            .collect()
     }
 }
 
@@ -63,7 +67,10 @@ pub fn rust_files(root: &Path, scan: &mut Scan) -> Result<Vec<PathBuf>, FsError>
     while let Some(dir) = stack.pop() {
         scan.dirs.push(dir.clone());
         for path in fs::read_dir(&dir)? {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if path.is_dir() {
                 let nested = path != root && path.join("Cargo.toml").is_file();
                 if !(name.starts_with('.') || name == "target" || nested) {
@@ -139,19 +146,35 @@ fn visit_items(file: &Path, items: &[syn::Item], scan: &mut Scan) {
 }
 
 fn is_kernel_attr(attr: &syn::Attribute) -> bool {
-    let segs: Vec<String> = attr.path().segments.iter().map(|s| s.ident.to_string()).collect();
+    let segs: Vec<String> = attr
+        .path()
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
     segs == ["optiml", "kernel"]
 }
 
 fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
-    let Some(attr) = f.attrs.iter().find(|a| is_kernel_attr(a)) else { return };
+    let Some(attr) = f.attrs.iter().find(|a| is_kernel_attr(a)) else {
+        return;
+    };
     let line = f.sig.ident.span().start().line;
     let skip = |scan: &mut Scan, message: String| {
-        scan.skipped.push(Skipped { file: file.to_path_buf(), line, message });
+        scan.skipped.push(Skipped {
+            file: file.to_path_buf(),
+            line,
+            message,
+        });
     };
     let lit: syn::LitStr = match attr.parse_args() {
         Ok(l) => l,
-        Err(_) => return skip(scan, format!("`{}`: the attribute takes one spec string", f.sig.ident)),
+        Err(_) => {
+            return skip(
+                scan,
+                format!("`{}`: the attribute takes one spec string", f.sig.ident),
+            );
+        }
     };
     let spec = match optiml_spec::parse(&lit.value()) {
         Ok(s) => s,
@@ -202,6 +225,10 @@ mod tests {
         assert_eq!(names, ["bmm", "relu"]);
         assert_eq!(scan.kernels[0].line, 5);
         assert_eq!(scan.skipped.len(), 1);
-        assert!(scan.skipped[0].message.contains("unknown word `softmaxx`"), "{:?}", scan.skipped);
+        assert!(
+            scan.skipped[0].message.contains("unknown word `softmaxx`"),
+            "{:?}",
+            scan.skipped
+        );
     }
 }

@@ -29,7 +29,10 @@ pub enum ArchSource {
 pub fn parse_archs(text: &str, origin: &str) -> Result<Vec<Arch>, Error> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let arch = part.parse::<Arch>().map_err(|source| Error::Arch { origin: origin.into(), source })?;
+        let arch = part.parse::<Arch>().map_err(|source| Error::Arch {
+            origin: origin.into(),
+            source,
+        })?;
         if !out.contains(&arch) {
             out.push(arch);
         }
@@ -55,7 +58,10 @@ pub fn resolve_archs() -> Result<(Vec<Arch>, ArchSource), Error> {
         let mut archs: Vec<Arch> = devices.iter().map(|d| d.arch).collect();
         archs.sort();
         archs.dedup();
-        let names = devices.iter().map(|d| format!("{} ({})", d.name, d.arch)).collect();
+        let names = devices
+            .iter()
+            .map(|d| format!("{} ({})", d.name, d.arch))
+            .collect();
         return Ok((archs, ArchSource::Detected(names)));
     }
     Ok((DEFAULT_ARCHS.to_vec(), ArchSource::Default))
@@ -66,7 +72,9 @@ pub fn workspace_root(dir: &Path) -> PathBuf {
     let mut found = dir.to_path_buf();
     for ancestor in dir.ancestors() {
         let manifest = ancestor.join("Cargo.toml");
-        if std::fs::read_to_string(&manifest).is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]")) {
+        if std::fs::read_to_string(&manifest)
+            .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"))
+        {
             found = ancestor.to_path_buf();
         }
     }
@@ -91,7 +99,11 @@ pub fn committed_dirs(manifest_dir: &Path) -> Vec<PathBuf> {
 /// `OUT_DIR`.
 pub fn target_cache_dir(out_dir: &Path) -> PathBuf {
     let build = out_dir.parent().and_then(Path::parent);
-    match build.filter(|b| b.file_name().is_some_and(|n| n == "build")).and_then(Path::parent).and_then(Path::parent) {
+    match build
+        .filter(|b| b.file_name().is_some_and(|n| n == "build"))
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+    {
         Some(target) => target.join("optiml"),
         None => out_dir.join("optiml-cache"),
     }
@@ -103,9 +115,16 @@ mod tests {
 
     #[test]
     fn arch_lists() {
-        assert_eq!(parse_archs("sm_80, sm_90,sm_80", "t").unwrap(), vec![Arch::new(8, 0), Arch::new(9, 0)]);
+        assert_eq!(
+            parse_archs("sm_80, sm_90,sm_80", "t").unwrap(),
+            vec![Arch::new(8, 0), Arch::new(9, 0)]
+        );
         let e = parse_archs("sm_80,hopper", "OPTIML_ARCH").unwrap_err();
-        assert!(e.render().contains("`hopper` is not a GPU architecture"), "{}", e.render());
+        assert!(
+            e.render().contains("`hopper` is not a GPU architecture"),
+            "{}",
+            e.render()
+        );
     }
 
     #[test]
@@ -114,6 +133,9 @@ mod tests {
             target_cache_dir(Path::new("/w/target/release/build/app-0123/out")),
             PathBuf::from("/w/target/optiml")
         );
-        assert_eq!(target_cache_dir(Path::new("/tmp/out")), PathBuf::from("/tmp/out/optiml-cache"));
+        assert_eq!(
+            target_cache_dir(Path::new("/tmp/out")),
+            PathBuf::from("/tmp/out/optiml-cache")
+        );
     }
 }

@@ -16,7 +16,8 @@ pub(crate) fn kernel(args: TokenStream, input: TokenStream) -> syn::Result<Token
 }
 
 fn parse_args(args: TokenStream) -> syn::Result<syn::LitStr> {
-    const USAGE: &str = "expected a kernel spec string, e.g. #[optiml::kernel(\"batched matmul, f32\")]";
+    const USAGE: &str =
+        "expected a kernel spec string, e.g. #[optiml::kernel(\"batched matmul, f32\")]";
     if args.is_empty() {
         return Err(syn::Error::new(Span::call_site(), USAGE));
     }
@@ -94,7 +95,11 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 None => quote!(::core::option::Option::None),
             };
             let batch = dim(Role::Batch, m.batch, "batch");
-            let (mm, nn, kk) = (dim(Role::M, m.m, "m"), dim(Role::N, m.n, "n"), dim(Role::K, m.k, "k"));
+            let (mm, nn, kk) = (
+                dim(Role::M, m.m, "m"),
+                dim(Role::N, m.n, "n"),
+                dim(Role::K, m.k, "k"),
+            );
             let (alpha, beta) = (scalar(Role::Alpha, 1.0), scalar(Role::Beta, 0.0));
             quote! {
                 ::optiml::runtime::matmul::launch(&KERNEL, stream, ::optiml::runtime::matmul::MatmulArgs {
@@ -109,7 +114,9 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 None => quote!(::core::option::Option::None),
             };
             let n = match (arg(Role::N), e.n) {
-                (Some(id), _) => quote!(::core::option::Option::Some(::optiml::runtime::dim(#name, "n", #id)?)),
+                (Some(id), _) => {
+                    quote!(::core::option::Option::Some(::optiml::runtime::dim(#name, "n", #id)?))
+                }
                 (None, Dim::Fixed(v)) => {
                     let v = v as usize;
                     quote!(::core::option::Option::Some(#v))
@@ -169,12 +176,24 @@ mod tests {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "()").unwrap();
         let text = expand_with(&dir, "\"bmm\"", &quote!(#sig).to_string()).unwrap();
-        assert!(text.contains("pub fn bmm(\n    stream: &::optiml::cudarc::driver::CudaStream,"), "{text}");
-        assert!(text.contains("::optiml::runtime::dim(\"bmm\", \"m\", m)?"), "{text}");
-        assert!(text.contains("bias: ::core::option::Option::None"), "{text}");
+        assert!(
+            text.contains("pub fn bmm(\n    stream: &::optiml::cudarc::driver::CudaStream,"),
+            "{text}"
+        );
+        assert!(
+            text.contains("::optiml::runtime::dim(\"bmm\", \"m\", m)?"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bias: ::core::option::Option::None"),
+            "{text}"
+        );
         assert!(text.contains(&id.short()), "{text}");
         std::fs::remove_file(file).unwrap();
         let missing = expand_with(&dir, "\"bmm\"", &quote!(#sig).to_string()).unwrap_err();
-        assert!(missing.contains("optiml-build did not generate kernel `bmm`"), "{missing}");
+        assert!(
+            missing.contains("optiml-build did not generate kernel `bmm`"),
+            "{missing}"
+        );
     }
 }

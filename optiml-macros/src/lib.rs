@@ -18,5 +18,7 @@ use proc_macro::TokenStream;
 /// the `optiml` crate docs.
 #[proc_macro_attribute]
 pub fn kernel(args: TokenStream, input: TokenStream) -> TokenStream {
-    expand::kernel(args.into(), input.into()).unwrap_or_else(|e| e.to_compile_error()).into()
+    expand::kernel(args.into(), input.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
 }

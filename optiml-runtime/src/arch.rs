@@ -19,12 +19,20 @@ pub struct Arch {
 impl Arch {
     /// `sm_{major}{minor}`.
     pub const fn new(major: u32, minor: u32) -> Self {
-        Self { major, minor, specific: false }
+        Self {
+            major,
+            minor,
+            specific: false,
+        }
     }
 
     /// `sm_{major}{minor}a`.
     pub const fn specific(major: u32, minor: u32) -> Self {
-        Self { major, minor, specific: true }
+        Self {
+            major,
+            minor,
+            specific: true,
+        }
     }
 
     /// Whether a CUBIN built for `self` runs on a device of compute capability `device`: same major version,
@@ -47,7 +55,13 @@ impl Arch {
 
 impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sm_{}{}{}", self.major, self.minor, if self.specific { "a" } else { "" })
+        write!(
+            f,
+            "sm_{}{}{}",
+            self.major,
+            self.minor,
+            if self.specific { "a" } else { "" }
+        )
     }
 }
 
@@ -62,7 +76,10 @@ impl FromStr for Arch {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || ArchParseError(s.to_string());
         let t = s.trim();
-        let rest = t.strip_prefix("sm_").or_else(|| t.strip_prefix("compute_")).ok_or_else(bad)?;
+        let rest = t
+            .strip_prefix("sm_")
+            .or_else(|| t.strip_prefix("compute_"))
+            .ok_or_else(bad)?;
         let (digits, specific) = match rest.strip_suffix('a') {
             Some(d) => (d, true),
             None => (rest, false),
@@ -71,7 +88,11 @@ impl FromStr for Arch {
             return Err(bad());
         }
         let (major, minor) = digits.split_at(digits.len() - 1);
-        Ok(Arch { major: major.parse().map_err(|_| bad())?, minor: minor.parse().map_err(|_| bad())?, specific })
+        Ok(Arch {
+            major: major.parse().map_err(|_| bad())?,
+            minor: minor.parse().map_err(|_| bad())?,
+            specific,
+        })
     }
 }
 

@@ -4,13 +4,19 @@ use crate::Error;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 /// `dims` multiplied, or [`Error::Dimension`] naming `arg` on overflow.
-pub(crate) fn product(kernel: &'static str, arg: &'static str, dims: &[usize]) -> Result<usize, Error> {
-    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| Error::Dimension {
-        kernel,
-        arg,
-        value: format!("{dims:?}"),
-        reason: "addresses more elements than fit in usize",
-    })
+pub(crate) fn product(
+    kernel: &'static str,
+    arg: &'static str,
+    dims: &[usize],
+) -> Result<usize, Error> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Error::Dimension {
+            kernel,
+            arg,
+            value: format!("{dims:?}"),
+            reason: "addresses more elements than fit in usize",
+        })
 }
 
 /// `buf` lives in `stream`'s context and holds at least `needed` elements.
@@ -25,7 +31,12 @@ pub(crate) fn buffer<T>(
         return Err(Error::ContextMismatch { kernel, arg });
     }
     if buf.len() < needed {
-        return Err(Error::Shape { kernel, arg, expected: needed, got: buf.len() });
+        return Err(Error::Shape {
+            kernel,
+            arg,
+            expected: needed,
+            got: buf.len(),
+        });
     }
     Ok(())
 }

@@ -23,7 +23,11 @@ pub struct ElementwiseArgs<'a> {
 /// # Errors
 /// [`Error::Shape`] when a buffer is shorter than `n`, [`Error::LengthMismatch`] when `n` is not given and the
 /// buffers differ in length, [`Error::ContextMismatch`], and the loading errors of [`KernelModule::load`].
-pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: ElementwiseArgs<'_>) -> Result<(), Error> {
+pub fn launch(
+    kernel: &'static KernelModule,
+    stream: &CudaStream,
+    args: ElementwiseArgs<'_>,
+) -> Result<(), Error> {
     let name = kernel.name();
     let n = match args.n {
         Some(n) => n,
@@ -33,7 +37,13 @@ pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: Elementw
                 if let Some(buf) = buf
                     && buf.len() != len
                 {
-                    return Err(Error::LengthMismatch { kernel: name, arg, got: buf.len(), other: "out", expected: len });
+                    return Err(Error::LengthMismatch {
+                        kernel: name,
+                        arg,
+                        got: buf.len(),
+                        other: "out",
+                        expected: len,
+                    });
                 }
             }
             len
@@ -48,7 +58,12 @@ pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: Elementw
         return Ok(());
     }
     let loaded = kernel.load(stream)?;
-    let Launch::Elementwise { threads, per_thread, blocks_per_sm } = loaded.variant.launch else {
+    let Launch::Elementwise {
+        threads,
+        per_thread,
+        blocks_per_sm,
+    } = loaded.variant.launch
+    else {
         return Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
@@ -56,8 +71,15 @@ pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: Elementw
         });
     };
     let per_block = (threads as usize) * (per_thread as usize);
-    let blocks = n.div_ceil(per_block).min((loaded.sm_count * blocks_per_sm) as usize).max(1);
-    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+    let blocks = n
+        .div_ceil(per_block)
+        .min((loaded.sm_count * blocks_per_sm) as usize)
+        .max(1);
+    let cfg = LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
     let null: u64 = 0;
     let len = n as i64;
     let mut builder = stream.launch_builder(&loaded.function);

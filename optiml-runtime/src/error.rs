@@ -8,10 +8,14 @@ use cudarc::driver::DriverError;
 #[non_exhaustive]
 pub enum Error {
     /// `libcuda` could not be loaded: no NVIDIA driver on this machine.
-    #[error("no CUDA driver found (libcuda.so could not be loaded): this machine has no NVIDIA driver or GPU")]
+    #[error(
+        "no CUDA driver found (libcuda.so could not be loaded): this machine has no NVIDIA driver or GPU"
+    )]
     NoDriver,
     /// The driver loaded but reports no device.
-    #[error("no CUDA device found: the driver reports {count} devices, and device {ordinal} was asked for")]
+    #[error(
+        "no CUDA device found: the driver reports {count} devices, and device {ordinal} was asked for"
+    )]
     NoDevice {
         /// The ordinal asked for.
         ordinal: usize,
@@ -55,7 +59,9 @@ pub enum Error {
         got: usize,
     },
     /// Buffers that must have one length differ.
-    #[error("kernel `{kernel}`: `{arg}` holds {got} elements but `{other}` holds {expected}; pass `n` to use a prefix")]
+    #[error(
+        "kernel `{kernel}`: `{arg}` holds {got} elements but `{other}` holds {expected}; pass `n` to use a prefix"
+    )]
     LengthMismatch {
         /// The kernel.
         kernel: &'static str,
@@ -91,7 +97,10 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn driver(kernel: &'static str, op: &'static str) -> impl FnOnce(DriverError) -> Error {
+    pub(crate) fn driver(
+        kernel: &'static str,
+        op: &'static str,
+    ) -> impl FnOnce(DriverError) -> Error {
         move |source| Error::Driver { kernel, op, source }
     }
 }

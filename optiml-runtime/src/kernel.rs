@@ -55,7 +55,6 @@ pub struct Artifacts {
     pub variants: &'static [Variant],
 }
 
-
 /// A kernel as the generated wrapper holds it, in a `static`: its artifacts and the functions loaded so far.
 pub struct KernelModule {
     name: &'static str,
@@ -80,7 +79,11 @@ pub struct Loaded {
 impl KernelModule {
     /// A kernel named `name` (the user's function name, for messages).
     pub const fn new(name: &'static str, artifacts: Artifacts) -> Self {
-        Self { name, artifacts, loaded: Mutex::new(Vec::new()) }
+        Self {
+            name,
+            artifacts,
+            loaded: Mutex::new(Vec::new()),
+        }
     }
 
     /// The user's function name.
@@ -110,7 +113,10 @@ impl KernelModule {
     /// that does.
     pub fn load(&'static self, stream: &CudaStream) -> Result<Loaded, Error> {
         let ctx = stream.context();
-        let mut loaded = self.loaded.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut loaded = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(l) = loaded.iter().find(|l| l.ctx == *ctx) {
             return Ok(l.clone());
         }
@@ -124,18 +130,26 @@ impl KernelModule {
         let variants = self.artifacts.variants;
         // Candidates, best first: CUBINs built for this exact device, then for an older minor of its major;
         // then PTX from the newest architecture the device can JIT.
-        let mut cubins: Vec<&'static Variant> =
-            variants.iter().filter(|v| !v.cubin.is_empty() && v.arch.cubin_runs_on(device)).collect();
+        let mut cubins: Vec<&'static Variant> = variants
+            .iter()
+            .filter(|v| !v.cubin.is_empty() && v.arch.cubin_runs_on(device))
+            .collect();
         cubins.sort_by_key(|v| std::cmp::Reverse((v.arch.minor, v.arch.specific)));
-        let mut ptxs: Vec<&'static Variant> =
-            variants.iter().filter(|v| !v.ptx.is_empty() && v.arch.ptx_runs_on(device)).collect();
+        let mut ptxs: Vec<&'static Variant> = variants
+            .iter()
+            .filter(|v| !v.ptx.is_empty() && v.arch.ptx_runs_on(device))
+            .collect();
         ptxs.sort_by_key(|v| std::cmp::Reverse(v.arch));
         if cubins.is_empty() && ptxs.is_empty() {
             let available: Vec<String> = variants.iter().map(|v| v.arch.to_string()).collect();
             return Err(Error::NoVariant {
                 kernel: self.name,
                 device: device.to_string(),
-                available: if available.is_empty() { "nothing".into() } else { available.join(", ") },
+                available: if available.is_empty() {
+                    "nothing".into()
+                } else {
+                    available.join(", ")
+                },
             });
         }
         let attempts = cubins
@@ -144,7 +158,10 @@ impl KernelModule {
             .chain(ptxs.into_iter().map(|v| (v, Ptx::from_src(v.ptx))));
         let mut last = None;
         for (variant, image) in attempts {
-            match ctx.load_module(image).and_then(|m| m.load_function(self.artifacts.entry)) {
+            match ctx
+                .load_module(image)
+                .and_then(|m| m.load_function(self.artifacts.entry))
+            {
                 Ok(function) => {
                     if let Launch::Matmul { smem_bytes, .. } = variant.launch
                         && smem_bytes > 48 * 1024
@@ -157,9 +174,16 @@ impl KernelModule {
                             .map_err(Error::driver(self.name, "raise the dynamic shared-memory limit"))?;
                     }
                     let sm_count = ctx
-                        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                        .attribute(
+                            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                        )
                         .map_err(Error::driver(self.name, "read the multiprocessor count"))?;
-                    return Ok(Loaded { ctx: ctx.clone(), function, variant, sm_count: sm_count.max(1) as u32 });
+                    return Ok(Loaded {
+                        ctx: ctx.clone(),
+                        function,
+                        variant,
+                        sm_count: sm_count.max(1) as u32,
+                    });
                 }
                 Err(e) => last = Some(e),
             }
@@ -167,13 +191,18 @@ impl KernelModule {
         Err(Error::Driver {
             kernel: self.name,
             op: "load the kernel module (every CUBIN and PTX variant that fits was rejected)",
-            source: last.unwrap_or(cudarc::driver::DriverError(sys::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU)),
+            source: last.unwrap_or(cudarc::driver::DriverError(
+                sys::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU,
+            )),
         })
     }
 }
 
 impl std::fmt::Debug for KernelModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelModule").field("name", &self.name).field("spec", &self.artifacts.spec).finish()
+        f.debug_struct("KernelModule")
+            .field("name", &self.name)
+            .field("spec", &self.artifacts.spec)
+            .finish()
     }
 }

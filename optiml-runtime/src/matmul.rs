@@ -38,19 +38,51 @@ const MAX_DIM: usize = i32::MAX as usize;
 /// [`Error::Dimension`] for a dimension over `i32::MAX`, [`Error::Shape`] for a buffer shorter than its
 /// dimensions need, [`Error::ContextMismatch`] for a buffer of another context, and the loading errors of
 /// [`KernelModule::load`]. Nothing is launched unless every check passes.
-pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: MatmulArgs<'_>) -> Result<(), Error> {
+pub fn launch(
+    kernel: &'static KernelModule,
+    stream: &CudaStream,
+    args: MatmulArgs<'_>,
+) -> Result<(), Error> {
     let name = kernel.name();
-    for (arg, v) in [("batch", args.batch), ("m", args.m), ("n", args.n), ("k", args.k)] {
+    for (arg, v) in [
+        ("batch", args.batch),
+        ("m", args.m),
+        ("n", args.n),
+        ("k", args.k),
+    ] {
         if v > MAX_DIM {
-            return Err(Error::Dimension { kernel: name, arg, value: v.to_string(), reason: "is over i32::MAX" });
+            return Err(Error::Dimension {
+                kernel: name,
+                arg,
+                value: v.to_string(),
+                reason: "is over i32::MAX",
+            });
         }
     }
     let per_a = check::product(name, "a", &[args.m, args.k])?;
     let per_b = check::product(name, "b", &[args.k, args.n])?;
     let per_c = check::product(name, "c", &[args.m, args.n])?;
-    check::buffer(name, stream, "a", args.a, check::product(name, "a", &[args.batch, per_a])?)?;
-    check::buffer(name, stream, "b", args.b, check::product(name, "b", &[args.batch, per_b])?)?;
-    check::buffer(name, stream, "c", args.c, check::product(name, "c", &[args.batch, per_c])?)?;
+    check::buffer(
+        name,
+        stream,
+        "a",
+        args.a,
+        check::product(name, "a", &[args.batch, per_a])?,
+    )?;
+    check::buffer(
+        name,
+        stream,
+        "b",
+        args.b,
+        check::product(name, "b", &[args.batch, per_b])?,
+    )?;
+    check::buffer(
+        name,
+        stream,
+        "c",
+        args.c,
+        check::product(name, "c", &[args.batch, per_c])?,
+    )?;
     if let Some(bias) = args.bias {
         check::buffer(name, stream, "bias", bias, args.n)?;
     }
@@ -58,7 +90,13 @@ pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: MatmulAr
         return Ok(());
     }
     let loaded = kernel.load(stream)?;
-    let Launch::Matmul { bm, bn, threads, smem_bytes } = loaded.variant.launch else {
+    let Launch::Matmul {
+        bm,
+        bn,
+        threads,
+        smem_bytes,
+    } = loaded.variant.launch
+    else {
         return Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
@@ -82,7 +120,12 @@ pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: MatmulAr
             reason: "needs more than 65535 row blocks",
         });
     }
-    let (batch, m, n, k) = (args.batch as i32, args.m as i32, args.n as i32, args.k as i32);
+    let (batch, m, n, k) = (
+        args.batch as i32,
+        args.m as i32,
+        args.n as i32,
+        args.k as i32,
+    );
     let (sa, sb, sc) = (per_a as i64, per_b as i64, per_c as i64);
     let null: u64 = 0;
     let mut builder = stream.launch_builder(&loaded.function);
@@ -91,7 +134,16 @@ pub fn launch(kernel: &'static KernelModule, stream: &CudaStream, args: MatmulAr
         Some(bias) => builder.arg(bias),
         None => builder.arg(&null),
     };
-    builder.arg(&batch).arg(&m).arg(&n).arg(&k).arg(&sa).arg(&sb).arg(&sc).arg(&args.alpha).arg(&args.beta);
+    builder
+        .arg(&batch)
+        .arg(&m)
+        .arg(&n)
+        .arg(&k)
+        .arg(&sa)
+        .arg(&sb)
+        .arg(&sc)
+        .arg(&args.alpha)
+        .arg(&args.beta);
     // SAFETY: the argument list matches the `optiml_matmul` ABI every matmul template implements (pointers,
     // i32 dimensions, i64 strides, f32 scales), and every buffer was checked above to hold what the dimensions
     // address, in the stream's context.

@@ -39,15 +39,22 @@ pub fn devices() -> Result<Vec<Device>, Error> {
     (0..count)
         .map(|i| {
             let dev = result::device::get(i).map_err(Error::driver("-", "open a device"))?;
-            let name = result::device::get_name(dev).map_err(Error::driver("-", "read a device name"))?;
+            let name =
+                result::device::get_name(dev).map_err(Error::driver("-", "read a device name"))?;
             let attr = |a| {
                 // SAFETY: `dev` is a device handle the driver just returned.
                 unsafe { result::device::get_attribute(dev, a) }
                     .map_err(Error::driver("-", "read the compute capability"))
             };
-            let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-            let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-            Ok(Device { ordinal: i as usize, name, arch: Arch::new(major as u32, minor as u32) })
+            let major =
+                attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor =
+                attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            Ok(Device {
+                ordinal: i as usize,
+                name,
+                arch: Arch::new(major as u32, minor as u32),
+            })
         })
         .collect()
 }
@@ -74,6 +81,8 @@ pub fn context(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
 /// # Errors
 /// [`Error::Driver`] when the driver cannot answer.
 pub fn arch_of(ctx: &CudaContext) -> Result<Arch, Error> {
-    let (major, minor) = ctx.compute_capability().map_err(Error::driver("-", "read the compute capability"))?;
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(Error::driver("-", "read the compute capability"))?;
     Ok(Arch::new(major as u32, minor as u32))
 }

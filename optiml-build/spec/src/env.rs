@@ -35,5 +35,10 @@ pub fn var_os(name: &str) -> Option<OsString> {
 
 /// A boolean flag: `1`, `true`, `yes`, `on` (any case) are true; anything else, or unset, is false.
 pub fn flag(name: &str) -> bool {
-    var(name).is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    var(name).is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
 }

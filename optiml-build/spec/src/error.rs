@@ -64,24 +64,46 @@ impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpecError::Empty => write!(f, "empty kernel spec; {SUPPORTED}"),
-            SpecError::UnexpectedChar(c) => write!(f, "unexpected character `{c}` in the kernel spec"),
+            SpecError::UnexpectedChar(c) => {
+                write!(f, "unexpected character `{c}` in the kernel spec")
+            }
             SpecError::StrayNumber(n) => {
-                write!(f, "the number `{n}` belongs to a dimension: write it as `m={n}`, `k={n}`, `batch={n}` …")
+                write!(
+                    f,
+                    "the number `{n}` belongs to a dimension: write it as `m={n}`, `k={n}`, `batch={n}` …"
+                )
             }
-            SpecError::UnknownWord { word, closest: Some(c) } => {
-                write!(f, "unknown word `{word}` in the kernel spec (did you mean `{c}`?); {SUPPORTED}")
+            SpecError::UnknownWord {
+                word,
+                closest: Some(c),
+            } => {
+                write!(
+                    f,
+                    "unknown word `{word}` in the kernel spec (did you mean `{c}`?); {SUPPORTED}"
+                )
             }
-            SpecError::UnknownWord { word, closest: None } => {
+            SpecError::UnknownWord {
+                word,
+                closest: None,
+            } => {
                 write!(f, "unknown word `{word}` in the kernel spec; {SUPPORTED}")
             }
             SpecError::NoFamily => write!(f, "the kernel spec names no kernel family; {SUPPORTED}"),
-            SpecError::Ambiguous { what, hint } => write!(f, "ambiguous kernel spec: {what}; {hint}"),
-            SpecError::Unsupported { what, hint } => write!(f, "unsupported kernel spec: {what}; {hint}"),
+            SpecError::Ambiguous { what, hint } => {
+                write!(f, "ambiguous kernel spec: {what}; {hint}")
+            }
+            SpecError::Unsupported { what, hint } => {
+                write!(f, "unsupported kernel spec: {what}; {hint}")
+            }
             SpecError::NotForFamily { word, family } => {
                 write!(f, "`{word}` does not apply to a {family} kernel")
             }
-            SpecError::BadShape { name, reason } => write!(f, "bad dimension `{name}` in the kernel spec: {reason}"),
-            SpecError::BadEquation(what) => write!(f, "unsupported equation in the kernel spec: {what}"),
+            SpecError::BadShape { name, reason } => {
+                write!(f, "bad dimension `{name}` in the kernel spec: {reason}")
+            }
+            SpecError::BadEquation(what) => {
+                write!(f, "unsupported equation in the kernel spec: {what}")
+            }
         }
     }
 }

@@ -15,7 +15,11 @@ pub struct KernelId([u8; 32]);
 impl KernelId {
     /// The id of `spec` bound to `binding`.
     pub fn new(spec: &Spec, binding: &Binding) -> Self {
-        let text = format!("optiml-spec/{SPEC_FORMAT}\nspec {}\nbinding {}\n", spec.canonical(), binding.canonical());
+        let text = format!(
+            "optiml-spec/{SPEC_FORMAT}\nspec {}\nbinding {}\n",
+            spec.canonical(),
+            binding.canonical()
+        );
         Self(Sha256::digest(text.as_bytes()).into())
     }
 
@@ -67,7 +71,10 @@ mod tests {
     /// `SPEC_FORMAT` or the canonical form, on purpose.
     #[test]
     fn key_is_stable() {
-        assert_eq!(id("batched matmul, f32", BMM).hex(), "06c8309277b52fee500d5756fa7793810a1c051e9ea2c032d3401e2272afcd07");
+        assert_eq!(
+            id("batched matmul, f32", BMM).hex(),
+            "06c8309277b52fee500d5756fa7793810a1c051e9ea2c032d3401e2272afcd07"
+        );
     }
 
     #[test]
@@ -75,10 +82,19 @@ mod tests {
         let base = id("batched matmul, f32", BMM);
         assert_eq!(id("bmm", BMM), base);
         assert_eq!(
-            id("batch of matrix products", "fn x(k: u32, c: &mut CudaSlice<f32>, a: &CudaSlice<f32>, b: &CudaSlice<f32>, batch: usize, m: usize, n: usize);"),
+            id(
+                "batch of matrix products",
+                "fn x(k: u32, c: &mut CudaSlice<f32>, a: &CudaSlice<f32>, b: &CudaSlice<f32>, batch: usize, m: usize, n: usize);"
+            ),
             base
         );
         assert_ne!(id("bmm, B transposed", BMM), base);
-        assert_ne!(id("bmm, k=1024", "fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize);"), base);
+        assert_ne!(
+            id(
+                "bmm, k=1024",
+                "fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize);"
+            ),
+            base
+        );
     }
 }

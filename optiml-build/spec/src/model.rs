@@ -246,8 +246,12 @@ impl Spec {
             Family::Matmul(_) => "matmul".into(),
             Family::Elementwise(e) => match e.op {
                 ElementwiseOp::Unary(u) => format!("elementwise {}", u.name()),
-                ElementwiseOp::Binary(b, Operand::Tensor) => format!("elementwise {} (tensor)", b.name()),
-                ElementwiseOp::Binary(b, Operand::Scalar) => format!("elementwise {} (scalar)", b.name()),
+                ElementwiseOp::Binary(b, Operand::Tensor) => {
+                    format!("elementwise {} (tensor)", b.name())
+                }
+                ElementwiseOp::Binary(b, Operand::Scalar) => {
+                    format!("elementwise {} (scalar)", b.name())
+                }
             },
         }
     }

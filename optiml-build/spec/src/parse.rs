@@ -7,8 +7,8 @@
 
 use crate::error::SpecError;
 use crate::model::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec, Operand, Spec,
-    UnaryOp,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec,
+    Operand, Spec, UnaryOp,
 };
 
 /// Parses a spec string.
@@ -51,14 +51,18 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, SpecError> {
         let c = chars[i];
         if (c.is_alphanumeric() || c == '_') && c != 'ᵀ' {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') && chars[i] != 'ᵀ' {
+            while i < chars.len()
+                && (chars[i].is_alphanumeric() || chars[i] == '_')
+                && chars[i] != 'ᵀ'
+            {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect::<String>().to_lowercase();
             if word.chars().all(|c| c.is_ascii_digit()) {
-                let value = word
-                    .parse::<u64>()
-                    .map_err(|_| SpecError::BadShape { name: word.clone(), reason: "the number is too large".into() })?;
+                let value = word.parse::<u64>().map_err(|_| SpecError::BadShape {
+                    name: word.clone(),
+                    reason: "the number is too large".into(),
+                })?;
                 out.push(Tok::Num(value));
             } else {
                 out.push(Tok::Word(word));
@@ -70,8 +74,9 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, SpecError> {
             '·' | '⋅' | '∙' | '×' | '*' | '@' => out.push(Tok::Sym('*')),
             '+' | '=' | '(' | ')' => out.push(Tok::Sym(c)),
             'ᵀ' | '\'' | '′' => out.push(Tok::Sym('T')),
-            '^' | '.' if matches!(chars.get(i + 1), Some('t' | 'T'))
-                && !chars.get(i + 2).is_some_and(|c| c.is_alphanumeric()) =>
+            '^' | '.'
+                if matches!(chars.get(i + 1), Some('t' | 'T'))
+                    && !chars.get(i + 2).is_some_and(|c| c.is_alphanumeric()) =>
             {
                 out.push(Tok::Sym('T'));
                 i += 1;
@@ -290,13 +295,18 @@ fn phrase(clause: &[Tok], draft: &mut Draft) -> Result<(), SpecError> {
         for (text, meaning) in VOCABULARY {
             let len = phrase_words(text).count();
             let fits = i + len <= words.len()
-                && phrase_words(text).zip(&words[i..i + len]).all(|(p, w)| w.as_deref() == Some(p));
+                && phrase_words(text)
+                    .zip(&words[i..i + len])
+                    .all(|(p, w)| w.as_deref() == Some(p));
             if fits && best.is_none_or(|(l, _, _)| len > l) {
                 best = Some((len, *meaning, text));
             }
         }
         let Some((len, meaning, text)) = best else {
-            return Err(SpecError::UnknownWord { word: word.clone(), closest: closest_word(word) });
+            return Err(SpecError::UnknownWord {
+                word: word.clone(),
+                closest: closest_word(word),
+            });
         };
         apply(meaning, text, draft)?;
         i += len;
@@ -357,7 +367,7 @@ fn clause_with_equals(clause: &[Tok], draft: &mut Draft) -> Result<(), SpecError
     if let Some(Tok::Num(value)) = clause.last() {
         let names = &clause[..clause.len() - 1];
         let mut parsed = Vec::new();
-        let mut ok = names.len() >= 2 && names.len() % 2 == 0;
+        let mut ok = names.len() >= 2 && names.len().is_multiple_of(2);
         for pair in names.chunks(2) {
             match pair {
                 [Tok::Word(name), Tok::Sym('=')] => parsed.push(name.clone()),
@@ -378,7 +388,11 @@ fn clause_with_equals(clause: &[Tok], draft: &mut Draft) -> Result<(), SpecError
     let accumulate = matches!(lhs.last(), Some(Tok::Sym('+')));
     let lhs_name = match lhs {
         [Tok::Word(w)] | [Tok::Word(w), Tok::Sym('+')] => w.clone(),
-        _ => return Err(SpecError::BadEquation("the left side must be one name, e.g. `C = A·B`".into())),
+        _ => {
+            return Err(SpecError::BadEquation(
+                "the left side must be one name, e.g. `C = A·B`".into(),
+            ));
+        }
     };
     if rhs.iter().any(|t| matches!(t, Tok::Sym('='))) {
         return Err(SpecError::BadEquation("more than one `=`".into()));
@@ -423,9 +437,7 @@ fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Resu
         if accumulate {
             draft.beta = true;
         }
-        if rhs.iter().any(|t| matches!(t, Tok::Sym('+')))
-            && !(draft.beta || draft.bias)
-        {
+        if rhs.iter().any(|t| matches!(t, Tok::Sym('+'))) && !(draft.beta || draft.bias) {
             return Err(SpecError::BadEquation(
                 "a sum in a matrix product can only add `beta·C` or `bias`".into(),
             ));
@@ -459,7 +471,11 @@ fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Resu
     match (operands.as_slice(), op) {
         ([_], None) => {}
         ([_, rhs_name], Some(op)) => {
-            let operand = if matches!(*rhs_name, "s" | "scalar" | "alpha" | "c") { Operand::Scalar } else { Operand::Tensor };
+            let operand = if matches!(*rhs_name, "s" | "scalar" | "alpha" | "c") {
+                Operand::Scalar
+            } else {
+                Operand::Tensor
+            };
             draft.binary.push((op, format!("equation `{}`", op.name())));
             draft.operand.push((operand, "equation".into()));
         }
@@ -480,7 +496,10 @@ fn function(name: &str, draft: &mut Draft) -> Result<(), SpecError> {
         "sigmoid" => UnaryOp::Sigmoid,
         "tanh" => UnaryOp::Tanh,
         other => {
-            return Err(SpecError::UnknownWord { word: other.to_string(), closest: closest_word(other) });
+            return Err(SpecError::UnknownWord {
+                word: other.to_string(),
+                closest: closest_word(other),
+            });
         }
     };
     draft.unary.push((op, name.to_string()));
@@ -501,14 +520,20 @@ impl Draft {
                 *d
             }
         };
-        let family = if self.matmul.is_some() || (self.batched.is_some() && self.elementwise.is_none()) {
+        let family = if self.matmul.is_some()
+            || (self.batched.is_some() && self.elementwise.is_none())
+        {
             self.matmul_family()?
         } else if self.elementwise.is_some() || !self.unary.is_empty() || !self.binary.is_empty() {
             self.elementwise_family()?
         } else {
             return Err(SpecError::NoFamily);
         };
-        Ok(Spec { family, dtype, layout: Layout::RowMajor })
+        Ok(Spec {
+            family,
+            dtype,
+            layout: Layout::RowMajor,
+        })
     }
 
     fn matmul_family(&self) -> Result<Family, SpecError> {
@@ -528,7 +553,10 @@ impl Draft {
             });
         }
         if let Some((_, word)) = self.operand.first() {
-            return Err(SpecError::NotForFamily { word: word.clone(), family: "matmul" });
+            return Err(SpecError::NotForFamily {
+                word: word.clone(),
+                family: "matmul",
+            });
         }
         let activation = match self.unary.as_slice() {
             [] => None,
@@ -548,7 +576,8 @@ impl Draft {
             }
         };
         let mut batched = self.batched.is_some();
-        let (mut bsz, mut m, mut n, mut k) = (Dim::Runtime, Dim::Runtime, Dim::Runtime, Dim::Runtime);
+        let (mut bsz, mut m, mut n, mut k) =
+            (Dim::Runtime, Dim::Runtime, Dim::Runtime, Dim::Runtime);
         for (name, value) in &self.shapes {
             let slot = match name.as_str() {
                 "batch" | "b" | "batches" => {
@@ -594,13 +623,19 @@ impl Draft {
             (self.batched.is_some(), "batched"),
         ] {
             if on {
-                return Err(SpecError::NotForFamily { word: word.into(), family: "elementwise" });
+                return Err(SpecError::NotForFamily {
+                    word: word.into(),
+                    family: "elementwise",
+                });
             }
         }
         let op = match (self.unary.as_slice(), self.binary.as_slice()) {
             ([(u, _)], []) => {
                 if let Some((_, word)) = self.operand.first() {
-                    return Err(SpecError::NotForFamily { word: word.clone(), family: "unary elementwise" });
+                    return Err(SpecError::NotForFamily {
+                        word: word.clone(),
+                        family: "unary elementwise",
+                    });
                 }
                 ElementwiseOp::Unary(*u)
             }
@@ -626,11 +661,24 @@ impl Draft {
                 });
             }
             _ => {
-                let words: Vec<String> =
-                    self.unary.iter().map(|(_, w)| w.clone()).chain(self.binary.iter().map(|(_, w)| w.clone())).collect();
+                let words: Vec<String> = self
+                    .unary
+                    .iter()
+                    .map(|(_, w)| w.clone())
+                    .chain(self.binary.iter().map(|(_, w)| w.clone()))
+                    .collect();
                 return Err(SpecError::Ambiguous {
-                    what: format!("several operations ({})", words.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", ")),
-                    hint: "fused elementwise chains are not supported yet: one operation per kernel".into(),
+                    what: format!(
+                        "several operations ({})",
+                        words
+                            .iter()
+                            .map(|w| format!("`{w}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    hint:
+                        "fused elementwise chains are not supported yet: one operation per kernel"
+                            .into(),
                 });
             }
         };
@@ -652,12 +700,18 @@ impl Draft {
 
 fn set_dim(slot: &mut Dim, name: &str, value: u64, max: u64) -> Result<(), SpecError> {
     if value == 0 || value > max {
-        return Err(SpecError::BadShape { name: name.into(), reason: format!("must be between 1 and {max}") });
+        return Err(SpecError::BadShape {
+            name: name.into(),
+            reason: format!("must be between 1 and {max}"),
+        });
     }
     if let Dim::Fixed(old) = *slot
         && old != value
     {
-        return Err(SpecError::BadShape { name: name.into(), reason: format!("given twice ({old} and {value})") });
+        return Err(SpecError::BadShape {
+            name: name.into(),
+            reason: format!("given twice ({old} and {value})"),
+        });
     }
     *slot = Dim::Fixed(value);
     Ok(())
@@ -665,10 +719,16 @@ fn set_dim(slot: &mut Dim, name: &str, value: u64, max: u64) -> Result<(), SpecE
 
 /// The vocabulary word closest to `word` by edit distance, if any is close enough to be a likely typo.
 fn closest_word(word: &str) -> Option<String> {
-    let mut candidates: Vec<&str> = VOCABULARY.iter().flat_map(|(p, _)| phrase_words(p)).collect();
+    let mut candidates: Vec<&str> = VOCABULARY
+        .iter()
+        .flat_map(|(p, _)| phrase_words(p))
+        .collect();
     candidates.extend(["softmax", "layernorm", "reduce", "transpose", "conv"]);
     candidates.retain(|c| c.len() > 1 && *c != "^t");
-    let (best, dist) = candidates.into_iter().map(|c| (c, edit_distance(word, c))).min_by_key(|(_, d)| *d)?;
+    let (best, dist) = candidates
+        .into_iter()
+        .map(|c| (c, edit_distance(word, c)))
+        .min_by_key(|(_, d)| *d)?;
     let limit = (word.chars().count() / 3).max(1);
     (dist <= limit && dist > 0).then(|| best.to_string())
 }
@@ -680,7 +740,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -692,7 +754,10 @@ mod tests {
     use super::*;
 
     fn mm(text: &str) -> MatmulSpec {
-        match parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}")).family {
+        match parse(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .family
+        {
             Family::Matmul(m) => m,
             other => panic!("{text:?} parsed as {other:?}"),
         }
@@ -712,12 +777,23 @@ mod tests {
         ] {
             assert_eq!(parse(text).unwrap(), want, "{text}");
         }
-        assert_eq!(want.canonical(), "matmul batched f32 row-major a:n b:n batch=? m=? n=? k=?");
+        assert_eq!(
+            want.canonical(),
+            "matmul batched f32 row-major a:n b:n batch=? m=? n=? k=?"
+        );
     }
 
     #[test]
     fn transposes_from_words_marks_and_codes() {
-        for text in ["C = A·Bᵀ, float32", "matmul, B transposed", "gemm nt", "C = A @ B.T", "C = A*B^T", "matmul with Bᵀ", "C = A B'"] {
+        for text in [
+            "C = A·Bᵀ, float32",
+            "matmul, B transposed",
+            "gemm nt",
+            "C = A @ B.T",
+            "C = A*B^T",
+            "matmul with Bᵀ",
+            "C = A B'",
+        ] {
             let m = mm(text);
             assert!(!m.trans_a && m.trans_b, "{text}");
         }
@@ -741,13 +817,33 @@ mod tests {
     #[test]
     fn shapes() {
         let m = mm("bmm, batch=16, m=n=k=1024");
-        assert_eq!((m.batch, m.m, m.n, m.k), (Dim::Fixed(16), Dim::Fixed(1024), Dim::Fixed(1024), Dim::Fixed(1024)));
+        assert_eq!(
+            (m.batch, m.m, m.n, m.k),
+            (
+                Dim::Fixed(16),
+                Dim::Fixed(1024),
+                Dim::Fixed(1024),
+                Dim::Fixed(1024)
+            )
+        );
         let m = mm("matmul, k=64");
-        assert_eq!((m.batch, m.m, m.k), (Dim::Fixed(1), Dim::Runtime, Dim::Fixed(64)));
+        assert_eq!(
+            (m.batch, m.m, m.k),
+            (Dim::Fixed(1), Dim::Runtime, Dim::Fixed(64))
+        );
         assert!(mm("matmul, batch=4").batched);
-        assert!(matches!(parse("matmul, q=3"), Err(SpecError::BadShape { .. })));
-        assert!(matches!(parse("matmul, m=0"), Err(SpecError::BadShape { .. })));
-        assert!(matches!(parse("matmul, m=3, m=4"), Err(SpecError::BadShape { .. })));
+        assert!(matches!(
+            parse("matmul, q=3"),
+            Err(SpecError::BadShape { .. })
+        ));
+        assert!(matches!(
+            parse("matmul, m=0"),
+            Err(SpecError::BadShape { .. })
+        ));
+        assert!(matches!(
+            parse("matmul, m=3, m=4"),
+            Err(SpecError::BadShape { .. })
+        ));
     }
 
     #[test]
@@ -763,27 +859,66 @@ mod tests {
         let scaled = parse("mul by a scalar").unwrap();
         assert_eq!(parse("y = x * s").unwrap(), scaled);
         assert_eq!(scaled.canonical(), "elementwise mul scalar f32 n=?");
-        assert_eq!(parse("sigmoid, n=4096").unwrap().canonical(), "elementwise sigmoid f32 n=4096");
+        assert_eq!(
+            parse("sigmoid, n=4096").unwrap().canonical(),
+            "elementwise sigmoid f32 n=4096"
+        );
     }
 
     #[test]
     fn rejections_name_the_word() {
         let e = parse("batched matmull, f32").unwrap_err();
-        assert_eq!(e, SpecError::UnknownWord { word: "matmull".into(), closest: Some("matmul".into()) });
+        assert_eq!(
+            e,
+            SpecError::UnknownWord {
+                word: "matmull".into(),
+                closest: Some("matmul".into())
+            }
+        );
         assert!(e.to_string().contains("did you mean `matmul`"), "{e}");
-        assert!(matches!(parse("softmax"), Err(SpecError::UnknownWord { .. })));
+        assert!(matches!(
+            parse("softmax"),
+            Err(SpecError::UnknownWord { .. })
+        ));
         assert!(matches!(parse(""), Err(SpecError::Empty)));
         assert!(matches!(parse("f32"), Err(SpecError::NoFamily)));
-        assert!(matches!(parse("matmul, fp16"), Err(SpecError::Unsupported { .. })));
-        assert!(matches!(parse("matmul, column-major"), Err(SpecError::Unsupported { .. })));
-        assert!(matches!(parse("matmul add"), Err(SpecError::Ambiguous { .. })));
-        assert!(matches!(parse("relu and gelu"), Err(SpecError::Ambiguous { .. })));
+        assert!(matches!(
+            parse("matmul, fp16"),
+            Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("matmul, column-major"),
+            Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("matmul add"),
+            Err(SpecError::Ambiguous { .. })
+        ));
+        assert!(matches!(
+            parse("relu and gelu"),
+            Err(SpecError::Ambiguous { .. })
+        ));
         assert!(matches!(parse("product"), Err(SpecError::Ambiguous { .. })));
-        assert!(matches!(parse("matmul, f32, f16"), Err(SpecError::Unsupported { .. })));
-        assert!(matches!(parse("relu, transposed a"), Err(SpecError::NotForFamily { .. })));
-        assert!(matches!(parse("matmul with silu"), Err(SpecError::Unsupported { .. })));
-        assert!(matches!(parse("C = A·B + D"), Err(SpecError::BadEquation(_))));
+        assert!(matches!(
+            parse("matmul, f32, f16"),
+            Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("relu, transposed a"),
+            Err(SpecError::NotForFamily { .. })
+        ));
+        assert!(matches!(
+            parse("matmul with silu"),
+            Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("C = A·B + D"),
+            Err(SpecError::BadEquation(_))
+        ));
         assert!(matches!(parse("y = x * 2"), Err(SpecError::BadEquation(_))));
-        assert!(matches!(parse("matmul #1"), Err(SpecError::UnexpectedChar('#'))));
+        assert!(matches!(
+            parse("matmul #1"),
+            Err(SpecError::UnexpectedChar('#'))
+        ));
     }
 }

@@ -93,7 +93,11 @@ impl Binding {
     pub fn canonical(&self) -> String {
         let mut params: Vec<&Param> = self.params.iter().collect();
         params.sort_by_key(|p| p.role);
-        params.iter().map(|p| format!("{:?}:{:?}", p.role, p.kind)).collect::<Vec<_>>().join(" ")
+        params
+            .iter()
+            .map(|p| format!("{:?}:{:?}", p.role, p.kind))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -107,10 +111,22 @@ struct Expected {
 }
 
 fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
-    let buf = |name, role, access| Expected { name, aliases: &[], role, kind: Kind::Buffer(access), optional: false };
+    let buf = |name, role, access| Expected {
+        name,
+        aliases: &[],
+        role,
+        kind: Kind::Buffer(access),
+        optional: false,
+    };
     let mut fixed = Vec::new();
     let mut dim = |name, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
-        Dim::Runtime => out.push(Expected { name, aliases: &[], role, kind: Kind::Dim, optional }),
+        Dim::Runtime => out.push(Expected {
+            name,
+            aliases: &[],
+            role,
+            kind: Kind::Dim,
+            optional,
+        }),
         Dim::Fixed(v) => fixed.push((name, v)),
     };
     let mut out = Vec::new();
@@ -118,7 +134,15 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
         Family::Matmul(m) => {
             out.push(buf("a", Role::A, Access::Read));
             out.push(buf("b", Role::B, Access::Read));
-            out.push(buf("c", Role::C, if m.beta { Access::ReadWrite } else { Access::Write }));
+            out.push(buf(
+                "c",
+                Role::C,
+                if m.beta {
+                    Access::ReadWrite
+                } else {
+                    Access::Write
+                },
+            ));
             if m.bias {
                 out.push(buf("bias", Role::Bias, Access::Read));
             }
@@ -128,16 +152,30 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
             dim("m", Role::M, m.m, &mut out, false);
             dim("n", Role::N, m.n, &mut out, false);
             dim("k", Role::K, m.k, &mut out, false);
-            for (on, name, role) in [(m.alpha, "alpha", Role::Alpha), (m.beta, "beta", Role::Beta)] {
+            for (on, name, role) in [
+                (m.alpha, "alpha", Role::Alpha),
+                (m.beta, "beta", Role::Beta),
+            ] {
                 if on {
-                    out.push(Expected { name, aliases: &[], role, kind: Kind::Scalar, optional: false });
+                    out.push(Expected {
+                        name,
+                        aliases: &[],
+                        role,
+                        kind: Kind::Scalar,
+                        optional: false,
+                    });
                 }
             }
         }
         Family::Elementwise(e) => {
-            out.push(Expected { aliases: &["input"], ..buf("x", Role::X, Access::Read) });
+            out.push(Expected {
+                aliases: &["input"],
+                ..buf("x", Role::X, Access::Read)
+            });
             match e.op {
-                ElementwiseOp::Binary(_, Operand::Tensor) => out.push(buf("y", Role::Y, Access::Read)),
+                ElementwiseOp::Binary(_, Operand::Tensor) => {
+                    out.push(buf("y", Role::Y, Access::Read))
+                }
                 ElementwiseOp::Binary(_, Operand::Scalar) => out.push(Expected {
                     name: "s",
                     aliases: &["scalar", "alpha"],
@@ -147,7 +185,10 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
                 }),
                 ElementwiseOp::Unary(_) => {}
             }
-            out.push(Expected { aliases: &["output", "z"], ..buf("out", Role::Out, Access::Write) });
+            out.push(Expected {
+                aliases: &["output", "z"],
+                ..buf("out", Role::Out, Access::Write)
+            });
             dim("n", Role::N, e.n, &mut out, true);
         }
     }
@@ -180,22 +221,37 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
         errors.push_spanned(t, "an optiml kernel cannot be `const`");
     }
     if let Some(t) = &sig.asyncness {
-        errors.push_spanned(t, "an optiml kernel cannot be `async`: the launch is already asynchronous on its stream");
+        errors.push_spanned(
+            t,
+            "an optiml kernel cannot be `async`: the launch is already asynchronous on its stream",
+        );
     }
     if let Some(t) = &sig.unsafety {
-        errors.push_spanned(t, "remove `unsafe`: the generated function checks its arguments and is safe to call");
+        errors.push_spanned(
+            t,
+            "remove `unsafe`: the generated function checks its arguments and is safe to call",
+        );
     }
     if let Some(t) = &sig.abi {
-        errors.push_spanned(t, "remove the ABI: the generated function is a Rust function");
+        errors.push_spanned(
+            t,
+            "remove the ABI: the generated function is a Rust function",
+        );
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.push_spanned(&sig.generics, "an optiml kernel cannot be generic: the spec fixes the element type");
+        errors.push_spanned(
+            &sig.generics,
+            "an optiml kernel cannot be generic: the spec fixes the element type",
+        );
     }
     if let Some(v) = &sig.variadic {
         errors.push_spanned(v, "an optiml kernel cannot be variadic");
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        errors.push_spanned(ty, "remove the return type: the generated function returns `Result<(), optiml::Error>`");
+        errors.push_spanned(
+            ty,
+            "remove the return type: the generated function returns `Result<(), optiml::Error>`",
+        );
     }
 
     let dtype = spec.dtype.rust_type();
@@ -215,33 +271,52 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
         };
         let name = ident.ident.to_string();
         let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
-        let Some(e) = expect.iter().find(|e| e.name == name || e.aliases.contains(&name.as_str())) else {
+        let Some(e) = expect
+            .iter()
+            .find(|e| e.name == name || e.aliases.contains(&name.as_str()))
+        else {
             let message = if name == "stream" {
                 "do not declare the stream: the generated function takes `stream: &CudaStream` first by itself"
                     .to_string()
             } else if let Some((_, v)) = fixed.iter().find(|(f, _)| *f == name) {
                 format!("`{name}` is fixed to {v} by the spec: remove this parameter")
             } else {
-                let list: Vec<String> = expect.iter().map(|e| format!("`{}`", describe(e, dtype))).collect();
-                format!("unexpected parameter `{name}`: a {family} kernel takes {}", list.join(", "))
+                let list: Vec<String> = expect
+                    .iter()
+                    .map(|e| format!("`{}`", describe(e, dtype)))
+                    .collect();
+                format!(
+                    "unexpected parameter `{name}`: a {family} kernel takes {}",
+                    list.join(", ")
+                )
             };
             errors.push_spanned(&ident.ident, message);
             continue;
         };
         if params.iter().any(|p: &Param| p.role == e.role) {
-            errors.push_spanned(&ident.ident, format!("`{name}` is given twice (as `{}` and `{name}`)", e.name));
+            errors.push_spanned(
+                &ident.ident,
+                format!("`{name}` is given twice (as `{}` and `{name}`)", e.name),
+            );
             continue;
         }
         if let Err(msg) = check_type(&pat.ty, e, dtype, &name) {
             errors.push_spanned(&pat.ty, msg);
         }
-        params.push(Param { name, role: e.role, kind: e.kind });
+        params.push(Param {
+            name,
+            role: e.role,
+            kind: e.kind,
+        });
     }
     for e in &expect {
         if !e.optional && !params.iter().any(|p| p.role == e.role) {
             errors.push(syn::Error::new(
                 sig.ident.span(),
-                format!("missing parameter `{}` for a {family} kernel", describe(e, dtype)),
+                format!(
+                    "missing parameter `{}` for a {family} kernel",
+                    describe(e, dtype)
+                ),
             ));
         }
     }
@@ -255,27 +330,40 @@ fn check_type(ty: &syn::Type, e: &Expected, dtype: &str, name: &str) -> Result<(
             let want_mut = access != Access::Read;
             let shown = describe(e, dtype);
             let syn::Type::Reference(r) = ty else {
-                return Err(format!("expected `{shown}`: buffers are borrowed device slices"));
+                return Err(format!(
+                    "expected `{shown}`: buffers are borrowed device slices"
+                ));
             };
             let Some(elem) = cuda_slice_elem(&r.elem) else {
                 return Err(format!("expected `{shown}`"));
             };
             if elem != dtype {
-                return Err(format!("`{name}` holds `{dtype}` elements (the spec says {dtype}), not `{elem}`"));
+                return Err(format!(
+                    "`{name}` must hold `{dtype}` elements (the spec says {dtype}), not `{elem}`"
+                ));
             }
             match (want_mut, r.mutability.is_some()) {
-                (true, false) => Err(format!("the kernel writes `{name}`: take it as `&mut CudaSlice<{dtype}>`")),
-                (false, true) => Err(format!("the kernel only reads `{name}`: take it as `&CudaSlice<{dtype}>`")),
+                (true, false) => Err(format!(
+                    "the kernel writes `{name}`: take it as `&mut CudaSlice<{dtype}>`"
+                )),
+                (false, true) => Err(format!(
+                    "the kernel only reads `{name}`: take it as `&CudaSlice<{dtype}>`"
+                )),
                 _ => Ok(()),
             }
         }
         Kind::Dim => match last_ident(ty) {
             Some(t) if DIM_TYPES.contains(&t.as_str()) => Ok(()),
-            _ => Err(format!("`{name}` is a dimension: use an integer type ({})", DIM_TYPES.join(", "))),
+            _ => Err(format!(
+                "`{name}` is a dimension: use an integer type ({})",
+                DIM_TYPES.join(", ")
+            )),
         },
         Kind::Scalar => match last_ident(ty) {
             Some(t) if t == dtype => Ok(()),
-            _ => Err(format!("`{name}` is a scalar of the spec's dtype: use `{dtype}`")),
+            _ => Err(format!(
+                "`{name}` is a scalar of the spec's dtype: use `{dtype}`"
+            )),
         },
     }
 }
@@ -299,12 +387,16 @@ fn cuda_slice_elem(ty: &syn::Type) -> Option<String> {
     if seg.ident != "CudaSlice" {
         return None;
     }
-    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else { return None };
+    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else {
+        return None;
+    };
     if args.args.len() != 1 {
         return None;
     }
     match args.args.first()? {
-        syn::GenericArgument::Type(t) => last_ident(t).or_else(|| Some(quote::quote!(#t).to_string())),
+        syn::GenericArgument::Type(t) => {
+            last_ident(t).or_else(|| Some(quote::quote!(#t).to_string()))
+        }
         other => Some(quote::quote!(#other).to_string()),
     }
 }
@@ -320,7 +412,10 @@ mod tests {
 
     fn err(spec: &str, text: &str) -> String {
         let e = bind(&parse(spec).unwrap(), &sig(text)).unwrap_err();
-        e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")
+        e.into_iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     #[test]
@@ -331,7 +426,18 @@ mod tests {
         )
         .unwrap();
         let roles: Vec<Role> = b.params.iter().map(|p| p.role).collect();
-        assert_eq!(roles, [Role::C, Role::A, Role::B, Role::Batch, Role::M, Role::N, Role::K]);
+        assert_eq!(
+            roles,
+            [
+                Role::C,
+                Role::A,
+                Role::B,
+                Role::Batch,
+                Role::M,
+                Role::N,
+                Role::K
+            ]
+        );
         let other = bind(
             &parse("bmm, f32").unwrap(),
             &sig("fn other(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);"),
@@ -343,9 +449,24 @@ mod tests {
     #[test]
     fn elementwise_n_is_optional_and_aliases_work() {
         let spec = parse("relu").unwrap();
-        assert!(bind(&spec, &sig("fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);")).is_ok());
-        assert!(bind(&spec, &sig("fn r(input: &CudaSlice<f32>, output: &mut CudaSlice<f32>, n: usize);")).is_ok());
-        let e = err("y = x * s", "fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);");
+        assert!(
+            bind(
+                &spec,
+                &sig("fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);")
+            )
+            .is_ok()
+        );
+        assert!(
+            bind(
+                &spec,
+                &sig("fn r(input: &CudaSlice<f32>, output: &mut CudaSlice<f32>, n: usize);")
+            )
+            .is_ok()
+        );
+        let e = err(
+            "y = x * s",
+            "fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);",
+        );
         assert!(e.contains("missing parameter `s: f32`"), "{e}");
     }
 
@@ -357,7 +478,7 @@ mod tests {
         );
         for want in [
             "remove the return type",
-            "holds `f32` elements (the spec says f32), not `f64`",
+            "must hold `f32` elements (the spec says f32), not `f64`",
             "the kernel only reads `b`",
             "the kernel writes `c`",
             "`m` is a dimension",
@@ -377,6 +498,9 @@ mod tests {
             &sig("fn g(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize, alpha: f32, beta: f32);"),
         )
         .unwrap();
-        assert_eq!(b.get(Role::C).unwrap().kind, Kind::Buffer(Access::ReadWrite));
+        assert_eq!(
+            b.get(Role::C).unwrap().kind,
+            Kind::Buffer(Access::ReadWrite)
+        );
     }
 }

@@ -27,7 +27,13 @@ impl Schedule {
     /// The default: 128×128 block tile, 8×8 per thread, 256 threads. On an H200 it runs at the numbers in
     /// `bench/results/`; the search starts here.
     pub fn default_for(_arch: Arch) -> Self {
-        Schedule { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 }
+        Schedule {
+            bm: 128,
+            bn: 128,
+            bk: 8,
+            tm: 8,
+            tn: 8,
+        }
     }
 
     /// Threads per block.
@@ -75,14 +81,27 @@ impl Schedule {
         Candidate {
             source,
             entry: "optiml_matmul",
-            launch: Launch::Matmul { bm: self.bm, bn: self.bn, threads: self.threads(), smem_bytes: 0 },
+            launch: Launch::Matmul {
+                bm: self.bm,
+                bn: self.bn,
+                threads: self.threads(),
+                smem_bytes: 0,
+            },
             schedule: self.describe(),
         }
     }
 
     /// `block 128x128x8, thread 8x8, 256 threads`.
     pub fn describe(&self) -> String {
-        format!("block {}x{}x{}, thread {}x{}, {} threads", self.bm, self.bn, self.bk, self.tm, self.tn, self.threads())
+        format!(
+            "block {}x{}x{}, thread {}x{}, {} threads",
+            self.bm,
+            self.bn,
+            self.bk,
+            self.tm,
+            self.tn,
+            self.threads()
+        )
     }
 
     /// Every schedule the template supports (what tests compile).

@@ -35,10 +35,17 @@ const TEMPLATES: &[&str] = &[matmul::TEMPLATE, elementwise::TEMPLATE];
 /// invalidates cached entries even when nobody bumps the version (CubeCL hashes only names; we hash code).
 pub fn generator_version() -> String {
     let hash = sha256_hex(TEMPLATES.concat().as_bytes());
-    format!("optiml-build {} templates {}", env!("CARGO_PKG_VERSION"), &hash[..16])
+    format!(
+        "optiml-build {} templates {}",
+        env!("CARGO_PKG_VERSION"),
+        &hash[..16]
+    )
 }
 
 /// `#define NAME VALUE` lines.
 fn defines(pairs: &[(&str, i64)]) -> String {
-    pairs.iter().map(|(k, v)| format!("#define {k} {v}\n")).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| format!("#define {k} {v}\n"))
+        .collect()
 }

@@ -6,18 +6,42 @@ use optiml::cudarc::driver::CudaSlice;
 
 /// The README's kernel.
 #[optiml::kernel("batched matmul, f32")]
-pub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);
+pub fn bmm(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
 
 /// B stored transposed (`n × k`).
 #[optiml::kernel("C = A·Bᵀ, float32")]
-pub fn matmul_nt(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
+pub fn matmul_nt(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
 
 /// A stored transposed (`k × m`).
 #[optiml::kernel("matmul, A transposed")]
-pub fn matmul_tn(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
+pub fn matmul_tn(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
 
 /// Every epilogue option at once, on a batch, both operands transposed.
-#[optiml::kernel("batched gemm, transposed A and transposed B, C = gelu(alpha·Aᵀ·Bᵀ + beta·C + bias)")]
+#[optiml::kernel(
+    "batched gemm, transposed A and transposed B, C = gelu(alpha·Aᵀ·Bᵀ + beta·C + bias)"
+)]
 pub fn bmm_tt_full(
     a: &CudaSlice<f32>,
     b: &CudaSlice<f32>,
@@ -33,7 +57,15 @@ pub fn bmm_tt_full(
 
 /// Bias and relu epilogue; parameters in an unusual order and integer types.
 #[optiml::kernel("matmul with bias and relu, f32")]
-pub fn matmul_bias_relu(k: u32, m: u32, n: i64, bias: &CudaSlice<f32>, a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>);
+pub fn matmul_bias_relu(
+    k: u32,
+    m: u32,
+    n: i64,
+    bias: &CudaSlice<f32>,
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+);
 
 /// Shapes fixed in the spec: no dimension parameters.
 #[optiml::kernel("matmul, m=65, n=47, k=300")]

@@ -1,0 +1,155 @@
+//! What the examples share: finding a GPU (or saying plainly there is none), random inputs, timing with CUDA
+//! events, and the baselines measured beside optiml in the same run (cuBLAS, a naive kernel).
+
+#![allow(clippy::unwrap_used)]
+
+use optiml::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, sys};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::error::Error;
+use std::sync::Arc;
+
+/// The examples' error type.
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+/// Device 0's context, or `None` after printing why there is none (no driver, no device).
+pub fn gpu_or_explain(what: &str) -> Option<Arc<CudaContext>> {
+    match optiml::runtime::probe::context(0) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            println!("no CUDA device found ({e}).");
+            println!(
+                "{what}: built from the kernel cache; run this example on a machine with an NVIDIA GPU to launch it."
+            );
+            None
+        }
+    }
+}
+
+/// The device's name and compute capability, e.g. `NVIDIA H200 (sm_90)`.
+pub fn describe(ctx: &CudaContext) -> String {
+    let arch = optiml::runtime::probe::arch_of(ctx)
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "{} ({arch})",
+        ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+    )
+}
+
+/// `len` values uniform in [-1, 1) from a fresh seed (printed, so a failure can be replayed).
+pub fn random(len: usize, seed: Option<u64>) -> (Vec<f32>, u64) {
+    let seed = seed.unwrap_or_else(rand::random);
+    let mut rng = StdRng::seed_from_u64(seed);
+    (
+        (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect(),
+        seed,
+    )
+}
+
+/// A device buffer of `len` NaNs: anything the kernel fails to write stays NaN and fails the check.
+pub fn poisoned(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<f32>, BoxError> {
+    Ok(stream.clone_htod(&vec![f32::NAN; len])?)
+}
+
+/// Median, minimum and maximum of timed runs, in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    /// Median.
+    pub median_ms: f64,
+    /// Fastest run.
+    pub min_ms: f64,
+    /// Slowest run.
+    pub max_ms: f64,
+    /// Timed runs.
+    pub runs: usize,
+}
+
+impl Stats {
+    /// As JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"median_ms": self.median_ms, "min_ms": self.min_ms, "max_ms": self.max_ms, "runs": self.runs})
+    }
+}
+
+/// Times `f` with CUDA events on `stream`: `warmup` untimed runs, then `reps` timed ones.
+pub fn time(
+    stream: &Arc<CudaStream>,
+    warmup: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Result<(), BoxError>,
+) -> Result<Stats, BoxError> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    stream.synchronize()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        f()?;
+        let end = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        times.push(start.elapsed_ms(&end)? as f64);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(Stats {
+        median_ms: times[reps / 2],
+        min_ms: times[0],
+        max_ms: times[reps - 1],
+        runs: reps,
+    })
+}
+
+/// The naive batched matmul of the seed (one thread per output element, 16×16 blocks), compiled at run time
+/// with NVRTC. `None` when NVRTC is not installed: the baseline is then skipped, not faked.
+pub fn naive_bmm(ctx: &Arc<CudaContext>) -> Option<CudaFunction> {
+    // SAFETY: probing only dlopens and drops library handles.
+    if !unsafe { optiml::cudarc::nvrtc::sys::is_culib_present() } {
+        return None;
+    }
+    const SRC: &str = r#"
+extern "C" __global__ void naive_bmm(const float* A, const float* B, float* C, int M, int N, int K) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    long long z = blockIdx.z;
+    if (row < M && col < N) {
+        const float* a = A + z * M * K;
+        const float* b = B + z * K * N;
+        float sum = 0.0f;
+        for (int k = 0; k < K; ++k) sum += a[row * K + k] * b[k * N + col];
+        C[z * M * N + row * N + col] = sum;
+    }
+}"#;
+    let opts = optiml::cudarc::nvrtc::CompileOptions {
+        arch: Some("sm_80"),
+        ..Default::default()
+    };
+    let ptx = optiml::cudarc::nvrtc::compile_ptx_with_opts(SRC, opts).ok()?;
+    ctx.load_module(ptx).ok()?.load_function("naive_bmm").ok()
+}
+
+/// Today's date, `YYYY-MM-DD` (UTC).
+pub fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 86_400)
+        .unwrap_or(0) as i64;
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The value following `flag` on the command line, if any.
+pub fn arg_value(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1).cloned())
+}

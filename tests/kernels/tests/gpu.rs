@@ -1,0 +1,511 @@
+//! Every generated kernel against a CPU reference in f64, on the GPU. Fresh random inputs on every run (the seed
+//! is printed), outputs poisoned with NaN before each launch and every element checked, shapes that are not
+//! multiples of any tile. Run with `--include-ignored` on a machine with a CUDA GPU (`shared/gpu/stage` +
+//! `target/gpu/run.sh` do that on the H200).
+
+#![allow(clippy::unwrap_used, clippy::too_many_arguments)]
+
+use optiml::cudarc::driver::{CudaSlice, CudaStream};
+use optiml_test_kernels as k;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+fn stream() -> Arc<CudaStream> {
+    let ctx = optiml::runtime::probe::context(0).expect("these tests need a CUDA GPU");
+    ctx.default_stream()
+}
+
+fn rng() -> StdRng {
+    let seed: u64 = rand::random();
+    eprintln!("seed {seed}");
+    StdRng::seed_from_u64(seed)
+}
+
+/// Three distributions: uniform, mixed magnitudes (|x| spans 1e-3..1e1), and heavy-tailed (a cube of uniforms
+/// scaled by up to 30), never zeros or constants.
+fn random(rng: &mut StdRng, len: usize, dist: usize) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            let u: f32 = rng.random_range(-1.0..1.0);
+            match dist % 3 {
+                0 => u,
+                1 => u.signum() * 10f32.powf(rng.random_range(-3.0..1.0)),
+                _ => u * u * u * rng.random_range(1.0..30.0),
+            }
+        })
+        .collect()
+}
+
+fn up(s: &Arc<CudaStream>, v: &[f32]) -> CudaSlice<f32> {
+    s.clone_htod(v).unwrap()
+}
+
+fn poisoned(s: &Arc<CudaStream>, len: usize) -> CudaSlice<f32> {
+    s.clone_htod(&vec![f32::NAN; len]).unwrap()
+}
+
+fn down(s: &Arc<CudaStream>, v: &CudaSlice<f32>) -> Vec<f32> {
+    s.clone_dtoh(v).unwrap()
+}
+
+/// ‖out − ref‖ / ‖ref‖ ≤ `rel`, every element finite, and every element within `rel` of the largest
+/// reference magnitude scaled by √k (fp32 accumulation error grows with the reduction length).
+fn check(what: &str, out: &[f32], want: &[f64], rel: f64, k: usize) {
+    assert_eq!(out.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    let (mut num, mut den) = (0f64, 0f64);
+    for (i, (&o, &r)) in out.iter().zip(want).enumerate() {
+        assert!(
+            o.is_finite(),
+            "{what}: element {i} is {o} (expected {r}): unwritten or overflowed"
+        );
+        let d = o as f64 - r;
+        assert!(
+            d.abs() <= rel * scale * (k.max(1) as f64).sqrt() + 1e-30,
+            "{what}: element {i} = {o}, reference {r}"
+        );
+        num += d * d;
+        den += r * r;
+    }
+    let err = (num / den.max(1e-300)).sqrt();
+    assert!(err <= rel, "{what}: relative error {err:e} > {rel:e}");
+}
+
+fn gelu(v: f64) -> f64 {
+    0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))
+}
+
+struct Mm<'a> {
+    a: &'a [f32],
+    b: &'a [f32],
+    c0: Option<&'a [f32]>,
+    bias: Option<&'a [f32]>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    ta: bool,
+    tb: bool,
+    alpha: f64,
+    beta: f64,
+    act: fn(f64) -> f64,
+}
+
+fn reference(p: &Mm) -> Vec<f64> {
+    let mut out = vec![0f64; p.batch * p.m * p.n];
+    for z in 0..p.batch {
+        let (a, b) = (&p.a[z * p.m * p.k..], &p.b[z * p.k * p.n..]);
+        for i in 0..p.m {
+            for j in 0..p.n {
+                let mut acc = 0f64;
+                for l in 0..p.k {
+                    let av = if p.ta { a[l * p.m + i] } else { a[i * p.k + l] };
+                    let bv = if p.tb { b[j * p.k + l] } else { b[l * p.n + j] };
+                    acc += av as f64 * bv as f64;
+                }
+                let idx = z * p.m * p.n + i * p.n + j;
+                let mut v = p.alpha * acc;
+                if let Some(c0) = p.c0 {
+                    v += p.beta * c0[idx] as f64;
+                }
+                if let Some(bias) = p.bias {
+                    v += bias[j] as f64;
+                }
+                out[idx] = (p.act)(v);
+            }
+        }
+    }
+    out
+}
+
+const SHAPES: [(usize, usize, usize, usize); 7] = [
+    (3, 77, 45, 33),
+    (1, 1, 1, 1),
+    (2, 129, 257, 100),
+    (1, 128, 128, 128),
+    (2, 200, 136, 513),
+    (1, 5, 7, 0),
+    (1, 64, 300, 4),
+];
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bmm_matches_reference_on_odd_shapes() {
+    let s = stream();
+    let mut r = rng();
+    for (i, &(batch, m, n, kk)) in SHAPES.iter().enumerate() {
+        let a = random(&mut r, batch * m * kk, i);
+        let b = random(&mut r, batch * kk * n, i + 1);
+        let mut c = poisoned(&s, batch * m * n);
+        k::bmm(&s, &up(&s, &a), &up(&s, &b), &mut c, batch, m, n, kk).unwrap();
+        let want = reference(&Mm {
+            a: &a,
+            b: &b,
+            c0: None,
+            bias: None,
+            batch,
+            m,
+            n,
+            k: kk,
+            ta: false,
+            tb: false,
+            alpha: 1.0,
+            beta: 0.0,
+            act: |v| v,
+        });
+        check(
+            &format!("bmm {batch}x{m}x{n}x{kk}"),
+            &down(&s, &c),
+            &want,
+            1e-5,
+            kk,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bmm_batch_beyond_the_grid_limit() {
+    let s = stream();
+    let mut r = rng();
+    let (batch, m, n, kk) = (70_000, 3, 2, 5);
+    let a = random(&mut r, batch * m * kk, 0);
+    let b = random(&mut r, batch * kk * n, 2);
+    let mut c = poisoned(&s, batch * m * n);
+    k::bmm(&s, &up(&s, &a), &up(&s, &b), &mut c, batch, m, n, kk).unwrap();
+    let want = reference(&Mm {
+        a: &a,
+        b: &b,
+        c0: None,
+        bias: None,
+        batch,
+        m,
+        n,
+        k: kk,
+        ta: false,
+        tb: false,
+        alpha: 1.0,
+        beta: 0.0,
+        act: |v| v,
+    });
+    check("bmm batch 70000", &down(&s, &c), &want, 1e-5, kk);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn transposed_operands() {
+    let s = stream();
+    let mut r = rng();
+    for (i, &(_, m, n, kk)) in SHAPES.iter().enumerate() {
+        let a = random(&mut r, m * kk, i);
+        let b = random(&mut r, kk * n, i + 2);
+        let mut c = poisoned(&s, m * n);
+        k::matmul_nt(&s, &up(&s, &a), &up(&s, &b), &mut c, m, n, kk).unwrap();
+        let p = Mm {
+            a: &a,
+            b: &b,
+            c0: None,
+            bias: None,
+            batch: 1,
+            m,
+            n,
+            k: kk,
+            ta: false,
+            tb: true,
+            alpha: 1.0,
+            beta: 0.0,
+            act: |v| v,
+        };
+        check(
+            &format!("nt {m}x{n}x{kk}"),
+            &down(&s, &c),
+            &reference(&p),
+            1e-5,
+            kk,
+        );
+        let mut c = poisoned(&s, m * n);
+        k::matmul_tn(&s, &up(&s, &a), &up(&s, &b), &mut c, m, n, kk).unwrap();
+        let p = Mm {
+            ta: true,
+            tb: false,
+            ..p
+        };
+        check(
+            &format!("tn {m}x{n}x{kk}"),
+            &down(&s, &c),
+            &reference(&p),
+            1e-5,
+            kk,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn full_epilogue() {
+    let s = stream();
+    let mut r = rng();
+    for (i, &(batch, m, n, kk)) in SHAPES.iter().enumerate() {
+        let a = random(&mut r, batch * m * kk, i);
+        let b = random(&mut r, batch * kk * n, i + 1);
+        let c0 = random(&mut r, batch * m * n, i + 2);
+        let bias = random(&mut r, n, 0);
+        let (alpha, beta) = (r.random_range(0.5f32..2.0), r.random_range(-1.5f32..1.5));
+        let mut c = up(&s, &c0);
+        k::bmm_tt_full(
+            &s,
+            &up(&s, &a),
+            &up(&s, &b),
+            &mut c,
+            &up(&s, &bias),
+            batch,
+            m,
+            n,
+            kk,
+            alpha,
+            beta,
+        )
+        .unwrap();
+        let p = Mm {
+            a: &a,
+            b: &b,
+            c0: Some(&c0),
+            bias: Some(&bias),
+            batch,
+            m,
+            n,
+            k: kk,
+            ta: true,
+            tb: true,
+            alpha: alpha as f64,
+            beta: beta as f64,
+            act: gelu,
+        };
+        check(
+            &format!("tt+epilogue {batch}x{m}x{n}x{kk}"),
+            &down(&s, &c),
+            &reference(&p),
+            1e-5,
+            kk,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bias_relu_and_fixed_shapes() {
+    let s = stream();
+    let mut r = rng();
+    let (m, n, kk) = (97usize, 131usize, 257usize);
+    let a = random(&mut r, m * kk, 0);
+    let b = random(&mut r, kk * n, 1);
+    let bias = random(&mut r, n, 2);
+    let mut c = poisoned(&s, m * n);
+    k::matmul_bias_relu(
+        &s,
+        kk as u32,
+        m as u32,
+        n as i64,
+        &up(&s, &bias),
+        &up(&s, &a),
+        &up(&s, &b),
+        &mut c,
+    )
+    .unwrap();
+    let p = Mm {
+        a: &a,
+        b: &b,
+        c0: None,
+        bias: Some(&bias),
+        batch: 1,
+        m,
+        n,
+        k: kk,
+        ta: false,
+        tb: false,
+        alpha: 1.0,
+        beta: 0.0,
+        act: |v| v.max(0.0),
+    };
+    check("bias+relu", &down(&s, &c), &reference(&p), 1e-5, kk);
+
+    let (m, n, kk) = (65, 47, 300);
+    let a = random(&mut r, m * kk, 1);
+    let b = random(&mut r, kk * n, 2);
+    let mut c = poisoned(&s, m * n);
+    k::matmul_fixed(&s, &up(&s, &a), &up(&s, &b), &mut c).unwrap();
+    let p = Mm {
+        a: &a,
+        b: &b,
+        bias: None,
+        m,
+        n,
+        k: kk,
+        act: |v| v,
+        ..p
+    };
+    check("fixed 65x47x300", &down(&s, &c), &reference(&p), 1e-5, kk);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn wrong_lengths_are_errors_and_launch_nothing() {
+    let s = stream();
+    let mut r = rng();
+    let (batch, m, n, kk) = (2, 33, 17, 9);
+    let a = up(&s, &random(&mut r, batch * m * kk, 0));
+    let b = up(&s, &random(&mut r, batch * kk * n, 0));
+    let short_b = up(&s, &random(&mut r, batch * kk * n - 1, 0));
+    let mut c = poisoned(&s, batch * m * n);
+    let e = k::bmm(&s, &a, &short_b, &mut c, batch, m, n, kk).unwrap_err();
+    assert!(matches!(e, optiml::Error::Shape { arg: "b", .. }), "{e}");
+    let e = k::bmm(&s, &a, &b, &mut c, batch + 1, m, n, kk).unwrap_err();
+    assert!(e.to_string().contains("`a` holds"), "{e}");
+    assert!(
+        down(&s, &c).iter().all(|v| v.is_nan()),
+        "a rejected launch wrote to c"
+    );
+    let x = up(&s, &random(&mut r, 10, 0));
+    let mut out = poisoned(&s, 11);
+    let e = k::relu(&s, &x, &mut out).unwrap_err();
+    assert!(matches!(e, optiml::Error::LengthMismatch { .. }), "{e}");
+    let e = k::gelu(&s, &x, &mut out, 11).unwrap_err();
+    assert!(matches!(e, optiml::Error::Shape { arg: "x", .. }), "{e}");
+    let e = k::scale(&s, &x, 2.0, &mut out).unwrap_err();
+    assert!(matches!(e, optiml::Error::LengthMismatch { .. }), "{e}");
+    // Negative dimension through a signed parameter type.
+    let bias = up(&s, &random(&mut r, n, 0));
+    let e = k::matmul_bias_relu(&s, kk as u32, m as u32, -1, &bias, &a, &b, &mut c).unwrap_err();
+    assert!(
+        matches!(e, optiml::Error::Dimension { arg: "n", .. }),
+        "{e}"
+    );
+    assert!(down(&s, &out).iter().all(|v| v.is_nan()));
+}
+
+type Unary = fn(&CudaStream, &CudaSlice<f32>, &mut CudaSlice<f32>) -> Result<(), optiml::Error>;
+type Case = (&'static str, Unary, fn(f64) -> f64);
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn elementwise_maps() {
+    let s = stream();
+    let mut r = rng();
+    let unary: [Case; 5] = [
+        ("relu", k::relu, |v| v.max(0.0)),
+        ("relu_again", k::relu_again, |v| v.max(0.0)),
+        ("silu", k::silu, |v| v / (1.0 + (-v).exp())),
+        ("sigmoid", k::sigmoid, |v| 1.0 / (1.0 + (-v).exp())),
+        ("tanh", k::tanh, f64::tanh),
+    ];
+    for n in [1usize, 3, 4, 5, 1000, 1_000_003] {
+        let mut x = random(&mut r, n, n);
+        x[0] = 100.0;
+        if n > 1 {
+            x[1] = -100.0;
+        }
+        let dx = up(&s, &x);
+        for (name, f, want) in unary {
+            let mut out = poisoned(&s, n);
+            f(&s, &dx, &mut out).unwrap();
+            let reference: Vec<f64> = x.iter().map(|&v| want(v as f64)).collect();
+            check(
+                &format!("{name} n={n}"),
+                &down(&s, &out),
+                &reference,
+                2e-6,
+                1,
+            );
+        }
+        let mut out = poisoned(&s, n);
+        k::gelu(&s, &dx, &mut out, n).unwrap();
+        let reference: Vec<f64> = x.iter().map(|&v| gelu(v as f64)).collect();
+        check(&format!("gelu n={n}"), &down(&s, &out), &reference, 2e-6, 1);
+
+        let y = random(&mut r, n, n + 1);
+        let dy = up(&s, &y);
+        let mut out = poisoned(&s, n);
+        k::add(&s, &dx, &dy, &mut out).unwrap();
+        let reference: Vec<f64> = x
+            .iter()
+            .zip(&y)
+            .map(|(&a, &b)| a as f64 + b as f64)
+            .collect();
+        check(&format!("add n={n}"), &down(&s, &out), &reference, 1e-7, 1);
+        let mut out = poisoned(&s, n);
+        k::mul(&s, &dx, &dy, &mut out).unwrap();
+        let reference: Vec<f64> = x
+            .iter()
+            .zip(&y)
+            .map(|(&a, &b)| a as f64 * b as f64)
+            .collect();
+        check(&format!("mul n={n}"), &down(&s, &out), &reference, 1e-7, 1);
+
+        let sc: f32 = r.random_range(-3.0..3.0);
+        let mut out = poisoned(&s, n);
+        k::add_scalar(&s, &dx, &mut out, sc).unwrap();
+        let reference: Vec<f64> = x.iter().map(|&a| a as f64 + sc as f64).collect();
+        check(
+            &format!("add scalar n={n}"),
+            &down(&s, &out),
+            &reference,
+            1e-7,
+            1,
+        );
+        let mut out = poisoned(&s, n);
+        k::scale(&s, &dx, sc, &mut out).unwrap();
+        let reference: Vec<f64> = x.iter().map(|&a| a as f64 * sc as f64).collect();
+        check(
+            &format!("scale n={n}"),
+            &down(&s, &out),
+            &reference,
+            1e-7,
+            1,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn prefix_and_empty_launches() {
+    let s = stream();
+    let mut r = rng();
+    let x = random(&mut r, 1000, 0);
+    let mut out = poisoned(&s, 1000);
+    // n smaller than the buffers: the tail stays untouched.
+    k::gelu(&s, &up(&s, &x), &mut out, 777).unwrap();
+    let got = down(&s, &out);
+    assert!(got[..777].iter().all(|v| v.is_finite()));
+    assert!(got[777..].iter().all(|v| v.is_nan()), "wrote past n");
+    k::gelu(&s, &up(&s, &x), &mut out, 0).unwrap();
+    let mut c = poisoned(&s, 4);
+    let one = up(&s, &[1.0]);
+    k::bmm(&s, &one, &one, &mut c, 0, 2, 2, 1).unwrap();
+    assert!(
+        down(&s, &c).iter().all(|v| v.is_nan()),
+        "an empty batch wrote"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launches_from_many_threads_load_once_and_agree() {
+    let s = stream();
+    let mut r = rng();
+    let x = random(&mut r, 4097, 0);
+    let dx = up(&s, &x);
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                let stream = s.context().new_stream().unwrap();
+                let mut out = stream.clone_htod(&vec![f32::NAN; x.len()]).unwrap();
+                k::tanh(&stream, &dx, &mut out).unwrap();
+                let got = stream.clone_dtoh(&out).unwrap();
+                for (g, v) in got.iter().zip(&x) {
+                    assert!((*g as f64 - (*v as f64).tanh()).abs() < 1e-6);
+                }
+            });
+        }
+    });
+}

@@ -1,0 +1,10 @@
+#![allow(unused_imports)]
+
+use optiml::cudarc::driver::CudaSlice;
+
+#[optiml::kernel("relu")]
+pub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>) {
+    let _ = (x, out);
+}
+
+fn main() {}

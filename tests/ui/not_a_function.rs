@@ -1,0 +1,4 @@
+#[optiml::kernel("relu")]
+pub struct Relu;
+
+fn main() {}
