@@ -59,6 +59,17 @@ impl KeyInputs {
         }
     }
 
+    /// The key inputs of a kernel found in the sources.
+    pub fn of(kernel: &crate::scan::FoundKernel, arch: Arch, generator: &str) -> Self {
+        Self::new(
+            &kernel.id,
+            &kernel.spec.canonical(),
+            &kernel.binding.canonical(),
+            arch,
+            generator,
+        )
+    }
+
     /// The entry's key: sha256 of every input.
     pub fn key(&self) -> String {
         sha256_hex(

@@ -111,17 +111,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     let generator = experts::generator_version();
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
-        .flat_map(|k| {
-            archs.iter().map(|&a| {
-                KeyInputs::new(
-                    &k.id,
-                    &k.spec.canonical(),
-                    &k.binding.canonical(),
-                    a,
-                    &generator,
-                )
-            })
-        })
+        .flat_map(|k| archs.iter().map(|&a| KeyInputs::of(k, a, &generator)))
         .map(|inputs| cache.entry_dir(&inputs))
         .collect();
     let unused: Vec<PathBuf> = cache
@@ -134,13 +124,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         let mut bad = 0;
         for k in &kernels {
             for &arch in &archs {
-                let inputs = KeyInputs::new(
-                    &k.id,
-                    &k.spec.canonical(),
-                    &k.binding.canonical(),
-                    arch,
-                    &generator,
-                );
+                let inputs = KeyInputs::of(k, arch, &generator);
                 match cache.lookup(&inputs) {
                     Lookup::Hit(_) => {}
                     Lookup::Miss => {

@@ -60,13 +60,7 @@ pub fn resolve(
     let mut todo = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
         for &arch in archs {
-            let inputs = KeyInputs::new(
-                &kernel.id,
-                &kernel.spec.canonical(),
-                &kernel.binding.canonical(),
-                arch,
-                &generator,
-            );
+            let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found = None;
             for cache in &policy.read {
                 match cache.lookup(&inputs) {

@@ -129,67 +129,63 @@ const SHAPES: [(usize, usize, usize, usize); 7] = [
     (1, 64, 300, 4),
 ];
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn bmm_matches_reference_on_odd_shapes() {
-    let s = stream();
-    let mut r = rng();
-    for (i, &(batch, m, n, kk)) in SHAPES.iter().enumerate() {
-        let a = random(&mut r, batch * m * kk, i);
-        let b = random(&mut r, batch * kk * n, i + 1);
-        let mut c = poisoned(&s, batch * m * n);
-        k::bmm(&s, &up(&s, &a), &up(&s, &b), &mut c, batch, m, n, kk).unwrap();
-        let want = reference(&Mm {
-            a: &a,
-            b: &b,
+impl<'a> Mm<'a> {
+    /// `C = A·B`, no transposes, no epilogue.
+    fn plain(a: &'a [f32], b: &'a [f32], (batch, m, n, k): (usize, usize, usize, usize)) -> Self {
+        Mm {
+            a,
+            b,
             c0: None,
             bias: None,
             batch,
             m,
             n,
-            k: kk,
+            k,
             ta: false,
             tb: false,
             alpha: 1.0,
             beta: 0.0,
             act: |v| v,
-        });
-        check(
-            &format!("bmm {batch}x{m}x{n}x{kk}"),
-            &down(&s, &c),
-            &want,
-            1e-5,
-            kk,
-        );
+        }
+    }
+}
+
+/// `bmm` on fresh inputs of one shape, checked against the reference.
+fn check_bmm(
+    s: &Arc<CudaStream>,
+    r: &mut StdRng,
+    shape: (usize, usize, usize, usize),
+    dist: usize,
+) {
+    let (batch, m, n, kk) = shape;
+    let a = random(r, batch * m * kk, dist);
+    let b = random(r, batch * kk * n, dist + 1);
+    let mut c = poisoned(s, batch * m * n);
+    k::bmm(s, &up(s, &a), &up(s, &b), &mut c, batch, m, n, kk).unwrap();
+    let want = reference(&Mm::plain(&a, &b, shape));
+    check(
+        &format!("bmm {batch}x{m}x{n}x{kk}"),
+        &down(s, &c),
+        &want,
+        1e-5,
+        kk,
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bmm_matches_reference_on_odd_shapes() {
+    let s = stream();
+    let mut r = rng();
+    for (i, &shape) in SHAPES.iter().enumerate() {
+        check_bmm(&s, &mut r, shape, i);
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bmm_batch_beyond_the_grid_limit() {
-    let s = stream();
-    let mut r = rng();
-    let (batch, m, n, kk) = (70_000, 3, 2, 5);
-    let a = random(&mut r, batch * m * kk, 0);
-    let b = random(&mut r, batch * kk * n, 2);
-    let mut c = poisoned(&s, batch * m * n);
-    k::bmm(&s, &up(&s, &a), &up(&s, &b), &mut c, batch, m, n, kk).unwrap();
-    let want = reference(&Mm {
-        a: &a,
-        b: &b,
-        c0: None,
-        bias: None,
-        batch,
-        m,
-        n,
-        k: kk,
-        ta: false,
-        tb: false,
-        alpha: 1.0,
-        beta: 0.0,
-        act: |v| v,
-    });
-    check("bmm batch 70000", &down(&s, &c), &want, 1e-5, kk);
+    check_bmm(&stream(), &mut rng(), (70_000, 3, 2, 5), 0);
 }
 
 #[test]
@@ -203,19 +199,8 @@ fn transposed_operands() {
         let mut c = poisoned(&s, m * n);
         k::matmul_nt(&s, &up(&s, &a), &up(&s, &b), &mut c, m, n, kk).unwrap();
         let p = Mm {
-            a: &a,
-            b: &b,
-            c0: None,
-            bias: None,
-            batch: 1,
-            m,
-            n,
-            k: kk,
-            ta: false,
             tb: true,
-            alpha: 1.0,
-            beta: 0.0,
-            act: |v| v,
+            ..Mm::plain(&a, &b, (1, m, n, kk))
         };
         check(
             &format!("nt {m}x{n}x{kk}"),
@@ -314,19 +299,9 @@ fn bias_relu_and_fixed_shapes() {
     )
     .unwrap();
     let p = Mm {
-        a: &a,
-        b: &b,
-        c0: None,
         bias: Some(&bias),
-        batch: 1,
-        m,
-        n,
-        k: kk,
-        ta: false,
-        tb: false,
-        alpha: 1.0,
-        beta: 0.0,
         act: |v| v.max(0.0),
+        ..Mm::plain(&a, &b, (1, m, n, kk))
     };
     check("bias+relu", &down(&s, &c), &reference(&p), 1e-5, kk);
 
@@ -335,16 +310,7 @@ fn bias_relu_and_fixed_shapes() {
     let b = random(&mut r, kk * n, 2);
     let mut c = poisoned(&s, m * n);
     k::matmul_fixed(&s, &up(&s, &a), &up(&s, &b), &mut c).unwrap();
-    let p = Mm {
-        a: &a,
-        b: &b,
-        bias: None,
-        m,
-        n,
-        k: kk,
-        act: |v| v,
-        ..p
-    };
+    let p = Mm::plain(&a, &b, (1, m, n, kk));
     check("fixed 65x47x300", &down(&s, &c), &reference(&p), 1e-5, kk);
 }
 

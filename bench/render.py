@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Renders the batched_matmul example's JSON (`-- --json FILE`) as the markdown table kept in bench/results/."""
+import json
+import sys
+
+
+def main(path):
+    doc = json.load(open(path))
+    print(f"# Batched matmul f32 — {doc['gpu']}, {doc['date']}\n")
+    print(f"Method: {doc['method']}. Kernel: the default schedule (no search).\n")
+    print("| batch × size | optiml ms (min–max) | TFLOP/s | cuBLAS ms (min–max) | TFLOP/s | naive TFLOP/s | optiml / cuBLAS | max sampled rel. error |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in doc["rows"]:
+        o, c = r["optiml"], r["cublas"]
+        naive = f"{r['naive_tflops']:.1f}" if r.get("naive_tflops") else "-"
+        print(
+            f"| {r['batch']} × {r['m']}³ | {o['median_ms']:.3f} ({o['min_ms']:.3f}–{o['max_ms']:.3f}) | {r['optiml_tflops']:.1f} "
+            f"| {c['median_ms']:.3f} ({c['min_ms']:.3f}–{c['max_ms']:.3f}) | {r['cublas_tflops']:.1f} | {naive} "
+            f"| {r['speed_vs_cublas']:.2f}× | {r['max_rel_err_sampled']:.1e} |"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
