@@ -51,7 +51,7 @@ pub struct Prepare {
     /// The workspace or crate to scan (default: the workspace around the current folder).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The cache folder (default: OPTIML_CACHE_DIR, else <DIR>/.optiml).
+    /// The cache folder (default: OPTIML_CACHE_DIR, else `DIR/.optiml`).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }

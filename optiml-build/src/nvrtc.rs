@@ -293,7 +293,8 @@ pub fn options(arch: Arch) -> Vec<String> {
     ]
 }
 
-/// Compiles `source` for `arch`. NVRTC must have been [`load`]ed.
+/// Compiles `source` for `arch`. The [`Nvrtc`] argument is proof that [`load`] succeeded: cudarc panics on a
+/// missing library, so no call reaches it before that.
 ///
 /// # Errors
 /// [`CompileFailure`] with NVRTC's log.

@@ -1,5 +1,5 @@
-//! `#[optiml::kernel("…")]`. Use it through the `optiml` crate; the logic lives in [`expand`]-style modules on
-//! `proc-macro2` so it can be tested without a compiler session.
+//! `#[optiml::kernel("…")]`. Use it through the `optiml` crate. This crate is a shim: the expansion lives in a
+//! module on `proc-macro2`, and the spec logic in `optiml-spec`, so both can be tested without a compiler session.
 
 mod expand;
 
@@ -7,7 +7,7 @@ use proc_macro::TokenStream;
 
 /// Turns a bodyless function signature into a typed, bounds-checked launcher of the kernel the spec names.
 ///
-/// ```ignore
+/// ```text
 /// #[optiml::kernel("batched matmul, f32")]
 /// pub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);
 /// // becomes

@@ -97,10 +97,7 @@ impl KernelModule {
     }
 
     /// The compiled variants.
-    pub fn variants(&self) -> &'static [Variant]
-    where
-        Self: 'static,
-    {
+    pub fn variants(&self) -> &'static [Variant] {
         self.artifacts.variants
     }
 
