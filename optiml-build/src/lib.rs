@@ -38,6 +38,7 @@ pub mod experts;
 pub mod fs;
 pub mod nvrtc;
 pub mod scan;
+pub mod search;
 pub mod targets;
 
 pub use error::{Error, Miss};

@@ -1,0 +1,451 @@
+//! The tree: selection by UCT, expansion by routed transformations, simulation by an [`Evaluator`],
+//! backpropagation of the composite reward, pruning after consecutive negative rewards.
+
+use super::Config;
+use super::reward::{Bottleneck, Judge, Measurement, Verdict, reward};
+use super::transform::{Proposer, Transform};
+use crate::experts::matmul::Schedule;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// What evaluating a candidate gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// It compiled, passed the gate, and was measured.
+    Measured(Measurement),
+    /// It failed to compile, failed the gate, crashed or timed out; it is never timed again and never chosen.
+    Rejected(String),
+}
+
+/// Compiles, verifies, times and profiles a candidate. The real one runs in an isolated worker process on the
+/// GPU; tests use synthetic ones.
+pub trait Evaluator {
+    /// Evaluates `schedule`.
+    fn evaluate(&mut self, schedule: &Schedule) -> Outcome;
+}
+
+/// One line of the search log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// The new node's index (0 is the default schedule).
+    pub node: usize,
+    /// Its parent.
+    pub parent: Option<usize>,
+    /// The transformation that made it.
+    pub transform: Option<&'static str>,
+    /// Its schedule.
+    pub schedule: Schedule,
+    /// What evaluation gave.
+    pub outcome: Outcome,
+    /// Its bottleneck class (measured nodes).
+    pub bottleneck: Option<Bottleneck>,
+    /// The judge's verdict on the edit from the parent.
+    pub verdict: Option<Verdict>,
+    /// The reward backpropagated.
+    pub reward: f64,
+    /// Whether it was answered from an earlier evaluation of the same schedule (no budget spent).
+    pub reused: bool,
+}
+
+/// What a search found.
+#[derive(Clone, Debug)]
+pub struct SearchLog {
+    /// Every node, in creation order.
+    pub steps: Vec<Step>,
+    /// The fastest measured schedule.
+    pub best: Schedule,
+    /// Its measurement.
+    pub best_measurement: Measurement,
+    /// The transformations from the default schedule to the best one.
+    pub path: Vec<&'static str>,
+    /// Evaluations spent.
+    pub evaluations: usize,
+}
+
+struct Node {
+    schedule: Schedule,
+    parent: Option<usize>,
+    transform: Option<&'static str>,
+    depth: usize,
+    visits: u32,
+    total: f64,
+    reward: f64,
+    children: Vec<usize>,
+    untried: Vec<Transform>,
+    measurement: Option<Measurement>,
+    negatives: usize,
+    pruned: bool,
+}
+
+/// A Monte Carlo tree search over schedules.
+pub struct Search<'a> {
+    config: Config,
+    proposer: &'a dyn Proposer,
+    judge: &'a dyn Judge,
+}
+
+impl<'a> Search<'a> {
+    /// A search with these settings, proposer and judge.
+    pub fn new(config: Config, proposer: &'a dyn Proposer, judge: &'a dyn Judge) -> Self {
+        Search {
+            config,
+            proposer,
+            judge,
+        }
+    }
+
+    /// Searches from `root`.
+    ///
+    /// # Errors
+    /// The rejection of the root itself: without a measured baseline there is nothing to improve on.
+    pub fn run(&self, root: Schedule, evaluator: &mut dyn Evaluator) -> Result<SearchLog, String> {
+        let started = Instant::now();
+        let c = &self.config;
+        let mut seen: HashMap<Schedule, Outcome> = HashMap::new();
+        let root_outcome = evaluator.evaluate(&root);
+        let mut evaluations = 1;
+        seen.insert(root, root_outcome.clone());
+        let base = match &root_outcome {
+            Outcome::Measured(m) => *m,
+            Outcome::Rejected(why) => {
+                return Err(format!("the default schedule was rejected: {why}"));
+            }
+        };
+        let bottleneck = Bottleneck::classify(&base, c.bottleneck_delta);
+        let mut nodes = vec![Node {
+            schedule: root,
+            parent: None,
+            transform: None,
+            depth: 0,
+            visits: 1,
+            total: 0.0,
+            reward: 0.0,
+            children: Vec::new(),
+            untried: self.proposer.propose(&root, bottleneck),
+            measurement: Some(base),
+            negatives: 0,
+            pruned: false,
+        }];
+        let mut steps = vec![Step {
+            node: 0,
+            parent: None,
+            transform: None,
+            schedule: root,
+            outcome: root_outcome,
+            bottleneck: Some(bottleneck),
+            verdict: None,
+            reward: 0.0,
+            reused: false,
+        }];
+
+        while evaluations < c.budget && started.elapsed() < c.time_limit {
+            let Some(leaf) = self.select(&nodes) else {
+                break;
+            };
+            let transform = nodes[leaf].untried.remove(0);
+            let Some(schedule) = transform.apply_to(&nodes[leaf].schedule) else {
+                continue;
+            };
+            let (outcome, reused) = match seen.get(&schedule) {
+                Some(o) => (o.clone(), true),
+                None => {
+                    let o = evaluator.evaluate(&schedule);
+                    evaluations += 1;
+                    seen.insert(schedule, o.clone());
+                    (o, false)
+                }
+            };
+            let parent_m = nodes[leaf].measurement.unwrap_or(base);
+            let (r, verdict, measurement, bottleneck) = match &outcome {
+                Outcome::Measured(m) => {
+                    // The judge sees the edit (parent → child); the time and proxy rewards are against the
+                    // default schedule, as the seed's T0.
+                    let v = self.judge.judge(&parent_m, m);
+                    (
+                        reward(c, &base, m, v),
+                        Some(v),
+                        Some(*m),
+                        Some(Bottleneck::classify(m, c.bottleneck_delta)),
+                    )
+                }
+                Outcome::Rejected(_) => (-1.0, None, None, None),
+            };
+            let id = nodes.len();
+            let depth = nodes[leaf].depth + 1;
+            let untried = match (measurement, bottleneck) {
+                (Some(_), Some(b)) if depth < c.max_depth => self.proposer.propose(&schedule, b),
+                _ => Vec::new(),
+            };
+            nodes.push(Node {
+                schedule,
+                parent: Some(leaf),
+                transform: Some(transform.name),
+                depth,
+                visits: 0,
+                total: 0.0,
+                reward: r,
+                children: Vec::new(),
+                untried,
+                measurement,
+                negatives: 0,
+                pruned: measurement.is_none(),
+            });
+            nodes[leaf].children.push(id);
+            steps.push(Step {
+                node: id,
+                parent: Some(leaf),
+                transform: Some(transform.name),
+                schedule,
+                outcome,
+                bottleneck,
+                verdict,
+                reward: r,
+                reused,
+            });
+            // Backpropagate.
+            let mut at = Some(id);
+            while let Some(n) = at {
+                nodes[n].visits += 1;
+                nodes[n].total += r;
+                at = nodes[n].parent;
+            }
+            // Prune a parent whose last expansions all lost.
+            let p = &mut nodes[leaf];
+            p.negatives = if r < 0.0 { p.negatives + 1 } else { 0 };
+            if p.negatives >= c.prune_after {
+                p.pruned = true;
+            }
+        }
+
+        let best = (0..nodes.len())
+            .filter_map(|i| nodes[i].measurement.map(|m| (i, m)))
+            .min_by(|a, b| a.1.time_ms.total_cmp(&b.1.time_ms))
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let mut path = Vec::new();
+        let mut at = best;
+        while let (Some(t), Some(p)) = (nodes[at].transform, nodes[at].parent) {
+            path.push(t);
+            at = p;
+        }
+        path.reverse();
+        Ok(SearchLog {
+            steps,
+            best: nodes[best].schedule,
+            best_measurement: nodes[best].measurement.unwrap_or(base),
+            path,
+            evaluations,
+        })
+    }
+
+    /// Walks from the root to a node to expand: below a node with reward above `deepen_above` first (the
+    /// seed's depth-first rule for promising branches), otherwise by UCT among live children; `None` when no node
+    /// can be expanded.
+    fn select(&self, nodes: &[Node]) -> Option<usize> {
+        let c = &self.config;
+        let expandable = |n: &Node| !n.pruned && !n.untried.is_empty() && n.depth < c.max_depth;
+        // Subtrees that still hold something to expand; a pruned node abandons its whole path (seed §3.2).
+        let mut live = vec![false; nodes.len()];
+        for i in (0..nodes.len()).rev() {
+            live[i] = !nodes[i].pruned
+                && (expandable(&nodes[i]) || nodes[i].children.iter().any(|&ch| live[ch]));
+        }
+        if !live[0] {
+            return None;
+        }
+        let mut at = 0;
+        loop {
+            let node = &nodes[at];
+            let children: Vec<usize> = node
+                .children
+                .iter()
+                .copied()
+                .filter(|&ch| live[ch])
+                .collect();
+            let promising = children
+                .iter()
+                .copied()
+                .filter(|&ch| nodes[ch].reward > c.deepen_above)
+                .max_by(|&a, &b| nodes[a].reward.total_cmp(&nodes[b].reward));
+            if let Some(ch) = promising {
+                at = ch;
+                continue;
+            }
+            if expandable(node) {
+                return Some(at);
+            }
+            let ln_n = (node.visits.max(1) as f64).ln();
+            let uct = |ch: usize| {
+                let n = &nodes[ch];
+                let visits = n.visits.max(1) as f64;
+                n.total / visits + c.exploration * (ln_n / visits).sqrt()
+            };
+            at = children
+                .into_iter()
+                .max_by(|&a, &b| uct(a).total_cmp(&uct(b)))?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DeterministicJudge, RoutedProposer, matmul_catalog};
+    use super::*;
+
+    /// A synthetic GPU: time falls with block-tile reuse and thread-tile ILP, with a small occupancy term;
+    /// schedules with 8×8 thread tiles and BK=16 "spill" and are rejected, like a gate failure.
+    struct Landscape {
+        calls: usize,
+    }
+
+    fn cost(s: &Schedule) -> f64 {
+        let reuse = 1.0 / s.bm as f64 + 1.0 / s.bn as f64;
+        let ilp = 1.0 / (s.tm * s.tn) as f64;
+        let occupancy = (s.threads() as f64 / 256.0 - 1.0).abs();
+        10.0 * reuse + 4.0 * ilp + 0.02 * occupancy + if s.bk == 16 { -0.02 } else { 0.0 }
+    }
+
+    impl Evaluator for Landscape {
+        fn evaluate(&mut self, s: &Schedule) -> Outcome {
+            self.calls += 1;
+            if s.bk == 16 && s.tm * s.tn == 64 {
+                return Outcome::Rejected("ptxas: 96 bytes spilled".into());
+            }
+            let t = cost(s);
+            Outcome::Measured(Measurement {
+                time_ms: t,
+                sm_sol: Some(60.0 + 20.0 * (s.tm * s.tn) as f64 / 64.0),
+                dram_sol: Some(70.0 - 100.0 * (1.0 / s.bm as f64 + 1.0 / s.bn as f64)),
+                dram_bytes: Some(1e9 * (1.0 / s.bm as f64 + 1.0 / s.bn as f64)),
+                spill_bytes: 0,
+            })
+        }
+    }
+
+    fn exhaustive_best() -> (Schedule, f64) {
+        Schedule::all()
+            .into_iter()
+            .filter(|s| !(s.bk == 16 && s.tm * s.tn == 64))
+            .map(|s| (s, cost(&s)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap()
+    }
+
+    #[test]
+    fn finds_the_exhaustive_best_within_budget_and_never_picks_a_rejected_candidate() {
+        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let search = Search::new(Config::default(), &proposer, &judge);
+        let start = Schedule {
+            bm: 64,
+            bn: 64,
+            bk: 8,
+            tm: 4,
+            tn: 4,
+        };
+        let mut eval = Landscape { calls: 0 };
+        let log = search.run(start, &mut eval).unwrap();
+        let (best, best_t) = exhaustive_best();
+        eprintln!(
+            "{} evaluations, path {:?}, best {:?}",
+            log.evaluations, log.path, log.best
+        );
+        assert!(log.evaluations <= 32 && eval.calls == log.evaluations);
+        assert!(
+            log.best_measurement.time_ms <= best_t * 1.05,
+            "found {:?} ({}), best {best:?} ({best_t})",
+            log.best,
+            log.best_measurement.time_ms
+        );
+        assert!(!(log.best.bk == 16 && log.best.tm * log.best.tn == 64));
+        // The path replays to the best schedule.
+        let catalog = matmul_catalog();
+        let replay = log.path.iter().fold(start, |s, name| {
+            catalog
+                .iter()
+                .find(|t| t.name == *name)
+                .unwrap()
+                .apply_to(&s)
+                .unwrap()
+        });
+        assert_eq!(replay, log.best);
+        assert!(log.path.len() <= 4);
+        assert!(
+            log.steps
+                .iter()
+                .any(|s| matches!(s.outcome, Outcome::Rejected(_))),
+            "the landscape's rejections were never hit"
+        );
+    }
+
+    #[test]
+    fn pruning_and_budget_end_a_hopeless_search() {
+        struct Worse;
+        impl Evaluator for Worse {
+            fn evaluate(&mut self, s: &Schedule) -> Outcome {
+                let t = if *s
+                    == (Schedule {
+                        bm: 128,
+                        bn: 128,
+                        bk: 8,
+                        tm: 8,
+                        tn: 8,
+                    }) {
+                    1.0
+                } else {
+                    2.0
+                };
+                Outcome::Measured(Measurement {
+                    time_ms: t,
+                    sm_sol: None,
+                    dram_sol: None,
+                    dram_bytes: None,
+                    spill_bytes: 0,
+                })
+            }
+        }
+        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let config = Config {
+            budget: 1000,
+            ..Config::default()
+        };
+        let log = Search::new(config, &proposer, &judge)
+            .run(
+                Schedule {
+                    bm: 128,
+                    bn: 128,
+                    bk: 8,
+                    tm: 8,
+                    tn: 8,
+                },
+                &mut Worse,
+            )
+            .unwrap();
+        assert!(log.path.is_empty(), "{:?}", log.path);
+        // Every expansion loses, so each node is pruned after three children: far fewer than the 1000 allowed.
+        assert!(log.evaluations < 40, "{}", log.evaluations);
+        let children_of_root = log.steps.iter().filter(|s| s.parent == Some(0)).count();
+        assert_eq!(children_of_root, 3);
+    }
+
+    #[test]
+    fn a_rejected_root_is_an_error() {
+        struct Broken;
+        impl Evaluator for Broken {
+            fn evaluate(&mut self, _: &Schedule) -> Outcome {
+                Outcome::Rejected("illegal address".into())
+            }
+        }
+        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let e = Search::new(Config::default(), &proposer, &judge).run(
+            Schedule {
+                bm: 128,
+                bn: 128,
+                bk: 8,
+                tm: 8,
+                tn: 8,
+            },
+            &mut Broken,
+        );
+        assert!(e.unwrap_err().contains("illegal address"));
+    }
+}
