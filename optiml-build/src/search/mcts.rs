@@ -292,6 +292,15 @@ mod tests {
     use super::super::{DeterministicJudge, RoutedProposer, matmul_catalog};
     use super::*;
 
+    /// The template's default schedule.
+    const DEFAULT: Schedule = Schedule {
+        bm: 128,
+        bn: 128,
+        bk: 8,
+        tm: 8,
+        tn: 8,
+    };
+
     /// A synthetic GPU: time falls with block-tile reuse and thread-tile ILP, with a small occupancy term;
     /// schedules with 8×8 thread tiles and BK=16 "spill" and are rejected, like a gate failure.
     struct Landscape {
@@ -382,18 +391,7 @@ mod tests {
         struct Worse;
         impl Evaluator for Worse {
             fn evaluate(&mut self, s: &Schedule) -> Outcome {
-                let t = if *s
-                    == (Schedule {
-                        bm: 128,
-                        bn: 128,
-                        bk: 8,
-                        tm: 8,
-                        tn: 8,
-                    }) {
-                    1.0
-                } else {
-                    2.0
-                };
+                let t = if *s == (DEFAULT) { 1.0 } else { 2.0 };
                 Outcome::Measured(Measurement {
                     time_ms: t,
                     sm_sol: None,
@@ -409,16 +407,7 @@ mod tests {
             ..Config::default()
         };
         let log = Search::new(config, &proposer, &judge)
-            .run(
-                Schedule {
-                    bm: 128,
-                    bn: 128,
-                    bk: 8,
-                    tm: 8,
-                    tn: 8,
-                },
-                &mut Worse,
-            )
+            .run(DEFAULT, &mut Worse)
             .unwrap();
         assert!(log.path.is_empty(), "{:?}", log.path);
         // Every expansion loses, so each node is pruned after three children: far fewer than the 1000 allowed.
@@ -436,16 +425,7 @@ mod tests {
             }
         }
         let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
-        let e = Search::new(Config::default(), &proposer, &judge).run(
-            Schedule {
-                bm: 128,
-                bn: 128,
-                bk: 8,
-                tm: 8,
-                tn: 8,
-            },
-            &mut Broken,
-        );
+        let e = Search::new(Config::default(), &proposer, &judge).run(DEFAULT, &mut Broken);
         assert!(e.unwrap_err().contains("illegal address"));
     }
 }
