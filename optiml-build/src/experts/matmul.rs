@@ -9,7 +9,7 @@ use optiml_spec::{Activation, MatmulSpec};
 pub const TEMPLATE: &str = include_str!("templates/matmul_f32.cu");
 
 /// Tile sizes: what the search transforms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     /// Rows of C per block.
     pub bm: u32,

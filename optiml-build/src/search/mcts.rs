@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 /// What evaluating a candidate gave.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     /// It compiled, passed the gate, and was measured.
     Measured(Measurement),
@@ -289,7 +289,7 @@ impl<'a> Search<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{DeterministicJudge, RoutedProposer, matmul_catalog};
+    use super::super::{DeterministicJudge, RoutedProposer, Signals, matmul_catalog};
     use super::*;
 
     /// The template's default schedule.
@@ -326,7 +326,7 @@ mod tests {
                 sm_sol: Some(60.0 + 20.0 * (s.tm * s.tn) as f64 / 64.0),
                 dram_sol: Some(70.0 - 100.0 * (1.0 / s.bm as f64 + 1.0 / s.bn as f64)),
                 dram_bytes: Some(1e9 * (1.0 / s.bm as f64 + 1.0 / s.bn as f64)),
-                spill_bytes: 0,
+                ..Measurement::default()
             })
         }
     }
@@ -394,10 +394,8 @@ mod tests {
                 let t = if *s == (DEFAULT) { 1.0 } else { 2.0 };
                 Outcome::Measured(Measurement {
                     time_ms: t,
-                    sm_sol: None,
-                    dram_sol: None,
-                    dram_bytes: None,
-                    spill_bytes: 0,
+                    signals: Signals::TimeOnly,
+                    ..Measurement::default()
                 })
             }
         }

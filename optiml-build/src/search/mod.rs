@@ -16,7 +16,7 @@ mod reward;
 mod transform;
 
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
-pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Verdict, reward};
+pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
 pub use transform::{Proposer, RoutedProposer, Transform, matmul_catalog};
 
 use std::time::Duration;
