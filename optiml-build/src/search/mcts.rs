@@ -22,6 +22,10 @@ pub enum Outcome {
 pub trait Evaluator {
     /// Evaluates `schedule`.
     fn evaluate(&mut self, schedule: &Schedule) -> Outcome;
+
+    /// A hint: these schedules are likely to be evaluated next (a freshly expanded node's children), so an
+    /// evaluator may compile them ahead, in parallel. The default does nothing.
+    fn prepare(&mut self, _upcoming: &[Schedule]) {}
 }
 
 /// One line of the search log.
@@ -45,6 +49,10 @@ pub struct Step {
     pub reward: f64,
     /// Whether it was answered from an earlier evaluation of the same schedule (no budget spent).
     pub reused: bool,
+    /// Evaluations spent so far, this one included.
+    pub evaluations: usize,
+    /// Seconds since the search started.
+    pub elapsed_s: f64,
 }
 
 /// What a search found.
@@ -112,6 +120,8 @@ impl<'a> Search<'a> {
             }
         };
         let bottleneck = Bottleneck::classify(&base, c.bottleneck_delta);
+        let untried = self.proposer.propose(&root, bottleneck);
+        Self::hint(evaluator, &root, &untried, &seen);
         let mut nodes = vec![Node {
             schedule: root,
             parent: None,
@@ -121,7 +131,7 @@ impl<'a> Search<'a> {
             total: 0.0,
             reward: 0.0,
             children: Vec::new(),
-            untried: self.proposer.propose(&root, bottleneck),
+            untried,
             measurement: Some(base),
             negatives: 0,
             pruned: false,
@@ -136,6 +146,8 @@ impl<'a> Search<'a> {
             verdict: None,
             reward: 0.0,
             reused: false,
+            evaluations,
+            elapsed_s: started.elapsed().as_secs_f64(),
         }];
 
         while evaluations < c.budget && started.elapsed() < c.time_limit {
@@ -176,6 +188,7 @@ impl<'a> Search<'a> {
                 (Some(_), Some(b)) if depth < c.max_depth => self.proposer.propose(&schedule, b),
                 _ => Vec::new(),
             };
+            Self::hint(evaluator, &schedule, &untried, &seen);
             nodes.push(Node {
                 schedule,
                 parent: Some(leaf),
@@ -201,6 +214,8 @@ impl<'a> Search<'a> {
                 verdict,
                 reward: r,
                 reused,
+                evaluations,
+                elapsed_s: started.elapsed().as_secs_f64(),
             });
             // Backpropagate.
             let mut at = Some(id);
@@ -236,6 +251,24 @@ impl<'a> Search<'a> {
             path,
             evaluations,
         })
+    }
+
+    /// Tells the evaluator which new schedules `node`'s expansion may ask for.
+    fn hint(
+        evaluator: &mut dyn Evaluator,
+        node: &Schedule,
+        untried: &[Transform],
+        seen: &HashMap<Schedule, Outcome>,
+    ) {
+        let mut upcoming: Vec<Schedule> = untried
+            .iter()
+            .filter_map(|t| t.apply_to(node))
+            .filter(|s| !seen.contains_key(s))
+            .collect();
+        upcoming.dedup();
+        if !upcoming.is_empty() {
+            evaluator.prepare(&upcoming);
+        }
     }
 
     /// Walks from the root to a node to expand: below a node with reward above `deepen_above` first (the
