@@ -4,10 +4,10 @@
 //! <root>/
 //!   .lock                      held while an entry is renamed into place
 //!   sm_90/<key>/               key = sha256(format, kernel id, arch, toolchain, generator)
-//!     kernel.cu                the generated source (for review and debugging)
-//!     kernel.ptx               PTX for sm_90 (JIT fallback for newer GPUs)
-//!     kernel.cubin             CUBIN for sm_90
-//!     manifest.bin             bincode: key inputs, launch parameters, ptxas report, checksums
+//!     v0.cu v0.ptx v0.cubin    one variant: the generated source (for review), PTX (JIT fallback for newer
+//!                              GPUs), CUBIN for sm_90; a tuned entry holds one variant per shape bucket
+//!     search-v0.jsonl          the search log of a tuned variant (`cargo optiml analyze` reads it)
+//!     manifest.bin             bincode: key inputs, variants (launch, ptxas report, tuning), checksums
 //!     report.md                the same, for people reviewing a committed cache
 //! ```
 //!
@@ -18,15 +18,17 @@
 use crate::experts::Candidate;
 use crate::fs::{self, FsError};
 use crate::nvrtc::{Compiled, PINNED, Resources};
+use crate::search::Measurement;
 use optiml_runtime::{Arch, Launch};
 use optiml_spec::{KernelId, sha256_hex};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Manifest format; a different number is a miss.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
-const FILES: [&str; 3] = ["kernel.cu", "kernel.ptx", "kernel.cubin"];
+/// The files of a variant, by extension.
+const VARIANT_FILES: [&str; 3] = ["cu", "ptx", "cubin"];
 
 /// Everything an entry's key is made of; stored in the manifest and compared on load (a hash collision or a
 /// hand-edited entry is then a miss, as sqlx compares the stored query).
@@ -93,6 +95,46 @@ pub struct FileRecord {
     pub sha256: String,
 }
 
+/// What a search found for a variant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// `mcts`, `random` or `exhaustive`.
+    pub method: String,
+    /// The GPU it was measured on.
+    pub device: String,
+    /// When (RFC 3339, UTC).
+    pub date: String,
+    /// The winner's measurement.
+    pub measurement: Measurement,
+    /// The default schedule's measurement in the same run.
+    pub default_measurement: Measurement,
+    /// Candidates evaluated.
+    pub evaluations: usize,
+    /// Transformations from the default to the winner.
+    pub path: Vec<String>,
+    /// The search log's file name in the entry.
+    pub log: String,
+}
+
+/// One compiled form of the kernel in an entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VariantRecord {
+    /// File stem: `<stem>.cu`, `<stem>.ptx`, `<stem>.cubin`.
+    pub stem: String,
+    /// Launch parameters.
+    pub launch: Launch,
+    /// The schedule, described.
+    pub schedule: String,
+    /// ptxas' resource report.
+    pub resources: Resources,
+    /// NVRTC's log.
+    pub nvrtc_log: String,
+    /// The problem shape (batch, m, n, k) it was tuned for; `None`: the default, for any shape.
+    pub shape: Option<[u64; 4]>,
+    /// What the search found, for a tuned variant.
+    pub tuning: Option<Tuning>,
+}
+
 /// What `manifest.bin` holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -104,17 +146,11 @@ pub struct Manifest {
     pub inputs: KeyInputs,
     /// The kernel's entry point.
     pub entry: String,
-    /// Launch parameters.
-    pub launch: Launch,
-    /// The schedule, described.
-    pub schedule: String,
-    /// ptxas' resource report.
-    pub resources: Resources,
     /// The NVRTC options used.
     pub nvrtc_options: Vec<String>,
-    /// NVRTC's log.
-    pub nvrtc_log: String,
-    /// The artifact files and their checksums.
+    /// The variants (at least one).
+    pub variants: Vec<VariantRecord>,
+    /// Every file of the entry and its checksum.
     pub files: Vec<FileRecord>,
 }
 
@@ -128,14 +164,37 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The CUBIN's path.
-    pub fn cubin(&self) -> PathBuf {
-        self.dir.join("kernel.cubin")
+    /// The path of one of the entry's files.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
     }
+}
 
-    /// The PTX's path.
-    pub fn ptx(&self) -> PathBuf {
-        self.dir.join("kernel.ptx")
+/// A variant to store.
+#[derive(Clone, Copy, Debug)]
+pub struct NewVariant<'a> {
+    /// The candidate.
+    pub candidate: &'a Candidate,
+    /// Its compiled form.
+    pub compiled: &'a Compiled,
+    /// The shape it was tuned for (`None`: any).
+    pub shape: Option<[u64; 4]>,
+    /// What the search found.
+    pub tuning: Option<&'a Tuning>,
+    /// The search log's bytes (JSON lines).
+    pub log: Option<&'a [u8]>,
+}
+
+impl<'a> NewVariant<'a> {
+    /// An untuned variant for every shape.
+    pub fn default_for(candidate: &'a Candidate, compiled: &'a Compiled) -> Self {
+        NewVariant {
+            candidate,
+            compiled,
+            shape: None,
+            tuning: None,
+            log: None,
+        }
     }
 }
 
@@ -202,16 +261,17 @@ impl Cache {
         }
     }
 
-    /// Writes `candidate` compiled as `compiled` under `inputs`, atomically; if another process stored a valid
-    /// entry first, that one is kept.
+    /// Writes an entry of `variants` under `inputs`, atomically. With `replace` false, an existing valid entry
+    /// (another process stored it first) is kept; with `replace` true (a tuned entry superseding the default)
+    /// it is swapped out under the lock, so a reader sees the old entry or the new one, never a mix.
     ///
     /// # Errors
     /// [`CacheError`] when the folder cannot be written.
     pub fn store(
         &self,
         inputs: &KeyInputs,
-        candidate: &Candidate,
-        compiled: &Compiled,
+        variants: &[NewVariant<'_>],
+        replace: bool,
     ) -> Result<Entry, CacheError> {
         let dir = self.entry_dir(inputs);
         let parent = dir.parent().unwrap_or(&self.root).to_path_buf();
@@ -225,32 +285,58 @@ impl Cache {
             &inputs.key()[..16],
             std::process::id()
         ));
-        let contents: [&[u8]; 3] = [
-            candidate.source.as_bytes(),
-            compiled.ptx.as_bytes(),
-            &compiled.cubin,
-        ];
         let written = (|| {
             fs::create_dir_all(&tmp)?;
             let mut files = Vec::new();
-            for (name, bytes) in FILES.iter().zip(contents) {
-                fs::write(&tmp.join(name), bytes)?;
+            let mut put = |name: String, bytes: &[u8]| -> Result<(), CacheError> {
+                fs::write(&tmp.join(&name), bytes)?;
                 files.push(FileRecord {
-                    name: name.to_string(),
+                    name,
                     len: bytes.len() as u64,
                     sha256: sha256_hex(bytes),
+                });
+                Ok(())
+            };
+            let mut records = Vec::new();
+            for (i, v) in variants.iter().enumerate() {
+                let stem = format!("v{i}");
+                put(format!("{stem}.cu"), v.candidate.source.as_bytes())?;
+                put(format!("{stem}.ptx"), v.compiled.ptx.as_bytes())?;
+                put(format!("{stem}.cubin"), &v.compiled.cubin)?;
+                let tuning = match (v.tuning, v.log) {
+                    (Some(t), Some(log)) => {
+                        let name = format!("search-{stem}.jsonl");
+                        put(name.clone(), log)?;
+                        Some(Tuning {
+                            log: name,
+                            ..t.clone()
+                        })
+                    }
+                    (t, _) => t.cloned(),
+                };
+                records.push(VariantRecord {
+                    stem,
+                    launch: v.candidate.launch,
+                    schedule: v.candidate.schedule.clone(),
+                    resources: v.compiled.resources,
+                    nvrtc_log: v.compiled.log.clone(),
+                    shape: v.shape,
+                    tuning,
                 });
             }
             let manifest = Manifest {
                 format: FORMAT,
                 key: inputs.key(),
                 inputs: inputs.clone(),
-                entry: candidate.entry.to_string(),
-                launch: candidate.launch,
-                schedule: candidate.schedule.clone(),
-                resources: compiled.resources,
-                nvrtc_options: compiled.options.clone(),
-                nvrtc_log: compiled.log.clone(),
+                entry: variants
+                    .first()
+                    .map(|v| v.candidate.entry.to_string())
+                    .unwrap_or_default(),
+                nvrtc_options: variants
+                    .first()
+                    .map(|v| v.compiled.options.clone())
+                    .unwrap_or_default(),
+                variants: records,
                 files,
             };
             fs::write(&tmp.join("report.md"), report(&manifest).as_bytes())?;
@@ -271,11 +357,11 @@ impl Cache {
         };
         let _lock = self.lock()?;
         if dir.exists() {
-            if verify(&dir, inputs).is_ok() {
+            if !replace && verify(&dir, inputs).is_ok() {
                 fs::remove_dir_all(&tmp)?;
                 return self.lookup_hit(inputs);
             }
-            // Move the bad entry aside first: renaming onto a non-empty folder fails, and removing it in place
+            // Move the old entry aside first: renaming onto a non-empty folder fails, and removing it in place
             // could leave it half-deleted for a concurrent reader.
             let trash = parent.join(format!(
                 ".trash-{}-{}-{nanos}",
@@ -384,9 +470,21 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
     if manifest.inputs != *inputs || manifest.key != inputs.key() {
         return Err("manifest was written for other key inputs".into());
     }
-    let names: Vec<&str> = manifest.files.iter().map(|f| f.name.as_str()).collect();
-    if names != FILES {
-        return Err(format!("manifest lists {names:?}"));
+    if manifest.variants.is_empty() {
+        return Err("the manifest lists no variant".into());
+    }
+    // Every file a variant needs must be listed (and so checksummed below).
+    let listed = |name: &str| manifest.files.iter().any(|f| f.name == name);
+    for v in &manifest.variants {
+        let needed = VARIANT_FILES
+            .iter()
+            .map(|ext| format!("{}.{ext}", v.stem))
+            .chain(v.tuning.as_ref().map(|t| t.log.clone()));
+        for name in needed {
+            if !listed(&name) || name.contains(['/', '\\']) {
+                return Err(format!("variant {} lacks `{name}`", v.stem));
+            }
+        }
     }
     for file in &manifest.files {
         let data = std::fs::read(dir.join(&file.name))
@@ -408,12 +506,10 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
 
 /// The human-readable summary written beside the manifest.
 pub fn report(m: &Manifest) -> String {
-    let r = &m.resources;
     let mut s = format!(
         "# optiml kernel `{}`\n\n| | |\n|---|---|\n| spec | `{}` |\n| binding | `{}` |\n| arch | {} |\n| toolchain | {} |\n\
-         | generator | {} |\n| entry | `{}` |\n| schedule | {} |\n| launch | `{:?}` |\n\
-         | registers | {} |\n| spills (stores/loads) | {} / {} bytes |\n| stack frame | {} bytes |\n| static shared memory | {} bytes |\n\n\
-         Selected: the family's default schedule (no search has run on this entry).\n\n## Files\n\n",
+         | generator | {} |\n| entry | `{}` |\n| NVRTC options | `{}` |\n\n## Variants\n\n\
+         | variant | tuned for (batch×m×n×k) | schedule | launch | registers | spills (st/ld) | static smem |\n|---|---|---|---|---|---|---|\n",
         m.key,
         m.inputs.spec,
         m.inputs.binding,
@@ -421,14 +517,52 @@ pub fn report(m: &Manifest) -> String {
         m.inputs.toolchain,
         m.inputs.generator,
         m.entry,
-        m.schedule,
-        m.launch,
-        r.registers,
-        r.spill_stores,
-        r.spill_loads,
-        r.stack_frame,
-        r.shared_bytes
+        m.nvrtc_options.join(" "),
     );
+    for v in &m.variants {
+        let r = &v.resources;
+        s.push_str(&format!(
+            "| {} | {} | {} | `{:?}` | {} | {} / {} | {} |\n",
+            v.stem,
+            match v.shape {
+                Some([b, mm, n, k]) => format!("{b}×{mm}×{n}×{k}"),
+                None => "any (default schedule)".into(),
+            },
+            v.schedule,
+            v.launch,
+            r.registers,
+            r.spill_stores,
+            r.spill_loads,
+            r.shared_bytes
+        ));
+    }
+    for v in &m.variants {
+        match &v.tuning {
+            Some(t) => s.push_str(&format!(
+                "\n### {}: tuned by {} on {} ({})\n\n{:.4} ms against the default's {:.4} ms ({:.2}×) after {} evaluations; \
+                 path: {}. Log: `{}` (`cargo optiml analyze` reads it).\n",
+                v.stem,
+                t.method,
+                t.device,
+                t.date,
+                t.measurement.time_ms,
+                t.default_measurement.time_ms,
+                t.default_measurement.time_ms / t.measurement.time_ms,
+                t.evaluations,
+                if t.path.is_empty() {
+                    "none (the default won)".to_string()
+                } else {
+                    t.path.join(" → ")
+                },
+                t.log
+            )),
+            None => s.push_str(&format!(
+                "\n### {}: the family's default schedule (no search has run on it)\n",
+                v.stem
+            )),
+        }
+    }
+    s.push_str("\n## Files\n\n");
     for f in &m.files {
         s.push_str(&format!(
             "- `{}`: {} bytes, sha256 `{}`\n",
@@ -483,13 +617,15 @@ mod tests {
         let cache = temp_cache("round-trip");
         let (inputs, candidate, compiled) = sample();
         assert!(matches!(cache.lookup(&inputs), Lookup::Miss));
-        let stored = cache.store(&inputs, &candidate, &compiled).unwrap();
+        let stored = cache
+            .store(&inputs, &[NewVariant::default_for(&candidate, &compiled)], false)
+            .unwrap();
         let Lookup::Hit(hit) = cache.lookup(&inputs) else {
             panic!("miss after store")
         };
         assert_eq!(hit.manifest, stored.manifest);
-        assert_eq!(std::fs::read(hit.cubin()).unwrap(), compiled.cubin);
-        assert_eq!(hit.manifest.launch, candidate.launch);
+        assert_eq!(std::fs::read(hit.file("v0.cubin")).unwrap(), compiled.cubin);
+        assert_eq!(hit.manifest.variants[0].launch, candidate.launch);
         assert_eq!(cache.entry_dirs(), vec![hit.dir.clone()]);
         // Other key inputs miss.
         let other = KeyInputs {
@@ -510,34 +646,35 @@ mod tests {
         type Damage = (&'static str, fn(&Path));
         let damage: [Damage; 5] = [
             ("flipped cubin byte", |d| {
-                let mut b = std::fs::read(d.join("kernel.cubin")).unwrap();
+                let mut b = std::fs::read(d.join("v0.cubin")).unwrap();
                 b[3] ^= 1;
-                std::fs::write(d.join("kernel.cubin"), b).unwrap();
+                std::fs::write(d.join("v0.cubin"), b).unwrap();
             }),
             ("truncated ptx", |d| {
-                let b = std::fs::read(d.join("kernel.ptx")).unwrap();
-                std::fs::write(d.join("kernel.ptx"), &b[..b.len() / 2]).unwrap();
+                let b = std::fs::read(d.join("v0.ptx")).unwrap();
+                std::fs::write(d.join("v0.ptx"), &b[..b.len() / 2]).unwrap();
             }),
             ("truncated manifest", |d| {
                 let b = std::fs::read(d.join("manifest.bin")).unwrap();
                 std::fs::write(d.join("manifest.bin"), &b[..b.len() - 7]).unwrap();
             }),
             ("missing cubin", |d| {
-                std::fs::remove_file(d.join("kernel.cubin")).unwrap()
+                std::fs::remove_file(d.join("v0.cubin")).unwrap()
             }),
             ("empty manifest", |d| {
                 std::fs::write(d.join("manifest.bin"), b"").unwrap()
             }),
         ];
+        let v = NewVariant::default_for(&candidate, &compiled);
         for (what, f) in damage {
-            let entry = cache.store(&inputs, &candidate, &compiled).unwrap();
+            let entry = cache.store(&inputs, &[v], false).unwrap();
             f(&entry.dir);
             assert!(
                 matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }),
                 "{what} not detected"
             );
             // Storing again replaces the damaged entry.
-            cache.store(&inputs, &candidate, &compiled).unwrap();
+            cache.store(&inputs, &[v], false).unwrap();
             assert!(
                 matches!(cache.lookup(&inputs), Lookup::Hit(_)),
                 "{what} not replaced"

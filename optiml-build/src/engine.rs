@@ -1,7 +1,7 @@
 //! The stages build.rs and `cargo optiml` share: key each kernel per architecture, look it up, generate and
 //! compile what is missing, store it.
 
-use crate::cache::{Cache, Entry, KeyInputs, Lookup};
+use crate::cache::{Cache, Entry, KeyInputs, Lookup, NewVariant};
 use crate::error::{Error, Miss};
 use crate::experts;
 use crate::nvrtc;
@@ -175,7 +175,7 @@ fn generate(
         source,
     })?;
     let entry = cache
-        .store(inputs, &candidate, &compiled)
+        .store(inputs, &[NewVariant::default_for(&candidate, &compiled)], false)
         .map_err(Error::Cache)?;
     Ok(Resolved {
         kernel: index,

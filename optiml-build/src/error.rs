@@ -103,6 +103,9 @@ pub enum Error {
     /// The generated Rust could not be written.
     #[error("failed to write the generated Rust")]
     Emit(#[source] FsError),
+    /// `optiml.toml` or `[package.metadata.optiml]` is wrong.
+    #[error("the optiml settings do not parse")]
+    Config(#[source] crate::config::ConfigError),
 }
 
 impl Error {
@@ -121,6 +124,9 @@ impl Error {
             Error::Compile { .. } => Some(
                 "this is a bug in optiml's kernel templates; please report it with the log above"
                     .into(),
+            ),
+            Error::Config(_) => Some(
+                "see the keys `optiml_build::config` documents (`[search]`, `[kernels.<name>]`)".into(),
             ),
             Error::NotInBuildScript { .. } => {
                 Some("call it from build.rs, or use `cargo optiml prepare` outside a build".into())

@@ -29,10 +29,14 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod analyze;
+mod build_search;
 pub mod cache;
 pub mod cli;
+pub mod config;
 pub mod emit;
 pub mod engine;
+pub mod eval;
 mod error;
 pub mod experts;
 pub mod fs;
@@ -40,6 +44,7 @@ pub mod nvrtc;
 pub mod scan;
 pub mod search;
 pub mod targets;
+pub mod tune;
 
 pub use error::{Error, Miss};
 pub use optiml_runtime::Arch;
@@ -61,6 +66,7 @@ pub struct Builder {
     offline: Option<bool>,
     cache_dir: Option<PathBuf>,
     quiet: bool,
+    search_time: Option<f64>,
 }
 
 /// What [`Builder::compile`] did, per kernel and architecture.
@@ -74,6 +80,8 @@ pub struct Report {
     pub skipped: Vec<String>,
     /// Non-fatal problems (damaged cache entries that were regenerated).
     pub warnings: Vec<String>,
+    /// What the build-time search did, one line per kernel and architecture searched.
+    pub searched: Vec<String>,
 }
 
 impl Report {
@@ -116,6 +124,13 @@ impl Builder {
         self
     }
 
+    /// Seconds of search on a cache miss when a GPU is present, shared by every kernel generated in this build
+    /// (0 turns it off); overrides `[search] build_time_s` and `OPTIML_BUILD_SEARCH_S`. Default 20.
+    pub fn search_time(&mut self, seconds: f64) -> &mut Self {
+        self.search_time = Some(seconds);
+        self
+    }
+
     /// Prints no `cargo:` lines (for use outside a build script).
     pub fn quiet(&mut self, quiet: bool) -> &mut Self {
         self.quiet = quiet;
@@ -129,6 +144,8 @@ impl Builder {
     /// be generated and cannot be, [`Error::Compile`] when NVRTC rejects a kernel, [`Error::Cache`] /
     /// [`Error::Emit`] when files cannot be written. Each error's [`help`](Error::help) names the fix.
     pub fn compile(&self) -> Result<Report, Error> {
+        // A build script re-executed as the search's evaluation worker serves and exits here.
+        eval::worker::serve_if_requested();
         let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).ok_or(
             Error::NotInBuildScript {
                 var: "CARGO_MANIFEST_DIR",
@@ -201,7 +218,19 @@ impl Builder {
             cargo(format!("warning=optiml: {w}"));
         }
         report.warnings = warnings;
-        let resolved = resolved?;
+        let mut resolved = resolved?;
+        let settings = config::Settings::load(&manifest_dir).map_err(Error::Config)?;
+        let searched = build_search::run(
+            &kernels,
+            &mut resolved,
+            &settings,
+            &policy.write,
+            self.search_time,
+        );
+        for line in &searched {
+            cargo(format!("warning=optiml: {line}"));
+        }
+        report.searched = searched;
         emit::emit(&out_dir, &kernels, &resolved).map_err(Error::Emit)?;
         for r in &resolved {
             report

@@ -1,6 +1,6 @@
 //! Launching generated elementwise kernels: `out[i] = f(x[i])`, `x[i] ⊕ y[i]` or `x[i] ⊕ s`.
 
-use crate::kernel::{KernelModule, Launch};
+use crate::kernel::{KernelModule, Launch, Target};
 use crate::{Error, check};
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
@@ -29,6 +29,38 @@ pub fn launch(
     args: ElementwiseArgs<'_>,
 ) -> Result<(), Error> {
     let name = kernel.name();
+    let n = check_args(name, stream, &args)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let loaded = kernel.load(stream)?;
+    launch_checked(name, stream, loaded.target(None), n, args)
+}
+
+/// Checks `args` and launches a function loaded by someone else (the evaluation worker), exactly as
+/// [`launch`] would.
+///
+/// # Errors
+/// As [`launch`], less the loading errors.
+pub fn launch_target(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    args: ElementwiseArgs<'_>,
+) -> Result<(), Error> {
+    let n = check_args(name, stream, &args)?;
+    if n == 0 {
+        return Ok(());
+    }
+    launch_checked(name, stream, target, n, args)
+}
+
+/// Checks the buffers; returns the element count.
+fn check_args(
+    name: &'static str,
+    stream: &CudaStream,
+    args: &ElementwiseArgs<'_>,
+) -> Result<usize, Error> {
     let n = match args.n {
         Some(n) => n,
         None => {
@@ -54,15 +86,21 @@ pub fn launch(
         check::buffer(name, stream, "y", y, n)?;
     }
     check::buffer(name, stream, "out", args.out, n)?;
-    if n == 0 {
-        return Ok(());
-    }
-    let loaded = kernel.load(stream)?;
+    Ok(n)
+}
+
+fn launch_checked(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    n: usize,
+    args: ElementwiseArgs<'_>,
+) -> Result<(), Error> {
     let Launch::Elementwise {
         threads,
         per_thread,
         blocks_per_sm,
-    } = loaded.variant.launch
+    } = target.launch
     else {
         return Err(Error::NoVariant {
             kernel: name,
@@ -73,7 +111,7 @@ pub fn launch(
     let per_block = (threads as usize) * (per_thread as usize);
     let blocks = n
         .div_ceil(per_block)
-        .min((loaded.sm_count * blocks_per_sm) as usize)
+        .min((target.sm_count * blocks_per_sm) as usize)
         .max(1);
     let cfg = LaunchConfig {
         grid_dim: (blocks as u32, 1, 1),
@@ -82,7 +120,7 @@ pub fn launch(
     };
     let null: u64 = 0;
     let len = n as i64;
-    let mut builder = stream.launch_builder(&loaded.function);
+    let mut builder = stream.launch_builder(target.function);
     builder.arg(args.x);
     match args.y {
         Some(y) => builder.arg(y),

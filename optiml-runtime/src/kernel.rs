@@ -42,6 +42,9 @@ pub struct Variant {
     pub ptx: &'static str,
     /// How to launch it.
     pub launch: Launch,
+    /// The problem shape it was tuned for, `[batch, m, n, k]` for a matmul; `None`: any shape (the default
+    /// schedule). Among an architecture's variants the launcher picks the nearest to each call's shape.
+    pub shape: Option<[u64; 4]>,
 }
 
 /// Everything `optiml-build` generated for one kernel: the file the macro `include!`s evaluates to this.
@@ -51,7 +54,7 @@ pub struct Artifacts {
     pub spec: &'static str,
     /// The `extern "C"` entry point.
     pub entry: &'static str,
-    /// One variant per target architecture.
+    /// The variants: per target architecture, one per tuned shape bucket (or one for every shape).
     pub variants: &'static [Variant],
 }
 
@@ -64,16 +67,61 @@ pub struct KernelModule {
     loaded: Mutex<Vec<Loaded>>,
 }
 
-/// A variant loaded into one context.
+/// An architecture's variants loaded into one context.
 #[derive(Clone)]
 pub struct Loaded {
     ctx: Arc<CudaContext>,
-    /// The kernel's function in that context.
-    pub function: CudaFunction,
-    /// The variant that was loaded.
-    pub variant: &'static Variant,
+    /// Each variant of the architecture that was chosen, with its function in that context.
+    pub functions: Vec<(CudaFunction, &'static Variant)>,
     /// The device's multiprocessor count, for grid sizing.
     pub sm_count: u32,
+}
+
+/// How far apart two matmul shapes are for dispatch: log-distance of the rows of all batch items, the columns
+/// and the reduction length, so 2× off in any of them counts the same at every scale.
+fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
+    let l = |x: u64| ((x as f64) + 1.0).ln();
+    (l(a[0].saturating_mul(a[1])) - l(b[0].saturating_mul(b[1]))).abs()
+        + (l(a[2]) - l(b[2])).abs()
+        + (l(a[3]) - l(b[3])).abs()
+}
+
+/// What a launcher needs of a loaded function: the function, how to launch it, and the device's SM count.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// The kernel function.
+    pub function: &'a CudaFunction,
+    /// Its launch parameters.
+    pub launch: Launch,
+    /// The device's multiprocessor count, for grid sizing.
+    pub sm_count: u32,
+}
+
+impl Loaded {
+    /// The variant to launch for a problem of `shape` (`None` when the family has no shape buckets): the one
+    /// tuned for the nearest shape, else the one for any shape.
+    pub fn target(&self, shape: Option<[u64; 4]>) -> Target<'_> {
+        let tuned = shape.and_then(|want| {
+            self.functions
+                .iter()
+                .filter_map(|(f, v)| v.shape.map(|s| (f, v, shape_distance(s, want))))
+                .min_by(|a, b| a.2.total_cmp(&b.2))
+                .map(|(f, v, _)| (f, *v))
+        });
+        let (function, variant) = tuned
+            .or_else(|| {
+                self.functions
+                    .iter()
+                    .find(|(_, v)| v.shape.is_none())
+                    .map(|(f, v)| (f, *v))
+            })
+            .unwrap_or((&self.functions[0].0, self.functions[0].1));
+        Target {
+            function,
+            launch: variant.launch,
+            sm_count: self.sm_count,
+        }
+    }
 }
 
 impl KernelModule {
@@ -149,40 +197,59 @@ impl KernelModule {
                 },
             });
         }
-        let attempts = cubins
-            .into_iter()
-            .map(|v| (v, Ptx::from_binary(v.cubin.to_vec())))
-            .chain(ptxs.into_iter().map(|v| (v, Ptx::from_src(v.ptx))));
-        let mut last = None;
-        for (variant, image) in attempts {
-            match ctx
-                .load_module(image)
-                .and_then(|m| m.load_function(self.artifacts.entry))
-            {
-                Ok(function) => {
-                    if let Launch::Matmul { smem_bytes, .. } = variant.launch
-                        && smem_bytes > 48 * 1024
-                    {
-                        function
-                            .set_attribute(
-                                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                smem_bytes as i32,
-                            )
-                            .map_err(Error::driver(self.name, "raise the dynamic shared-memory limit"))?;
-                    }
-                    let sm_count = ctx
-                        .attribute(
-                            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                        )
-                        .map_err(Error::driver(self.name, "read the multiprocessor count"))?;
-                    return Ok(Loaded {
-                        ctx: ctx.clone(),
-                        function,
-                        variant,
-                        sm_count: sm_count.max(1) as u32,
-                    });
+        // Each attempt loads every variant of one architecture (its shape buckets) from one kind of image.
+        let group = |arch: Arch| -> Vec<&'static Variant> {
+            variants.iter().filter(|v| v.arch == arch).collect()
+        };
+        let mut attempts: Vec<(Vec<&'static Variant>, bool)> = Vec::new();
+        for (list, cubin) in [(cubins, true), (ptxs, false)] {
+            for v in list {
+                if !attempts.iter().any(|(g, c)| *c == cubin && g[0].arch == v.arch) {
+                    attempts.push((group(v.arch), cubin));
                 }
-                Err(e) => last = Some(e),
+            }
+        }
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(Error::driver(self.name, "read the multiprocessor count"))?;
+        let mut last = None;
+        'groups: for (group, cubin) in attempts {
+            let mut functions = Vec::new();
+            for variant in group {
+                let image = if cubin {
+                    Ptx::from_binary(variant.cubin.to_vec())
+                } else {
+                    Ptx::from_src(variant.ptx)
+                };
+                match ctx
+                    .load_module(image)
+                    .and_then(|m| m.load_function(self.artifacts.entry))
+                {
+                    Ok(function) => {
+                        if let Launch::Matmul { smem_bytes, .. } = variant.launch
+                            && smem_bytes > 48 * 1024
+                        {
+                            function
+                                .set_attribute(
+                                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    smem_bytes as i32,
+                                )
+                                .map_err(Error::driver(self.name, "raise the dynamic shared-memory limit"))?;
+                        }
+                        functions.push((function, variant));
+                    }
+                    Err(e) => {
+                        last = Some(e);
+                        continue 'groups;
+                    }
+                }
+            }
+            if !functions.is_empty() {
+                return Ok(Loaded {
+                    ctx: ctx.clone(),
+                    functions,
+                    sm_count: sm_count.max(1) as u32,
+                });
             }
         }
         Err(Error::Driver {
@@ -201,5 +268,22 @@ impl std::fmt::Debug for KernelModule {
             .field("name", &self.name)
             .field("spec", &self.artifacts.spec)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape_distance;
+
+    #[test]
+    fn shape_distance_is_symmetric_and_scale_free() {
+        let a = [16, 1024, 1024, 1024];
+        let b = [256, 1024, 1024, 1024];
+        let c = [1, 16384, 1024, 1024];
+        assert_eq!(shape_distance(a, a), 0.0);
+        assert!((shape_distance(a, b) - shape_distance(b, a)).abs() < 1e-12);
+        // The same rows spread over batch items or one tall matrix are the same work for a batched tile.
+        assert!(shape_distance(a, c) < 1e-3);
+        assert!(shape_distance(a, [16, 1024, 1024, 64]) > 2.0);
     }
 }

@@ -1,6 +1,6 @@
 //! Launching generated matmul kernels: `C = act(alpha · op(A) · op(B) + beta · C + bias)` over a batch.
 
-use crate::kernel::{KernelModule, Launch};
+use crate::kernel::{KernelModule, Launch, Target};
 use crate::{Error, check};
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
@@ -44,6 +44,33 @@ pub fn launch(
     args: MatmulArgs<'_>,
 ) -> Result<(), Error> {
     let name = kernel.name();
+    if !check_args(name, stream, &args)? {
+        return Ok(());
+    }
+    let loaded = kernel.load(stream)?;
+    let shape = [args.batch, args.m, args.n, args.k].map(|d| d as u64);
+    launch_checked(name, stream, loaded.target(Some(shape)), args)
+}
+
+/// Checks `args` and launches a function loaded by someone else (the evaluation worker times candidates
+/// through this, so a candidate is launched exactly as the generated wrapper would launch it).
+///
+/// # Errors
+/// As [`launch`], less the loading errors.
+pub fn launch_target(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    args: MatmulArgs<'_>,
+) -> Result<(), Error> {
+    if !check_args(name, stream, &args)? {
+        return Ok(());
+    }
+    launch_checked(name, stream, target, args)
+}
+
+/// Checks every buffer against the dimensions; `Ok(false)` when there is nothing to compute.
+fn check_args(name: &'static str, stream: &CudaStream, args: &MatmulArgs<'_>) -> Result<bool, Error> {
     for (arg, v) in [
         ("batch", args.batch),
         ("m", args.m),
@@ -86,16 +113,21 @@ pub fn launch(
     if let Some(bias) = args.bias {
         check::buffer(name, stream, "bias", bias, args.n)?;
     }
-    if args.batch == 0 || args.m == 0 || args.n == 0 {
-        return Ok(());
-    }
-    let loaded = kernel.load(stream)?;
+    Ok(args.batch > 0 && args.m > 0 && args.n > 0)
+}
+
+fn launch_checked(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    args: MatmulArgs<'_>,
+) -> Result<(), Error> {
     let Launch::Matmul {
         bm,
         bn,
         threads,
         smem_bytes,
-    } = loaded.variant.launch
+    } = target.launch
     else {
         return Err(Error::NoVariant {
             kernel: name,
@@ -126,9 +158,13 @@ pub fn launch(
         args.n as i32,
         args.k as i32,
     );
-    let (sa, sb, sc) = (per_a as i64, per_b as i64, per_c as i64);
+    let (sa, sb, sc) = (
+        (args.m * args.k) as i64,
+        (args.k * args.n) as i64,
+        (args.m * args.n) as i64,
+    );
     let null: u64 = 0;
-    let mut builder = stream.launch_builder(&loaded.function);
+    let mut builder = stream.launch_builder(target.function);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     match args.bias {
         Some(bias) => builder.arg(bias),

@@ -11,12 +11,20 @@ pub const OPTIML_OFFLINE: &str = "OPTIML_OFFLINE";
 pub const OPTIML_CACHE_DIR: &str = "OPTIML_CACHE_DIR";
 /// Path of an NVRTC shared library (`libnvrtc.so.13`), searched before anything else.
 pub const OPTIML_NVRTC: &str = "OPTIML_NVRTC";
+/// Seconds of search a build may spend on kernels it generates when a GPU is present (`0` turns it off).
+pub const OPTIML_BUILD_SEARCH_S: &str = "OPTIML_BUILD_SEARCH_S";
 /// CUDA toolkit roots searched for NVRTC, in order.
 pub const CUDA_ROOTS: &[&str] = &["CUDA_HOME", "CUDA_PATH"];
 
 /// Every variable above plus the toolkit roots: what a build script must watch.
 pub fn watched() -> Vec<&'static str> {
-    let mut all = vec![OPTIML_ARCH, OPTIML_OFFLINE, OPTIML_CACHE_DIR, OPTIML_NVRTC];
+    let mut all = vec![
+        OPTIML_ARCH,
+        OPTIML_OFFLINE,
+        OPTIML_CACHE_DIR,
+        OPTIML_NVRTC,
+        OPTIML_BUILD_SEARCH_S,
+    ];
     all.extend_from_slice(CUDA_ROOTS);
     all
 }

@@ -8,7 +8,16 @@ use optiml_spec::{Activation, MatmulSpec};
 /// The CUDA template; specialised only by macros.
 pub const TEMPLATE: &str = include_str!("templates/matmul_f32.cu");
 
-/// Tile sizes: what the search transforms.
+/// Values of [`Schedule::warp_n`]: a warp of 8×4, 4×8 or 2×16 lanes (rows × columns of the thread grid).
+pub const WARP_N: [u32; 3] = [4, 8, 16];
+/// Values of [`Schedule::group_m`]: row-major launch order, or groups of 4, 8 or 16 tile rows.
+pub const GROUP_M: [u32; 4] = [1, 4, 8, 16];
+/// Values of [`Schedule::async_mode`] (the template's `OPTIML_ASYNC_MODE`).
+pub const ASYNC_MODE: [u32; 3] = [0, 1, 2];
+/// Values of [`Schedule::min_blocks`]: 0 is the template's choice (see [`Schedule::auto_min_blocks`]).
+pub const MIN_BLOCKS: [u32; 3] = [0, 1, 2];
+
+/// Tile sizes and code-generation knobs: what the search transforms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     /// Rows of C per block.
@@ -21,10 +30,22 @@ pub struct Schedule {
     pub tm: u32,
     /// Columns of C per thread.
     pub tn: u32,
+    /// Lanes of a warp along N (the rest, `32 / warp_n`, along M). Sets how many distinct A and B fragment bytes a
+    /// warp reads from shared memory per k step and how wide each row segment of its C stores is.
+    pub warp_n: u32,
+    /// Block rasterization: 1 computes tiles in launch order; G > 1 walks G tile rows column by column, so the
+    /// blocks resident together share A rows and B columns in L2.
+    pub group_m: u32,
+    /// Operand loads: 0 stages everything through registers, 1 uses `cp.async` for M/N-contiguous operands,
+    /// 2 uses `cp.async` for everything (no staging registers).
+    pub async_mode: u32,
+    /// `__launch_bounds__` minimum blocks per SM, which caps registers per thread; 0 leaves it to the template.
+    pub min_blocks: u32,
 }
 
 impl Schedule {
-    /// The default: 128×128 block tile, 8×8 per thread, 256 threads. On an H200 it runs at the numbers in
+    /// The default: 128×128 block tile, 8×8 per thread, 256 threads, 4×8-lane warps, launch-order rasterization,
+    /// `cp.async` for M/N-contiguous operands, the template's register cap. On an H200 it runs at the numbers in
     /// `bench/results/`; the search starts here.
     pub fn default_for(_arch: Arch) -> Self {
         Schedule {
@@ -33,6 +54,10 @@ impl Schedule {
             bk: 8,
             tm: 8,
             tn: 8,
+            warp_n: 8,
+            group_m: 1,
+            async_mode: 1,
+            min_blocks: 0,
         }
     }
 
@@ -41,15 +66,43 @@ impl Schedule {
         (self.bm / self.tm) * (self.bn / self.tn)
     }
 
-    /// Whether the template supports this combination.
+    /// The minimum blocks per SM the template picks when `min_blocks` is 0 (mirrors its `OPTIML_MIN_BLOCKS`
+    /// default on sm_80+, where `cp.async` exists).
+    pub fn auto_min_blocks(&self) -> u32 {
+        let threads = self.threads();
+        if threads >= 512 {
+            1
+        } else if self.tm * self.tn >= 64 && (threads < 256 || self.bk > 8) {
+            (65536 / (threads * 168)).max(1)
+        } else {
+            512 / threads
+        }
+    }
+
+    /// Whether the template supports this combination (and it compiles without spills for sm_90).
     pub fn is_valid(&self) -> bool {
-        [64, 128].contains(&self.bm)
+        let tiles = [64, 128].contains(&self.bm)
             && [64, 128].contains(&self.bn)
             && [8, 16].contains(&self.bk)
             && [4, 8].contains(&self.tm)
             && [4, 8].contains(&self.tn)
             && self.threads() >= 64
-            && self.threads() <= 1024
+            && self.threads() <= 1024;
+        if !tiles {
+            return false;
+        }
+        let (tx, ty) = (self.bn / self.tn, self.bm / self.tm);
+        let warp = WARP_N.contains(&self.warp_n)
+            && tx % self.warp_n == 0
+            && ty % (32 / self.warp_n) == 0;
+        // An explicit minimum whose register cap equals the template's choice or a smaller explicit value's (the
+        // cap never exceeds 255) is the same kernel under another name.
+        let cap = |blocks: u32| (65536 / (self.threads() * blocks)).min(255);
+        let min_blocks = self.min_blocks == 0
+            || (MIN_BLOCKS.contains(&self.min_blocks)
+                && cap(self.min_blocks) != cap(self.auto_min_blocks())
+                && (1..self.min_blocks).all(|b| cap(b) != cap(self.min_blocks)));
+        warp && GROUP_M.contains(&self.group_m) && ASYNC_MODE.contains(&self.async_mode) && min_blocks
     }
 
     /// The candidate computing `spec` with this schedule.
@@ -59,24 +112,33 @@ impl Schedule {
             Some(Activation::Relu) => 1,
             Some(Activation::Gelu) => 2,
         };
+        let mut macros: Vec<(&str, i64)> = vec![
+            ("OPTIML_BM", self.bm.into()),
+            ("OPTIML_BN", self.bn.into()),
+            ("OPTIML_BK", self.bk.into()),
+            ("OPTIML_TM", self.tm.into()),
+            ("OPTIML_TN", self.tn.into()),
+            ("OPTIML_THREADS", self.threads().into()),
+            ("OPTIML_WARP_N", self.warp_n.into()),
+            ("OPTIML_GROUP_M", self.group_m.into()),
+            ("OPTIML_ASYNC_MODE", self.async_mode.into()),
+        ];
+        if self.min_blocks != 0 {
+            macros.push(("OPTIML_MIN_BLOCKS", self.min_blocks.into()));
+        }
+        macros.extend([
+            ("OPTIML_TRANS_A", spec.trans_a.into()),
+            ("OPTIML_TRANS_B", spec.trans_b.into()),
+            ("OPTIML_HAS_ALPHA", spec.alpha.into()),
+            ("OPTIML_HAS_BETA", spec.beta.into()),
+            ("OPTIML_HAS_BIAS", spec.bias.into()),
+            ("OPTIML_ACT", act),
+        ]);
         let source = format!(
             "// @generated by optiml-build {}: matmul f32, {}\n{}\n{TEMPLATE}",
             env!("CARGO_PKG_VERSION"),
             self.describe(),
-            defines(&[
-                ("OPTIML_BM", self.bm.into()),
-                ("OPTIML_BN", self.bn.into()),
-                ("OPTIML_BK", self.bk.into()),
-                ("OPTIML_TM", self.tm.into()),
-                ("OPTIML_TN", self.tn.into()),
-                ("OPTIML_THREADS", self.threads().into()),
-                ("OPTIML_TRANS_A", spec.trans_a.into()),
-                ("OPTIML_TRANS_B", spec.trans_b.into()),
-                ("OPTIML_HAS_ALPHA", spec.alpha.into()),
-                ("OPTIML_HAS_BETA", spec.beta.into()),
-                ("OPTIML_HAS_BIAS", spec.bias.into()),
-                ("OPTIML_ACT", act),
-            ]),
+            defines(&macros),
         );
         Candidate {
             source,
@@ -91,20 +153,28 @@ impl Schedule {
         }
     }
 
-    /// `block 128x128x8, thread 8x8, 256 threads`.
+    /// `block 128x128x8, thread 8x8, 256 threads, warp 4x8, group 1, async 1, min blocks auto`.
     pub fn describe(&self) -> String {
+        let min_blocks = match self.min_blocks {
+            0 => "auto".to_string(),
+            n => n.to_string(),
+        };
         format!(
-            "block {}x{}x{}, thread {}x{}, {} threads",
+            "block {}x{}x{}, thread {}x{}, {} threads, warp {}x{}, group {}, async {}, min blocks {min_blocks}",
             self.bm,
             self.bn,
             self.bk,
             self.tm,
             self.tn,
-            self.threads()
+            self.threads(),
+            32 / self.warp_n.max(1),
+            self.warp_n,
+            self.group_m,
+            self.async_mode,
         )
     }
 
-    /// Every schedule the template supports (what tests compile).
+    /// Every schedule the template supports (what tests compile and the search can reach).
     pub fn all() -> Vec<Schedule> {
         let mut out = Vec::new();
         for bm in [64, 128] {
@@ -112,9 +182,27 @@ impl Schedule {
                 for bk in [8, 16] {
                     for tm in [4, 8] {
                         for tn in [4, 8] {
-                            let s = Schedule { bm, bn, bk, tm, tn };
-                            if s.is_valid() {
-                                out.push(s);
+                            for warp_n in WARP_N {
+                                for group_m in GROUP_M {
+                                    for async_mode in ASYNC_MODE {
+                                        for min_blocks in MIN_BLOCKS {
+                                            let s = Schedule {
+                                                bm,
+                                                bn,
+                                                bk,
+                                                tm,
+                                                tn,
+                                                warp_n,
+                                                group_m,
+                                                async_mode,
+                                                min_blocks,
+                                            };
+                                            if s.is_valid() {
+                                                out.push(s);
+                                            }
+                                        }
+                                    }
+                                }
                             }
                         }
                     }

@@ -17,6 +17,16 @@ pub enum Outcome {
     Rejected(String),
 }
 
+impl Outcome {
+    /// The measurement, when there is one.
+    pub fn measured(&self) -> Option<&Measurement> {
+        match self {
+            Outcome::Measured(m) => Some(m),
+            Outcome::Rejected(_) => None,
+        }
+    }
+}
+
 /// Compiles, verifies, times and profiles a candidate. The real one runs in an isolated worker process on the
 /// GPU; tests use synthetic ones.
 pub trait Evaluator {
@@ -332,6 +342,10 @@ mod tests {
         bk: 8,
         tm: 8,
         tn: 8,
+        warp_n: 8,
+        group_m: 1,
+        async_mode: 1,
+        min_blocks: 0,
     };
 
     /// A synthetic GPU: time falls with block-tile reuse and thread-tile ILP, with a small occupancy term;
@@ -364,6 +378,27 @@ mod tests {
         }
     }
 
+    /// The catalog's transformations of the tile shape: the only ones the landscape's cost depends on (the other
+    /// knobs' transformations would be ties there, which only dilute the budget).
+    fn tile_catalog() -> Vec<Transform> {
+        let tiles = [
+            "grow-block-n",
+            "grow-block-m",
+            "deepen-k-tile",
+            "grow-thread-tile",
+            "shallow-k-tile",
+            "shrink-block-n",
+            "shrink-block-m",
+            "shrink-thread-tile",
+        ];
+        let catalog: Vec<Transform> = matmul_catalog()
+            .into_iter()
+            .filter(|t| tiles.contains(&t.name))
+            .collect();
+        assert_eq!(catalog.len(), tiles.len());
+        catalog
+    }
+
     fn exhaustive_best() -> (Schedule, f64) {
         Schedule::all()
             .into_iter()
@@ -375,7 +410,7 @@ mod tests {
 
     #[test]
     fn finds_the_exhaustive_best_within_budget_and_never_picks_a_rejected_candidate() {
-        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let (proposer, judge) = (RoutedProposer::new(tile_catalog()), DeterministicJudge);
         let search = Search::new(Config::default(), &proposer, &judge);
         let start = Schedule {
             bm: 64,
@@ -383,6 +418,7 @@ mod tests {
             bk: 8,
             tm: 4,
             tn: 4,
+            ..DEFAULT
         };
         let mut eval = Landscape { calls: 0 };
         let log = search.run(start, &mut eval).unwrap();

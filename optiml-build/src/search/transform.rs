@@ -2,7 +2,7 @@
 //! schedule (`None` when its precondition does not hold).
 
 use super::reward::Bottleneck;
-use crate::experts::matmul::Schedule;
+use crate::experts::matmul::{GROUP_M, Schedule};
 
 /// One transformation of a matmul schedule.
 #[derive(Clone, Copy, Debug)]
@@ -40,21 +40,21 @@ pub fn matmul_catalog() -> Vec<Transform> {
             rationale: "a wider block tile reuses each loaded row of A across more columns: fewer DRAM/L2 bytes per FLOP",
             addresses: Bottleneck::Memory,
             claimed_gain: 1.10,
-            apply: |s| Some(Schedule { bn: s.bn * 2, ..*s }),
+            apply: |s| retile(Schedule { bn: s.bn * 2, ..*s }),
         },
         Transform {
             name: "grow-block-m",
             rationale: "a taller block tile reuses each loaded column of B across more rows",
             addresses: Bottleneck::Memory,
             claimed_gain: 1.10,
-            apply: |s| Some(Schedule { bm: s.bm * 2, ..*s }),
+            apply: |s| retile(Schedule { bm: s.bm * 2, ..*s }),
         },
         Transform {
             name: "deepen-k-tile",
             rationale: "a deeper k-slice per stage halves the barriers per FLOP and keeps more loads in flight",
             addresses: Bottleneck::Memory,
             claimed_gain: 1.05,
-            apply: |s| Some(Schedule { bk: s.bk * 2, ..*s }),
+            apply: |s| retile(Schedule { bk: s.bk * 2, ..*s }),
         },
         Transform {
             name: "grow-thread-tile",
@@ -63,9 +63,9 @@ pub fn matmul_catalog() -> Vec<Transform> {
             claimed_gain: 1.15,
             apply: |s| {
                 if s.tm <= s.tn {
-                    Some(Schedule { tm: s.tm * 2, ..*s })
+                    retile(Schedule { tm: s.tm * 2, ..*s })
                 } else {
-                    Some(Schedule { tn: s.tn * 2, ..*s })
+                    retile(Schedule { tn: s.tn * 2, ..*s })
                 }
             },
         },
@@ -74,21 +74,21 @@ pub fn matmul_catalog() -> Vec<Transform> {
             rationale: "a shallower k-slice frees registers and shared memory for more resident warps",
             addresses: Bottleneck::Compute,
             claimed_gain: 1.03,
-            apply: |s| Some(Schedule { bk: s.bk / 2, ..*s }),
+            apply: |s| retile(Schedule { bk: s.bk / 2, ..*s }),
         },
         Transform {
             name: "shrink-block-n",
             rationale: "a narrower block tile makes more blocks: fills the SMs on small or skinny problems",
             addresses: Bottleneck::Mixed,
             claimed_gain: 1.05,
-            apply: |s| Some(Schedule { bn: s.bn / 2, ..*s }),
+            apply: |s| retile(Schedule { bn: s.bn / 2, ..*s }),
         },
         Transform {
             name: "shrink-block-m",
             rationale: "a shorter block tile makes more blocks",
             addresses: Bottleneck::Mixed,
             claimed_gain: 1.05,
-            apply: |s| Some(Schedule { bm: s.bm / 2, ..*s }),
+            apply: |s| retile(Schedule { bm: s.bm / 2, ..*s }),
         },
         Transform {
             name: "shrink-thread-tile",
@@ -97,13 +97,111 @@ pub fn matmul_catalog() -> Vec<Transform> {
             claimed_gain: 1.05,
             apply: |s| {
                 if s.tm >= s.tn {
-                    Some(Schedule { tm: s.tm / 2, ..*s })
+                    retile(Schedule { tm: s.tm / 2, ..*s })
                 } else {
-                    Some(Schedule { tn: s.tn / 2, ..*s })
+                    retile(Schedule { tn: s.tn / 2, ..*s })
                 }
             },
         },
+        Transform {
+            name: "widen-warp",
+            rationale: "a 2x16-lane warp reads half the A fragment bytes per k step and stores 256-byte C rows; \
+                        helps when A's fragment reads or narrow stores limit issue",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.03,
+            apply: |s| Some(Schedule { warp_n: s.warp_n * 2, ..*s }),
+        },
+        Transform {
+            name: "narrow-warp",
+            rationale: "an 8x4-lane warp reads half the B fragment bytes per k step (fewer shared-memory wavefronts \
+                        when TN-wide B reads dominate)",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.03,
+            apply: |s| Some(Schedule { warp_n: s.warp_n / 2, ..*s }),
+        },
+        Transform {
+            name: "group-tile-rows",
+            rationale: "rasterizing blocks in groups of more tile rows makes co-resident blocks share A rows and B \
+                        columns in L2: fewer DRAM bytes once the operands outgrow the 60 MiB L2",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.08,
+            apply: |s| {
+                let next = GROUP_M.iter().find(|&&g| g > s.group_m)?;
+                Some(Schedule { group_m: *next, ..*s })
+            },
+        },
+        Transform {
+            name: "ungroup-tile-rows",
+            rationale: "fewer tile rows per raster group (down to launch order): less index arithmetic, and wide \
+                        groups only pay when a wave's A and B slices would not fit in L2 otherwise",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.01,
+            apply: |s| {
+                let prev = GROUP_M.iter().rev().find(|&&g| g < s.group_m)?;
+                Some(Schedule { group_m: *prev, ..*s })
+            },
+        },
+        Transform {
+            name: "cp-async-all-operands",
+            rationale: "cp.async for the K-contiguous operand too: no staging registers, so more loads in flight \
+                        per thread and room under the register cap",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.05,
+            apply: |s| Some(Schedule { async_mode: 2, ..*s }),
+        },
+        Transform {
+            name: "cp-async-mn-operands",
+            rationale: "cp.async only for M/N-contiguous operands (16-byte chunks); the K-contiguous one uses float4 \
+                        loads and a register transpose instead of four 4-byte cp.async per vector",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.03,
+            apply: |s| Some(Schedule { async_mode: 1, ..*s }),
+        },
+        Transform {
+            name: "register-staged-loads",
+            rationale: "float4 loads through registers for both operands: fewer memory instructions than 4-byte \
+                        cp.async, at the cost of staging registers",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.02,
+            apply: |s| Some(Schedule { async_mode: 0, ..*s }),
+        },
+        Transform {
+            name: "two-blocks-per-sm",
+            rationale: "__launch_bounds__ for 2 resident blocks: caps registers so twice the warps hide load and \
+                        barrier latency",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.10,
+            apply: |s| Some(Schedule { min_blocks: 2, ..*s }),
+        },
+        Transform {
+            name: "one-block-per-sm",
+            rationale: "__launch_bounds__ for 1 resident block: lifts the register cap so the register tile and \
+                        prefetches never spill and ptxas can schedule for more ILP",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.05,
+            apply: |s| Some(Schedule { min_blocks: 1, ..*s }),
+        },
+        Transform {
+            name: "template-register-cap",
+            rationale: "back to the template's measured register budget for this tile shape",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| Some(Schedule { min_blocks: 0, ..*s }),
+        },
     ]
+}
+
+/// A tile change keeps the other knobs where they still apply; a warp shape or explicit register cap that no
+/// longer fits the new thread grid (or duplicates the template's choice) falls back to the default, so growing or
+/// shrinking tiles stays possible from every schedule.
+fn retile(mut t: Schedule) -> Option<Schedule> {
+    if !(Schedule { min_blocks: 0, ..t }).is_valid() {
+        t.warp_n = 8;
+    }
+    if !t.is_valid() {
+        t.min_blocks = 0;
+    }
+    Some(t)
 }
 
 /// Proposes the transformations to try from a node. An LLM expert implements this too.
@@ -162,13 +260,7 @@ mod tests {
     #[test]
     fn routing_puts_the_bottleneck_first_and_respects_preconditions() {
         let p = RoutedProposer::new(matmul_catalog());
-        let default = Schedule {
-            bm: 128,
-            bn: 128,
-            bk: 8,
-            tm: 8,
-            tn: 8,
-        };
+        let default = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
         let mem = p.propose(&default, Bottleneck::Memory);
         // The block tile is at its maximum: growing it does not apply.
         assert!(
@@ -182,9 +274,50 @@ mod tests {
             bk: 16,
             tm: 4,
             tn: 4,
+            ..default
         };
         let compute = p.propose(&small, Bottleneck::Compute);
         assert_eq!(compute[0].addresses, Bottleneck::Compute);
         assert_eq!(p.propose(&small, Bottleneck::Memory).len(), compute.len());
+    }
+
+    #[test]
+    fn every_schedule_is_reachable_from_the_default() {
+        let catalog = matmul_catalog();
+        let mut seen = std::collections::HashSet::new();
+        let mut frontier = vec![Schedule::default_for(optiml_runtime::Arch::new(9, 0))];
+        while let Some(s) = frontier.pop() {
+            if seen.insert(s) {
+                frontier.extend(catalog.iter().filter_map(|t| t.apply_to(&s)));
+            }
+        }
+        let all = Schedule::all();
+        assert_eq!(seen.len(), all.len());
+        assert!(all.iter().all(|s| seen.contains(s)));
+    }
+
+    #[test]
+    fn tile_changes_keep_the_knobs_that_still_apply() {
+        let by_name = |name: &str| matmul_catalog().into_iter().find(|t| t.name == name).unwrap();
+        let default = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
+        // A 2x16-lane warp needs 16 threads along N; with 8 it falls back to the default 4x8.
+        let wide = Schedule {
+            bn: 64,
+            tn: 4,
+            warp_n: 16,
+            group_m: 8,
+            async_mode: 2,
+            ..default
+        };
+        assert!(wide.is_valid());
+        let wider = by_name("grow-block-n").apply_to(&wide).unwrap();
+        assert_eq!(wider, Schedule { bn: 128, ..wide });
+        let thicker = by_name("grow-thread-tile").apply_to(&wide).unwrap();
+        assert_eq!(thicker, Schedule { tn: 8, warp_n: 8, ..wide });
+        // An explicit register cap that would equal the template's choice, or not cap anything, resets to auto.
+        let one_block = by_name("one-block-per-sm").apply_to(&default).unwrap();
+        assert_eq!(one_block.min_blocks, 1);
+        assert_eq!(by_name("shrink-block-n").apply_to(&one_block).unwrap().min_blocks, 0);
+        assert!(by_name("two-blocks-per-sm").apply_to(&default).is_none());
     }
 }

@@ -26,9 +26,11 @@
 // Design (register-blocked SGEMM, exact fp32 FFMA):
 //  * block tile BM x BN, k-tile BK, per-thread TM x TN accumulators; a
 //    thread's TM rows are TM/4 groups of 4 consecutive rows spaced TY*4 apart
-//    (same for columns) and a warp is 4 x 8 threads, so every shared-memory
-//    fragment read is a broadcast / conflict-free LDS.128 and every C store
-//    of a warp writes whole 128-byte lines (float4 when N % 4 == 0 etc.).
+//    (same for columns) and a warp is 4 x 8 threads by default, so every
+//    shared-memory fragment read is a broadcast / conflict-free LDS.128 and
+//    every C store of a warp writes whole 128-byte lines (float4 when
+//    N % 4 == 0 etc.). OPTIML_WARP_N trades these: 8 x 4 lanes read more A
+//    and less B per step and store 64-byte rows; 2 x 16 the opposite.
 //  * shared memory double buffered, both operands stored k-major
 //    ([BK][BM+4], [BK][BN+4]); one __syncthreads per k-tile. Fragments are
 //    register double buffered (LDS of step k+1 before the FFMAs of step k).
@@ -50,6 +52,12 @@
 //                      0: register staging only, 2: cp.async for everything
 //                      (default for 1024-thread blocks)
 //   OPTIML_CP_ASYNC    0 forces the pre-sm_80 code path
+//   OPTIML_WARP_N      lanes of a warp along N (4, 8 or 16; default 8, or
+//                      BN / TN when that is smaller): the warp is
+//                      (32 / WARP_N) x WARP_N threads of the thread grid
+//   OPTIML_GROUP_M     block rasterization: consecutive blocks walk down
+//                      groups of GROUP_M tile rows before moving to the next
+//                      tile column (default 1: row-major, as launched)
 
 #ifndef OPTIML_BM
 #define OPTIML_BM 128
@@ -114,6 +122,13 @@
 #define OPTIML_ACT 0
 #endif
 
+#ifndef OPTIML_WARP_N
+#define OPTIML_WARP_N ((OPTIML_BN / OPTIML_TN) < 8 ? (OPTIML_BN / OPTIML_TN) : 8)
+#endif
+#ifndef OPTIML_GROUP_M
+#define OPTIML_GROUP_M 1
+#endif
+
 #ifndef OPTIML_ASYNC_MODE
 #if OPTIML_THREADS >= 1024
 #define OPTIML_ASYNC_MODE 2  // 64-register budget: no staging registers at all
@@ -146,7 +161,7 @@ struct Cfg {
     static constexpr int THREADS = OPTIML_THREADS;
     static constexpr int TX = BN / TN;              // threads along N
     static constexpr int TY = BM / TM;              // threads along M
-    static constexpr int LX = TX < 8 ? TX : 8;      // lanes of a warp along N
+    static constexpr int LX = OPTIML_WARP_N;        // lanes of a warp along N
     static constexpr int LY = 32 / LX;              // lanes of a warp along M
     static constexpr int WARPS_X = TX / LX;
     static constexpr int PAD = 4;                   // keeps rows 16-byte aligned
@@ -164,7 +179,8 @@ static_assert(Cfg::BK % 4 == 0, "OPTIML_BK must be a multiple of 4");
 static_assert(Cfg::BM % 4 == 0 && Cfg::BN % 4 == 0, "BM and BN must be multiples of 4");
 static_assert(Cfg::THREADS % 32 == 0, "OPTIML_THREADS must be a multiple of 32");
 static_assert(Cfg::THREADS <= 1024, "OPTIML_THREADS must be <= 1024");
-static_assert(32 % Cfg::LX == 0, "BN / TN must be a power of two (or >= 8 and a multiple of 8)");
+static_assert(Cfg::LX > 0 && 32 % Cfg::LX == 0, "OPTIML_WARP_N must divide 32");
+static_assert(OPTIML_GROUP_M >= 1, "OPTIML_GROUP_M must be >= 1");
 static_assert(Cfg::TX % Cfg::LX == 0 && Cfg::TY % Cfg::LY == 0,
               "thread grid (BM/TM) x (BN/TN) cannot be tiled by 32-thread warps");
 static_assert(Cfg::SMEM_BYTES <= 48 * 1024, "static shared memory must stay <= 48 KiB");
@@ -387,6 +403,30 @@ __device__ __forceinline__ int opaque(int v) {
     return v;
 }
 
+// The (column, row) block tile of C this block computes. GROUP_M > 1
+// reorders the tiles so that the blocks resident at the same time share
+// rows of A and columns of B in L2: blocks are dispatched in launch order
+// (x fastest), and each run of GROUP_M launched rows (GROUP_M * gridDim.x
+// consecutive blocks) is remapped column-major onto those same tile rows.
+// It is a bijection within every run, including the last, shorter one, so
+// the grid and the set of tiles are unchanged. Indices stay < GROUP_M *
+// gridDim.x (no overflow). Reads blockIdx through opaque() so that callers
+// recompute it instead of keeping it live across the main loop.
+__device__ __forceinline__ int2 block_tile() {
+    const int bx = opaque((int)blockIdx.x);
+    const int by = opaque((int)blockIdx.y);
+#if OPTIML_GROUP_M > 1
+    constexpr int G = OPTIML_GROUP_M;
+    const int first = by - by % G;
+    const int local = (by - first) * (int)gridDim.x + bx;
+    const int rows = (int)gridDim.y - first;
+    if (rows >= G) return make_int2(local / G, first + local % G);
+    return make_int2(local / rows, first + local % rows);
+#else
+    return make_int2(bx, by);
+#endif
+}
+
 // One (batch item z, block tile) of C.
 template <bool VEC, bool WIDE>
 __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const float* __restrict__ B,
@@ -404,8 +444,9 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     // optimizer hoists z-invariant 64-bit row offsets out of the batch loop
     // and keeps them live across the main loop (-> spills at 128 registers).
     const int tid = opaque((int)threadIdx.x);
-    const int bm = (int)blockIdx.y * Cfg::BM;
-    const int bn = (int)blockIdx.x * Cfg::BN;
+    const int2 tile = block_tile();
+    const int bm = tile.y * Cfg::BM;
+    const int bn = tile.x * Cfg::BN;
 
     constexpr bool VA = VEC, VB = VEC;
     constexpr bool KA = OPTIML_TRANS_A == 0;  // A contiguous along K
@@ -497,8 +538,9 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int ewarp = etid >> 5, elane = etid & 31;
     const int tx = (ewarp % Cfg::WARPS_X) * LX + (elane % LX);
     const int ty = (ewarp / Cfg::WARPS_X) * LY + (elane / LX);
-    const int em = opaque((int)blockIdx.y) * Cfg::BM;
-    const int en = opaque((int)blockIdx.x) * Cfg::BN;
+    const int2 etile = block_tile();
+    const int em = etile.y * Cfg::BM;
+    const int en = etile.x * Cfg::BN;
     const int ez = z;
     // 16-byte stores (and beta loads) when every row of C is 16-byte aligned
     const bool vecC = (N % 4 == 0) && (strideC % 4 == 0) && aligned16(C);
@@ -561,7 +603,10 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, OPTIML_MIN_BLOCKS) 
     __shared__ __align__(16) float sA[2 * Cfg::BK * Cfg::LDSA];
     __shared__ __align__(16) float sB[2 * Cfg::BK * Cfg::LDSB];
 
-    if ((int)blockIdx.y * Cfg::BM >= M || (int)blockIdx.x * Cfg::BN >= N) return;  // block-uniform
+    {
+        const int2 tile = optiml_mm::block_tile();
+        if (tile.y * Cfg::BM >= M || tile.x * Cfg::BN >= N) return;  // block-uniform
+    }
 
     const int gz = (int)gridDim.z;
     for (int z = blockIdx.z; z < batch; z = (batch - z > gz) ? z + gz : batch) {

@@ -1,0 +1,274 @@
+//! MCTS against random search at equal budgets, both against exhaustive enumeration, on a GPU: for each spec
+//! the whole schedule space is measured once (the exhaustive best), then each method runs from the default with
+//! the same evaluator for several seeds (fresh inputs and measurement noise per run; random search also draws
+//! its walks from the seed).
+//!
+//! ```text
+//! cargo run --release -p optiml-examples --example search_compare -- --out bench/results/search [--seeds 5] [--budget 32]
+//! ```
+//!
+//! Writes `search_compare.json`, `search_compare.md` and one convergence chart per spec (`<spec>.svg`: best
+//! time found against evaluations) into `--out`.
+
+use optiml_build::analyze::{Convergence, convergence_svg};
+use optiml_build::eval::{
+    EvalSetup, GpuEvaluator, MatmulShape, TestPlan, TimingPlan, WorkerCommand,
+};
+use optiml_build::experts::matmul::Schedule;
+use optiml_build::search::{
+    self, Config, DeterministicJudge, Header, Method, RoutedProposer, Search, SearchLog, Signals,
+    matmul_catalog,
+};
+use optiml_spec::Family;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// Specs whose landscapes differ: square batched, one large square, tall-skinny, small-K, and a fused epilogue
+/// with a transposed operand.
+const SPECS: [(&str, &str, MatmulShape); 5] = [
+    (
+        "bmm-16x1024",
+        "batched matmul, f32",
+        MatmulShape {
+            batch: 16,
+            m: 1024,
+            n: 1024,
+            k: 1024,
+        },
+    ),
+    (
+        "square-4096",
+        "matmul, f32",
+        MatmulShape {
+            batch: 1,
+            m: 4096,
+            n: 4096,
+            k: 4096,
+        },
+    ),
+    (
+        "tall-skinny",
+        "matmul, f32",
+        MatmulShape {
+            batch: 1,
+            m: 32768,
+            n: 128,
+            k: 1024,
+        },
+    ),
+    (
+        "small-k",
+        "batched matmul, f32",
+        MatmulShape {
+            batch: 64,
+            m: 512,
+            n: 512,
+            k: 32,
+        },
+    ),
+    (
+        "bt-bias-gelu",
+        "matmul with B transposed, bias, gelu, f32",
+        MatmulShape {
+            batch: 1,
+            m: 2048,
+            n: 2048,
+            k: 2048,
+        },
+    ),
+];
+
+struct Args {
+    out: PathBuf,
+    seeds: u64,
+    budget: usize,
+}
+
+fn args() -> Result<Args, BoxError> {
+    let mut a = Args {
+        out: PathBuf::from("search-compare"),
+        seeds: 5,
+        budget: 32,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--out" => a.out = PathBuf::from(value()?),
+            "--seeds" => a.seeds = value()?.parse()?,
+            "--budget" => a.budget = value()?.parse()?,
+            other => return Err(format!("unknown argument `{other}`").into()),
+        }
+    }
+    Ok(a)
+}
+
+/// Evaluations until the best found is within 5% of `target`.
+fn evals_to_within(c: &Convergence, target: f64) -> Option<usize> {
+    c.points
+        .iter()
+        .find(|(_, t)| *t <= 1.05 * target)
+        .map(|(e, _)| *e)
+}
+
+fn curve(
+    log: &SearchLog,
+    name: &str,
+    spec: &str,
+    shape: MatmulShape,
+    method: Method,
+    seed: u64,
+    wall: f64,
+) -> Result<Convergence, BoxError> {
+    let header = Header {
+        kernel: name.into(),
+        spec: spec.into(),
+        arch: "device".into(),
+        device: "device".into(),
+        shape: shape.to_string(),
+        method,
+        seed: Some(seed),
+        config: serde_json::Value::Null,
+        started_at: optiml_build::tune::now_rfc3339(),
+        signals: Signals::Derived,
+    };
+    let records = search::records(&header, log, wall)?;
+    Ok(Convergence::of(&records, format!("{method} seed {seed}")))
+}
+
+fn main() -> Result<(), BoxError> {
+    // This executable is also the evaluation worker.
+    optiml_build::eval::worker::serve_if_requested();
+    let args = args()?;
+    std::fs::create_dir_all(&args.out)?;
+    let nvrtc = optiml_build::nvrtc::load()?;
+    let ctx = optiml::runtime::probe::context(0)?;
+    let arch = optiml::runtime::probe::arch_of(&ctx)?;
+    drop(ctx);
+    let judge = DeterministicJudge;
+    let catalog = matmul_catalog();
+    let proposer = RoutedProposer::new(catalog.clone());
+    let root = Schedule::default_for(arch);
+    let space: Vec<Schedule> = Schedule::all().into_iter().filter(|s| *s != root).collect();
+    let mut results = Vec::new();
+    let mut table = String::from(
+        "| spec | shape | space | exhaustive best (ms) | default (ms) | method | best found, median of seeds (ms) | ≤5% of exhaustive best in (evaluations, per seed) |\n|---|---|---|---|---|---|---|---|\n"
+    );
+    for (name, text, shape) in SPECS {
+        let Family::Matmul(spec) = optiml_spec::parse(text)?.family else {
+            return Err(format!("{text} is not a matmul").into());
+        };
+        let shape = shape.fit(&spec);
+        let mut e = GpuEvaluator::new(
+            nvrtc,
+            EvalSetup {
+                name: name.into(),
+                plan: TestPlan::for_matmul(&spec, &[]),
+                spec: spec.clone(),
+                arch,
+                dispatch: shape,
+                timing: TimingPlan::default(),
+                worker: WorkerCommand::current_exe()?,
+                device: 0,
+                compile_threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
+                seed: 7,
+                ncu: None,
+            },
+        )?;
+        let unlimited = Config {
+            budget: space.len() + 1,
+            time_limit: Duration::from_secs(3600),
+            ..Config::default()
+        };
+        let t0 = Instant::now();
+        let ex = search::exhaustive(&unlimited, &judge, root, &space, &mut e)?;
+        let ex_wall = t0.elapsed().as_secs_f64();
+        let best = ex.best_measurement.time_ms;
+        let default = ex.steps[0].outcome.measured().map_or(f64::NAN, |m| m.time_ms);
+        let rejected = ex.steps.iter().filter(|s| s.outcome.measured().is_none()).count();
+        eprintln!(
+            "{name} {shape}: exhaustive {} schedules in {ex_wall:.1} s ({:.1}/s), {rejected} rejected; best {best:.4} ms ({}), default {default:.4} ms",
+            ex.evaluations,
+            ex.evaluations as f64 / ex_wall,
+            ex.best.describe()
+        );
+        let config = Config {
+            budget: args.budget,
+            time_limit: Duration::from_secs(600),
+            ..Config::default()
+        };
+        let mut curves = Vec::new();
+        let mut runs = Vec::new();
+        for seed in 0..args.seeds {
+            for method in [Method::Mcts, Method::Random] {
+                let t = Instant::now();
+                let log = match method {
+                    Method::Mcts => Search::new(config.clone(), &proposer, &judge).run(root, &mut e)?,
+                    _ => search::random_search(&config, &judge, &catalog, root, &mut e, seed)?,
+                };
+                let wall = t.elapsed().as_secs_f64();
+                let c = curve(&log, name, text, shape, method, seed, wall)?;
+                let within = evals_to_within(&c, best);
+                runs.push(json!({
+                    "method": method.to_string(), "seed": seed, "evaluations": log.evaluations,
+                    "wall_s": wall, "best_ms": log.best_measurement.time_ms,
+                    "best_schedule": log.best.describe(), "path": log.path,
+                    "evals_to_within_5pct": within, "curve": c.points,
+                }));
+                curves.push(c);
+            }
+        }
+        for method in [Method::Mcts, Method::Random] {
+            let mine: Vec<&serde_json::Value> = runs
+                .iter()
+                .filter(|r| r["method"] == method.to_string())
+                .collect();
+            let mut bests: Vec<f64> = mine.iter().filter_map(|r| r["best_ms"].as_f64()).collect();
+            bests.sort_by(f64::total_cmp);
+            let within: Vec<String> = mine
+                .iter()
+                .map(|r| {
+                    r["evals_to_within_5pct"]
+                        .as_u64()
+                        .map_or("—".to_string(), |v| v.to_string())
+                })
+                .collect();
+            table.push_str(&format!(
+                "| {name} | {shape} | {} | {best:.4} | {default:.4} | {method} | {:.4} | {} |\n",
+                space.len() + 1,
+                bests.get(bests.len() / 2).copied().unwrap_or(f64::NAN),
+                within.join(", ")
+            ));
+        }
+        std::fs::write(
+            args.out.join(format!("{name}.svg")),
+            convergence_svg(&curves, &format!("{name} {shape}: best time found vs evaluations")),
+        )?;
+        results.push(json!({
+            "spec": text, "name": name, "shape": shape.to_string(), "space": space.len() + 1,
+            "exhaustive": {
+                "best_ms": best, "best_schedule": ex.best.describe(), "default_ms": default,
+                "evaluations": ex.evaluations, "rejected": rejected, "wall_s": ex_wall,
+                "evaluations_per_s": ex.evaluations as f64 / ex_wall,
+                "tflops_best": ex.best_measurement.tflops,
+            },
+            "runs": runs,
+            "evaluator": format!("{:?}", e.stats()),
+            "device": e.device(),
+        }));
+    }
+    let report = json!({
+        "date": optiml_build::tune::now_rfc3339(), "budget": args.budget, "seeds": args.seeds,
+        "results": results,
+    });
+    std::fs::write(
+        args.out.join("search_compare.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(args.out.join("search_compare.md"), &table)?;
+    println!("{table}");
+    Ok(())
+}

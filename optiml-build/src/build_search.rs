@@ -1,0 +1,146 @@
+//! The search during `cargo build`: kernels this build had to generate are tuned briefly on the GPU, if there
+//! is one, and the winners replace the defaults in `target/optiml/`. Anything that goes wrong leaves the
+//! verified default in place and says why; a build never fails because a search could not run.
+
+use crate::cache::Cache;
+use crate::config::{DEFAULT_BUILD_TIME_S, Settings};
+use crate::engine::{Origin, Resolved};
+use crate::eval::{TimingPlan, WorkerCommand};
+use crate::scan::FoundKernel;
+use crate::search::{Config, Method};
+use crate::tune::{self, TuneOptions};
+use crate::{experts, nvrtc};
+use optiml_runtime::probe;
+use optiml_spec::{Family, env};
+use std::time::{Duration, Instant};
+
+/// Shortest search worth starting: below this a search measures the default and little else.
+const MIN_SEARCH_S: f64 = 5.0;
+
+/// Tunes the freshly generated matmul entries of `resolved` within the build's time budget; returns what to tell
+/// the user.
+pub(crate) fn run(
+    kernels: &[FoundKernel],
+    resolved: &mut [Resolved],
+    settings: &Settings,
+    cache: &Cache,
+    explicit: Option<f64>,
+) -> Vec<String> {
+    let budget_s = explicit
+        .or_else(|| {
+            env::var(env::OPTIML_BUILD_SEARCH_S).and_then(|v| v.trim().parse::<f64>().ok())
+        })
+        .or(settings.search.build_time_s)
+        .unwrap_or(DEFAULT_BUILD_TIME_S);
+    let fresh: Vec<usize> = (0..resolved.len())
+        .filter(|&i| {
+            resolved[i].origin == Origin::Generated
+                && matches!(kernels[resolved[i].kernel].spec.family, Family::Matmul(_))
+        })
+        .collect();
+    if budget_s <= 0.0 || fresh.is_empty() || !probe::driver_present() {
+        return Vec::new();
+    }
+    let device = match probe::devices() {
+        Ok(d) if !d.is_empty() => d[0].clone(),
+        _ => return Vec::new(),
+    };
+    let mut notes = Vec::new();
+    let (nvrtc, worker) = match (nvrtc::load(), WorkerCommand::current_exe()) {
+        (Ok(n), Ok(w)) => (n, w),
+        (Err(e), _) => return vec![format!("no search: {e}")],
+        (_, Err(e)) => return vec![format!("no search: cannot find the build script's executable: {e}")],
+    };
+    let runnable: Vec<usize> = fresh
+        .into_iter()
+        .filter(|&i| resolved[i].arch.cubin_runs_on(device.arch))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs_f64(budget_s);
+    let generator = experts::generator_version();
+    for (done, &i) in runnable.iter().enumerate() {
+        let kernel = &kernels[resolved[i].kernel];
+        let arch = resolved[i].arch;
+        let Family::Matmul(spec) = &kernel.spec.family else {
+            continue;
+        };
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+        let share = left / (runnable.len() - done) as f64;
+        if share < MIN_SEARCH_S {
+            notes.push(format!(
+                "`{}` on {arch}: not searched (the build's {budget_s:.0} s of search are spent); \
+                 `cargo optiml tune` searches without a time limit",
+                kernel.name
+            ));
+            continue;
+        }
+        let ks = match settings.kernel(&kernel.name) {
+            Ok(k) => k,
+            Err(e) => {
+                notes.push(format!("`{}`: not searched: {e}", kernel.name));
+                continue;
+            }
+        };
+        let shapes = if ks.shapes.is_empty() {
+            tune::default_shapes(spec)
+        } else {
+            ks.shapes.clone()
+        };
+        let per_shape = share / shapes.len() as f64;
+        let options = TuneOptions {
+            method: settings.search.method.unwrap_or(Method::Mcts),
+            search: Config {
+                time_limit: Duration::from_secs_f64(per_shape),
+                ..settings.search_config()
+            },
+            seed: settings.search.seed.unwrap_or(0x0971_1111),
+            timing: TimingPlan::default(),
+            device: device.ordinal,
+            compile_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            worker: worker.clone(),
+            // A build stays quick: counters are for `cargo optiml tune`.
+            profiling: tune::Profiling::Off,
+        };
+        let started = Instant::now();
+        let mut buckets = Vec::new();
+        for &shape in &shapes {
+            match tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |_| {}) {
+                Ok(b) => buckets.push(b),
+                Err(e) => notes.push(format!("`{}`: search failed, the default stays: {e}", kernel.name)),
+            }
+        }
+        if buckets.len() != shapes.len() {
+            continue;
+        }
+        match tune::store(cache, kernel, arch, &generator, &buckets) {
+            Ok(entry) => {
+                resolved[i].entry = entry;
+                let speedups: Vec<String> = buckets
+                    .iter()
+                    .map(|b| {
+                        format!(
+                            "{}: {:.2}× the default in {} candidates",
+                            b.shape,
+                            b.default.time_ms / b.log.best_measurement.time_ms,
+                            b.log.evaluations
+                        )
+                    })
+                    .collect();
+                notes.push(format!(
+                    "searched `{}` on {} ({arch}) for {:.0} s: {}; `cargo optiml tune` searches longer and \
+                     refreshes `.optiml/`",
+                    kernel.name,
+                    device.name,
+                    started.elapsed().as_secs_f64(),
+                    speedups.join("; ")
+                ));
+            }
+            Err(e) => notes.push(format!(
+                "`{}`: the search's winner could not be stored, the default stays: {e}",
+                kernel.name
+            )),
+        }
+    }
+    notes
+}

@@ -1,0 +1,468 @@
+//! `cargo optiml`: the kernel cache and the search logs, outside a build. The binary (`src/bin/cargo-optiml.rs`) only parses arguments.
+
+use crate::analyze::{self as report, Convergence};
+use crate::cache::{Cache, KeyInputs, Lookup};
+use crate::engine::{self, Origin, Policy};
+use crate::search::{self, SearchRecords};
+use crate::{DEFAULT_ARCHS, Error, experts, scan, targets};
+use clap::{Args, Parser, Subcommand};
+
+mod tune;
+use optiml_runtime::Arch;
+use optiml_spec::env;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Cargo's view: `cargo optiml …` runs `cargo-optiml optiml …`.
+#[derive(Debug, Parser)]
+#[command(name = "cargo", bin_name = "cargo")]
+pub enum CargoCli {
+    /// optiml's kernel cache and search logs.
+    Optiml(Optiml),
+}
+
+/// `cargo optiml`.
+#[derive(Debug, Args)]
+#[command(
+    version,
+    about = "Generate and check optiml's committed kernel cache (.optiml/); read its search logs"
+)]
+pub struct Optiml {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate every kernel of the workspace for each architecture into the committed cache, so that builds on
+    /// machines without a GPU or NVRTC take them from there. Removes entries no kernel needs any more (only
+    /// folders named like entries). With --check, change nothing: exit 1 if an entry is missing or damaged.
+    Prepare(Prepare),
+    /// List the transformations the search applies to a matmul schedule: name, the bottleneck it addresses, the
+    /// speed-up it claims, and why it should help.
+    Transforms(Transforms),
+    /// Show what a search did: the path from the default schedule to the best one, with metrics before and after
+    /// each transformation, claimed against measured gains, and the rejections; draws SM and DRAM SOL along the
+    /// path as an SVG. With --compare, also draws best time found against evaluations for several logs.
+    Analyze(Analyze),
+    /// Search for faster kernels on this machine's GPU (MCTS over the family's transformations, every candidate
+    /// verified and timed in an isolated worker), one variant per shape bucket, and store the winners in the
+    /// committed cache, replacing the default entries. Logs go into each entry (`cargo optiml analyze` reads them).
+    Tune(tune::Tune),
+}
+
+/// `cargo optiml prepare`.
+#[derive(Debug, Args)]
+pub struct Prepare {
+    /// Verify the committed cache instead of filling it; needs no NVRTC. Exit status 1 when an entry is missing
+    /// or damaged; unused entries only warn.
+    #[arg(long)]
+    pub check: bool,
+    /// Architectures, comma separated (default: OPTIML_ARCH, else sm_80,sm_90).
+    #[arg(long, value_name = "ARCHS")]
+    pub arch: Option<String>,
+    /// The workspace or crate to scan (default: the workspace around the current folder).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The cache folder (default: OPTIML_CACHE_DIR, else `DIR/.optiml`).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `cargo optiml transforms`.
+#[derive(Debug, Args)]
+pub struct Transforms {
+    /// Print JSON (an array of {name, addresses, claimed_gain, rationale}) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cargo optiml analyze`.
+#[derive(Debug, Args)]
+pub struct Analyze {
+    /// A search log (`.jsonl`), or a kernel name: then every `search*.jsonl` log under the cache folders whose
+    /// header names that kernel is analysed (one per architecture, typically).
+    pub target: String,
+    /// Where to look for logs by kernel name (default: OPTIML_CACHE_DIR, else `./.optiml`; then `target/optiml`).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Where to write the SOL figure (default: beside the log, `<log stem>.svg`). When several logs match, the
+    /// architecture is added to the file name.
+    #[arg(long, value_name = "PATH")]
+    pub svg: Option<PathBuf>,
+    /// More logs to compare with (for example random search with several seeds): prints best time against
+    /// evaluations for every log and draws it beside the first log, as `<log stem>.compare.svg`.
+    #[arg(long, value_name = "LOG", num_args = 1..)]
+    pub compare: Vec<PathBuf>,
+}
+
+/// Runs a parsed command line; `Ok(false)` means "completed, but the check failed" (exit status 1).
+///
+/// # Errors
+/// Any failure, with context.
+pub fn run(cli: CargoCli) -> anyhow::Result<bool> {
+    let CargoCli::Optiml(Optiml { command }) = cli;
+    match command {
+        Command::Prepare(p) => prepare(&p),
+        Command::Transforms(t) => transforms(&t),
+        Command::Analyze(a) => analyze(&a),
+        Command::Tune(t) => tune::run(&t),
+    }
+}
+
+fn transforms(t: &Transforms) -> anyhow::Result<bool> {
+    let catalog = search::matmul_catalog();
+    let name = |b: search::Bottleneck| match b {
+        search::Bottleneck::Memory => "memory",
+        search::Bottleneck::Compute => "compute",
+        search::Bottleneck::Mixed => "mixed",
+    };
+    if t.json {
+        let items: Vec<serde_json::Value> = catalog
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "addresses": name(t.addresses),
+                    "claimed_gain": t.claimed_gain,
+                    "rationale": t.rationale,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(true);
+    }
+    println!("| transformation | addresses | claimed gain | rationale |\n|---|---|---:|---|");
+    for t in &catalog {
+        println!(
+            "| {} | {} | {:.2}× | {} |",
+            t.name,
+            name(t.addresses),
+            t.claimed_gain,
+            t.rationale.replace('|', "\\|")
+        );
+    }
+    Ok(true)
+}
+
+fn analyze(a: &Analyze) -> anyhow::Result<bool> {
+    let logs = resolve_logs(&a.target, a.cache_dir.as_deref())?;
+    let mut loaded: Vec<(PathBuf, SearchRecords)> = Vec::new();
+    for log in &logs {
+        let records = search::read_jsonl(log)?;
+        let analysis = report::analyze(&records)
+            .map_err(|e| anyhow::anyhow!("cannot analyse `{}`: {e}", log.display()))?;
+        let svg = match (&a.svg, logs.len()) {
+            (Some(path), 1) => path.clone(),
+            (Some(path), _) => with_suffix(path, &records.header.arch, "svg"),
+            (None, _) => log.with_extension("svg"),
+        };
+        println!("log: `{}`\n", log.display());
+        println!("{}", analysis.markdown());
+        write_file(&svg, &report::trajectory_svg(&analysis))?;
+        eprintln!("wrote the SOL figure to `{}`", svg.display());
+        loaded.push((log.clone(), records));
+    }
+    if a.compare.is_empty() {
+        return Ok(true);
+    }
+    for log in &a.compare {
+        loaded.push((log.clone(), search::read_jsonl(log)?));
+    }
+    let first = &loaded[0].1.header;
+    for (log, r) in &loaded[1..] {
+        let h = &r.header;
+        if (&h.kernel, &h.arch, &h.shape) != (&first.kernel, &first.arch, &first.shape) {
+            eprintln!(
+                "warning: `{}` tuned `{}` on {} for {}, not `{}` on {} for {}: its times are not comparable",
+                log.display(),
+                h.kernel,
+                h.arch,
+                h.shape,
+                first.kernel,
+                first.arch,
+                first.shape
+            );
+        }
+    }
+    let series: Vec<Convergence> = loaded
+        .iter()
+        .map(|(log, r)| {
+            let seed = r
+                .header
+                .seed
+                .map_or_else(String::new, |s| format!(", seed {s}"));
+            Convergence::of(r, format!("{} ({}{seed})", log.display(), r.header.method))
+        })
+        .collect();
+    println!("## best time found against evaluations\n");
+    println!("{}", report::convergence_table(&series));
+    let title = format!(
+        "{} on {}, {}: best time found against evaluations",
+        first.kernel, first.arch, first.shape
+    );
+    let out = with_suffix(&loaded[0].0, "compare", "svg");
+    write_file(&out, &report::convergence_svg(&series, &title))?;
+    eprintln!("wrote the comparison figure to `{}`", out.display());
+    Ok(true)
+}
+
+/// `dir/search.jsonl` + `sm_90` → `dir/search.sm_90.svg`.
+fn with_suffix(path: &Path, suffix: &str, extension: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}.{suffix}.{extension}"))
+}
+
+fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::fs::create_dir_all(dir)?;
+    }
+    crate::fs::write(path, text.as_bytes())?;
+    Ok(())
+}
+
+/// The log `target` names: the file itself, or every search log under the cache folders whose header names the
+/// kernel `target`.
+fn resolve_logs(target: &str, cache_dir: Option<&Path>) -> anyhow::Result<Vec<PathBuf>> {
+    let as_path = Path::new(target);
+    if as_path.is_file() {
+        return Ok(vec![as_path.to_path_buf()]);
+    }
+    if target.ends_with(".jsonl") || target.contains(std::path::MAIN_SEPARATOR) {
+        anyhow::bail!("no search log at `{target}`");
+    }
+    let dirs = log_dirs(cache_dir)?;
+    let mut found = Vec::new();
+    for dir in &dirs {
+        for file in find_logs(dir)? {
+            match search::read_header(&file) {
+                Ok(h) if h.kernel == target => found.push(file),
+                Ok(_) => {}
+                Err(e) => eprintln!("warning: skipped {e}"),
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    if found.is_empty() {
+        let searched: Vec<String> = dirs.iter().map(|d| format!("`{}`", d.display())).collect();
+        anyhow::bail!(
+            "no search log for kernel `{target}` in {}; pass the path of a `.jsonl` log, or the folder holding it \
+             with --cache-dir",
+            searched.join(", ")
+        );
+    }
+    Ok(found)
+}
+
+/// Folders to search for logs by kernel name: the committed cache, then the build cache; with no
+/// OPTIML_CACHE_DIR, both beside the current folder and at the workspace root.
+fn log_dirs(cache_dir: Option<&Path>) -> anyhow::Result<Vec<PathBuf>> {
+    if let Some(d) = cache_dir {
+        return Ok(vec![d.to_path_buf()]);
+    }
+    let cwd = std::env::current_dir()?;
+    let root = targets::workspace_root(&cwd);
+    let mut dirs = match env::var_os(env::OPTIML_CACHE_DIR) {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![cwd.join(".optiml"), root.join(".optiml")],
+    };
+    dirs.extend([cwd.join("target/optiml"), root.join("target/optiml")]);
+    let mut unique = Vec::new();
+    for d in dirs {
+        if !unique.contains(&d) {
+            unique.push(d);
+        }
+    }
+    Ok(unique)
+}
+
+/// `search*.jsonl` files below `dir`. Symbolic links are not followed (a link back up would loop), and hidden
+/// folders are skipped: the cache writes its temporary entries there.
+fn find_logs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for path in crate::fs::read_dir(&d)? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() && !name.starts_with('.') {
+                stack.push(path);
+            } else if meta.is_file() && name.starts_with("search") && name.ends_with(".jsonl") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The folder to scan (`--dir`, else the workspace around the current folder) and the committed cache in it
+/// (`--cache-dir`, else `OPTIML_CACHE_DIR`, else `<root>/.optiml`).
+fn root_and_cache(
+    dir: Option<&Path>,
+    cache_dir: Option<&Path>,
+) -> anyhow::Result<(PathBuf, Cache)> {
+    let cwd = std::env::current_dir()?;
+    let root = match dir {
+        Some(d) => d
+            .canonicalize()
+            .map_err(|e| anyhow::anyhow!("cannot open `{}`: {e}", d.display()))?,
+        None => targets::workspace_root(&cwd),
+    };
+    let cache = Cache::new(match (cache_dir, env::var_os(env::OPTIML_CACHE_DIR)) {
+        (Some(d), _) => d.to_path_buf(),
+        (None, Some(d)) => PathBuf::from(d),
+        (None, None) => root.join(".optiml"),
+    });
+    Ok((root, cache))
+}
+
+fn prepare(p: &Prepare) -> anyhow::Result<bool> {
+    let (root, cache) = root_and_cache(p.dir.as_deref(), p.cache_dir.as_deref())?;
+    let archs: Vec<Arch> = match p.arch.clone().or_else(|| env::var(env::OPTIML_ARCH)) {
+        Some(text) => targets::parse_archs(&text, "--arch")?,
+        None => DEFAULT_ARCHS.to_vec(),
+    };
+    // What each package's build script would scan: the packages whose build.rs uses optiml-build.
+    let packages = optiml_packages(&root)?;
+    let found = scan::scan(&packages)?;
+    for s in &found.skipped {
+        eprintln!(
+            "warning: skipped {}:{}: {}",
+            s.file.display(),
+            s.line,
+            s.message
+        );
+    }
+    let kernels = found.unique_kernels();
+    let archs_text = archs
+        .iter()
+        .map(Arch::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    eprintln!(
+        "{} kernels × {} ({archs_text}) in `{}`",
+        kernels.len(),
+        archs.len(),
+        root.display()
+    );
+
+    let generator = experts::generator_version();
+    let needed: BTreeSet<PathBuf> = kernels
+        .iter()
+        .flat_map(|k| archs.iter().map(|&a| KeyInputs::of(k, a, &generator)))
+        .map(|inputs| cache.entry_dir(&inputs))
+        .collect();
+    let unused: Vec<PathBuf> = cache
+        .entry_dirs()
+        .into_iter()
+        .filter(|d| !needed.contains(d))
+        .collect();
+
+    if p.check {
+        let mut bad = 0;
+        for k in &kernels {
+            for &arch in &archs {
+                let inputs = KeyInputs::of(k, arch, &generator);
+                match cache.lookup(&inputs) {
+                    Lookup::Hit(_) => {}
+                    Lookup::Miss => {
+                        bad += 1;
+                        eprintln!(
+                            "missing: `{}` ({}:{}) on {arch}",
+                            k.name,
+                            k.file.display(),
+                            k.line
+                        );
+                    }
+                    Lookup::Corrupt { reason, .. } => {
+                        bad += 1;
+                        eprintln!("damaged: `{}` on {arch}: {reason}", k.name);
+                    }
+                }
+            }
+        }
+        for d in &unused {
+            eprintln!(
+                "warning: unused entry `{}` (`cargo optiml prepare` removes it)",
+                d.display()
+            );
+        }
+        if bad > 0 {
+            eprintln!(
+                "error: {bad} entries missing or damaged in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
+                cache.root.display()
+            );
+            return Ok(false);
+        }
+        eprintln!(
+            "ok: `{}` holds every kernel for {archs_text}",
+            cache.root.display()
+        );
+        return Ok(true);
+    }
+
+    let policy = Policy {
+        read: vec![cache.clone()],
+        write: cache.clone(),
+        offline: false,
+    };
+    let mut warnings = Vec::new();
+    let resolved = engine::resolve(&kernels, &archs, &policy, &mut warnings);
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let resolved = resolved.map_err(|e: Error| anyhow::anyhow!(e.render()))?;
+    for d in &unused {
+        cache.remove(d)?;
+    }
+    let generated = resolved
+        .iter()
+        .filter(|r| r.origin == Origin::Generated)
+        .count();
+    eprintln!(
+        "{} entries: {} reused, {generated} generated; {} unused removed.\nCommit `{}` to version control.",
+        resolved.len(),
+        resolved.len() - generated,
+        unused.len(),
+        cache.root.display()
+    );
+    Ok(true)
+}
+
+/// Folders under `root` (itself included) holding a `Cargo.toml` and a `build.rs` that calls optiml-build.
+fn optiml_packages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let build = dir.join("build.rs");
+        if dir.join("Cargo.toml").is_file()
+            && build.is_file()
+            && crate::fs::read_to_string(&build)?.contains("optiml_build")
+        {
+            out.push(dir.clone());
+        }
+        for path in crate::fs::read_dir(&dir)? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if path.is_dir() && !name.starts_with('.') && name != "target" {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}

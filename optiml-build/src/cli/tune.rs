@@ -1,0 +1,278 @@
+//! `cargo optiml tune`: the search outside a build, with a progress bar per kernel and shape.
+
+use super::{optiml_packages, root_and_cache};
+use crate::config::{Settings, parse_shape};
+use crate::eval::{MatmulShape, TimingPlan, WorkerCommand};
+use crate::search::Method;
+use crate::tune::{self, Profiling, TuneOptions};
+use crate::{experts, nvrtc, scan, targets};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use optiml_runtime::{Arch, probe};
+use optiml_spec::{Family, env};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `cargo optiml tune`.
+#[derive(Debug, Args)]
+pub struct Tune {
+    /// Architectures to tune, comma separated (default: the GPU's). The GPU must run their CUBINs.
+    #[arg(long, value_name = "ARCHS")]
+    pub arch: Option<String>,
+    /// The workspace or crate to scan (default: the workspace around the current folder).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The cache folder (default: OPTIML_CACHE_DIR, else `DIR/.optiml`).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Only these kernels (function names, comma separated).
+    #[arg(long, value_name = "NAMES")]
+    pub kernel: Option<String>,
+    /// Shapes to tune for, `BxMxNxK`, comma separated (default: the kernel's `shapes` setting, else
+    /// 16x1024x1024x1024).
+    #[arg(long, value_name = "SHAPES")]
+    pub shape: Option<String>,
+    /// Candidates evaluated per kernel and shape (default: `[search] budget`, else 32).
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// Seconds per kernel and shape (default: `[search] time_limit_s`, else 60).
+    #[arg(long, value_name = "SECONDS")]
+    pub time: Option<f64>,
+    /// How to choose candidates (the baselines are for comparisons).
+    #[arg(long, value_enum)]
+    pub method: Option<MethodArg>,
+    /// Seed of random choices and test inputs.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where Nsight Compute counters are taken (skipped, with a note in the log, without ncu or permission).
+    #[arg(long, value_enum, default_value = "path")]
+    pub profile: ProfileArg,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Also copy every search log into this folder (`<kernel>-<arch>-<shape>.jsonl`).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+}
+
+/// `--method`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// Monte Carlo tree search (the default).
+    Mcts,
+    /// Random walks over the same transformations.
+    Random,
+    /// Every schedule of the template.
+    Exhaustive,
+}
+
+/// `--profile`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    /// No counters.
+    Off,
+    /// Counters for the default and the path to the winner.
+    Path,
+    /// Counters for every verified candidate (they then steer the search; seconds each).
+    Every,
+}
+
+/// The package folder holding `file`: its nearest ancestor with a `Cargo.toml`.
+fn package_of(file: &Path) -> PathBuf {
+    file.ancestors()
+        .skip(1)
+        .find(|d| d.join("Cargo.toml").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
+    let (root, cache) = root_and_cache(t.dir.as_deref(), t.cache_dir.as_deref())?;
+    let devices = probe::devices().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Some(device) = devices.into_iter().find(|d| d.ordinal == t.device) else {
+        anyhow::bail!(
+            "`cargo optiml tune` measures candidates on a CUDA GPU, and device {} is not there{}; \
+             on a machine without one, `cargo optiml prepare` fills the cache with the default kernels",
+            t.device,
+            if probe::driver_present() {
+                ""
+            } else {
+                " (no NVIDIA driver)"
+            }
+        );
+    };
+    let archs: Vec<Arch> = match t.arch.clone().or_else(|| env::var(env::OPTIML_ARCH)) {
+        Some(text) => targets::parse_archs(&text, "--arch")?,
+        None => vec![device.arch],
+    };
+    for a in &archs {
+        if !a.cubin_runs_on(device.arch) {
+            anyhow::bail!(
+                "{a} cannot be tuned on {} ({}): its CUBINs do not run there",
+                device.name,
+                device.arch
+            );
+        }
+    }
+    let only: Option<Vec<String>> = t
+        .kernel
+        .as_ref()
+        .map(|k| k.split(',').map(|s| s.trim().to_string()).collect());
+    let cli_shapes: Option<Vec<MatmulShape>> = match &t.shape {
+        Some(text) => Some(
+            text.split(',')
+                .map(|s| {
+                    parse_shape(s).ok_or_else(|| {
+                        anyhow::anyhow!("--shape: `{s}` is not like 256x1024x1024x1024")
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        None => None,
+    };
+    let packages = optiml_packages(&root)?;
+    let found = scan::scan(&packages)?;
+    let kernels: Vec<_> = found
+        .unique_kernels()
+        .into_iter()
+        .filter(|k| only.as_ref().is_none_or(|o| o.contains(&k.name)))
+        .collect();
+    if kernels.is_empty() {
+        anyhow::bail!("no kernel to tune in `{}`", root.display());
+    }
+    let nvrtc = nvrtc::load()?;
+    let generator = experts::generator_version();
+    let worker = WorkerCommand::current_exe()?;
+    eprintln!(
+        "tuning {} kernel(s) for {} on {} (device {})",
+        kernels.len(),
+        archs
+            .iter()
+            .map(Arch::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        device.name,
+        device.ordinal
+    );
+    let mut failures = 0;
+    for kernel in &kernels {
+        let Family::Matmul(spec) = &kernel.spec.family else {
+            eprintln!(
+                "`{}`: the elementwise family has no search space yet; its default entry stays",
+                kernel.name
+            );
+            continue;
+        };
+        let settings = Settings::load(&package_of(&kernel.file))?;
+        let ks = settings
+            .kernel(&kernel.name)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let shapes = cli_shapes
+            .clone()
+            .or_else(|| (!ks.shapes.is_empty()).then(|| ks.shapes.clone()))
+            .unwrap_or_else(|| tune::default_shapes(spec));
+        let mut search = settings.search_config();
+        if let Some(b) = t.budget {
+            search.budget = b;
+        }
+        if let Some(s) = t.time {
+            search.time_limit = Duration::from_secs_f64(s);
+        }
+        let options = TuneOptions {
+            method: match t.method {
+                Some(MethodArg::Mcts) => Method::Mcts,
+                Some(MethodArg::Random) => Method::Random,
+                Some(MethodArg::Exhaustive) => Method::Exhaustive,
+                None => settings.search.method.unwrap_or(Method::Mcts),
+            },
+            search,
+            seed: t.seed.or(settings.search.seed).unwrap_or(0x0971_1111),
+            timing: TimingPlan::default(),
+            device: device.ordinal,
+            compile_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            worker: worker.clone(),
+            profiling: match t.profile {
+                ProfileArg::Off => Profiling::Off,
+                ProfileArg::Path => Profiling::Path,
+                ProfileArg::Every => Profiling::Every,
+            },
+        };
+        for &arch in &archs {
+            let mut buckets = Vec::new();
+            for &shape in &shapes {
+                let shape = shape.fit(spec);
+                let bar = ProgressBar::new(options.search.budget as u64);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:>32} [{bar:30}] {pos:>3}/{len} {elapsed:>4} {msg}",
+                    )
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .progress_chars("=> "),
+                );
+                bar.set_prefix(format!("{} {arch} {shape}", kernel.name));
+                let result = tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |p| {
+                    bar.set_position(p.evaluations as u64);
+                    if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
+                        bar.set_message(format!("best {best:.4} ms ({:.2}× default)", default / best));
+                    }
+                });
+                match result {
+                    Ok(b) => {
+                        let m = &b.log.best_measurement;
+                        bar.finish_with_message(format!(
+                            "{:.4} ms, {:.1} TFLOP/s, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",
+                            m.time_ms,
+                            m.tflops.unwrap_or(0.0),
+                            b.default.time_ms / m.time_ms,
+                            b.log.evaluations,
+                            b.log.steps.last().map_or(0.0, |s| s.elapsed_s),
+                            b.log.evaluations as f64
+                                / b.log.steps.last().map_or(1.0, |s| s.elapsed_s.max(1e-9)),
+                            b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
+                        ));
+                        if bar.is_hidden() {
+                            eprintln!(
+                                "{} {arch} {shape}: {:.4} ms ({:.2}× the default), path: {}",
+                                kernel.name,
+                                m.time_ms,
+                                b.default.time_ms / m.time_ms,
+                                b.log.path.join(" → ")
+                            );
+                        }
+                        if let Some(dir) = &t.log_dir {
+                            std::fs::create_dir_all(dir)?;
+                            std::fs::write(
+                                dir.join(format!("{}-{arch}-{shape}.jsonl", kernel.name)),
+                                &b.jsonl,
+                            )?;
+                        }
+                        buckets.push(b);
+                    }
+                    Err(e) => {
+                        bar.abandon_with_message("failed");
+                        eprintln!("error: {e}");
+                        failures += 1;
+                    }
+                }
+            }
+            if buckets.len() == shapes.len() {
+                let entry = tune::store(&cache, kernel, arch, &generator, &buckets)?;
+                eprintln!(
+                    "stored `{}` for {arch}: {} variant(s) in `{}`",
+                    kernel.name,
+                    buckets.len(),
+                    entry.dir.display()
+                );
+            }
+        }
+    }
+    if failures > 0 {
+        eprintln!("{failures} search(es) failed; their entries were left as they were");
+        return Ok(false);
+    }
+    eprintln!(
+        "Commit `{}`; `cargo optiml analyze <kernel>` shows each search.",
+        cache.root.display()
+    );
+    Ok(true)
+}

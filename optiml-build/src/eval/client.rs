@@ -1,0 +1,271 @@
+//! The parent's side of the evaluation worker: start it, send jobs, enforce deadlines, and replace it when a
+//! candidate kills it.
+
+use super::protocol::{self, Device, Job, JobResult, Request, Response};
+use super::worker::WORKER_ENV;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+/// How to start a worker: a program that calls [`super::worker::serve_if_requested`] early, run with
+/// [`WORKER_ENV`] set.
+#[derive(Clone, Debug)]
+pub struct WorkerCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments (ignored by a worker; they only have to get the program to its `serve_if_requested`).
+    pub args: Vec<OsString>,
+}
+
+impl WorkerCommand {
+    /// This process's own executable: the build script or `cargo-optiml`, both of which serve when asked.
+    ///
+    /// # Errors
+    /// When the OS cannot say which executable is running.
+    pub fn current_exe() -> std::io::Result<Self> {
+        Ok(WorkerCommand {
+            program: std::env::current_exe()?,
+            args: Vec::new(),
+        })
+    }
+}
+
+/// Why no worker could be used (as opposed to a candidate failing, which is a [`JobResult`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The process did not start.
+    #[error("could not start the evaluation worker `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// It started but did not set up (no GPU, no driver, the support module did not load).
+    #[error("the evaluation worker did not start on device {device}: {reason}")]
+    Setup {
+        /// The device ordinal.
+        device: usize,
+        /// What happened.
+        reason: String,
+    },
+    /// Sending to it failed.
+    #[error("could not send a job to the evaluation worker: {0}")]
+    Send(#[from] protocol::FrameError),
+}
+
+struct Proc {
+    child: Child,
+    stdin: ChildStdin,
+    responses: Receiver<Result<Response, String>>,
+}
+
+impl Proc {
+    fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        match self.child.wait() {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+/// A worker process, restarted as often as candidates kill it.
+pub struct Client {
+    command: WorkerCommand,
+    support_cubin: Vec<u8>,
+    ordinal: usize,
+    proc: Option<Proc>,
+    device: Option<Device>,
+    restarts: usize,
+    setup_timeout: Duration,
+}
+
+impl Client {
+    /// A client that will start `command` on device `ordinal` with this support module (started lazily).
+    pub fn new(command: WorkerCommand, support_cubin: Vec<u8>, ordinal: usize) -> Self {
+        Client {
+            command,
+            support_cubin,
+            ordinal,
+            proc: None,
+            device: None,
+            restarts: 0,
+            setup_timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// Workers started after the first (each one follows a candidate that killed its predecessor).
+    pub fn restarts(&self) -> usize {
+        self.restarts
+    }
+
+    /// The device, starting the worker if needed.
+    ///
+    /// # Errors
+    /// [`ClientError`] when the worker cannot start.
+    pub fn device(&mut self) -> Result<&Device, ClientError> {
+        self.ensure()?;
+        self.device.as_ref().ok_or_else(|| ClientError::Setup {
+            device: self.ordinal,
+            reason: "no device reported".into(),
+        })
+    }
+
+    fn ensure(&mut self) -> Result<(), ClientError> {
+        if self.proc.is_some() {
+            return Ok(());
+        }
+        if self.device.is_some() {
+            self.restarts += 1;
+        }
+        let mut child = Command::new(&self.command.program)
+            .args(&self.command.args)
+            .env(WORKER_ENV, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| ClientError::Spawn {
+                program: self.command.program.clone(),
+                source,
+            })?;
+        let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            return Err(ClientError::Setup {
+                device: self.ordinal,
+                reason: "no pipes to the worker".into(),
+            });
+        };
+        let (tx, responses) = mpsc::channel();
+        // A reader thread turns the blocking pipe into a channel the parent can wait on with a deadline.
+        std::thread::spawn(move || {
+            loop {
+                let msg = match protocol::read::<Response>(&mut stdout) {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => Err("the worker exited".to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                let end = msg.is_err();
+                if tx.send(msg).is_err() || end {
+                    return;
+                }
+            }
+        });
+        protocol::write(
+            &mut stdin,
+            &Request::Setup {
+                support_cubin: self.support_cubin.clone(),
+                device: self.ordinal,
+            },
+        )?;
+        let proc = Proc {
+            child,
+            stdin,
+            responses,
+        };
+        match proc.responses.recv_timeout(self.setup_timeout) {
+            Ok(Ok(Response::Ready(device))) => {
+                self.device = Some(device);
+                self.proc = Some(proc);
+                Ok(())
+            }
+            other => {
+                let status = proc.kill();
+                Err(ClientError::Setup {
+                    device: self.ordinal,
+                    reason: match other {
+                        Ok(Ok(r)) => format!("unexpected answer {r:?}"),
+                        Ok(Err(e)) => format!("{e} ({status})"),
+                        Err(RecvTimeoutError::Timeout) => "no answer within the setup timeout".into(),
+                        Err(RecvTimeoutError::Disconnected) => format!("the worker exited ({status})"),
+                    },
+                })
+            }
+        }
+    }
+
+    /// Runs `job`, waiting at most `deadline` for its answer. A worker that faults, dies or overruns is
+    /// stopped and reported as a [`JobResult::Fault`]; the next call starts a fresh one.
+    ///
+    /// # Errors
+    /// [`ClientError`] when no worker can be started or reached at all.
+    pub fn evaluate(&mut self, job: &Job, deadline: Duration) -> Result<JobResult, ClientError> {
+        self.ensure()?;
+        let Some(mut proc) = self.proc.take() else {
+            return Err(ClientError::Setup {
+                device: self.ordinal,
+                reason: "no worker".into(),
+            });
+        };
+        if let Err(e) = protocol::write(&mut proc.stdin, &Request::Evaluate(Box::new(job.clone()))) {
+            // The previous candidate may have killed it between jobs: try once more with a fresh one.
+            proc.kill();
+            if matches!(e, protocol::FrameError::Io(_)) {
+                self.ensure()?;
+                let Some(mut fresh) = self.proc.take() else {
+                    return Err(e.into());
+                };
+                protocol::write(&mut fresh.stdin, &Request::Evaluate(Box::new(job.clone())))?;
+                proc = fresh;
+            } else {
+                return Err(e.into());
+            }
+        }
+        match proc.responses.recv_timeout(deadline) {
+            Ok(Ok(Response::Done(result))) => {
+                if matches!(result, JobResult::Fault { .. }) {
+                    proc.kill();
+                } else {
+                    self.proc = Some(proc);
+                }
+                Ok(result)
+            }
+            Ok(Ok(Response::Ready(_))) => {
+                let status = proc.kill();
+                Ok(JobResult::Fault {
+                    during: format!("evaluating `{}`", job.name),
+                    error: format!("the worker answered out of turn ({status})"),
+                })
+            }
+            Ok(Err(e)) => {
+                let status = proc.kill();
+                Ok(JobResult::Fault {
+                    during: format!("evaluating `{}`", job.name),
+                    error: format!("the worker died: {e} ({status})"),
+                })
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = proc.kill();
+                Ok(JobResult::Fault {
+                    during: format!("evaluating `{}`", job.name),
+                    error: format!("the worker died ({status})"),
+                })
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let status = proc.kill();
+                Ok(JobResult::Fault {
+                    during: format!("evaluating `{}`", job.name),
+                    error: format!(
+                        "no answer within {:.1} s: the worker was killed ({status})",
+                        deadline.as_secs_f64()
+                    ),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(p) = self.proc.take() {
+            // Closing stdin ends a healthy worker; the kill covers one stuck in a kernel.
+            drop(p.stdin);
+            let mut child = p.child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

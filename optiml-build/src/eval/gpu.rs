@@ -1,0 +1,466 @@
+//! The search's real [`Evaluator`]: NVRTC compiles on a pool of threads ahead of need, the worker gates and
+//! times, and the result becomes a [`Measurement`] with derived speed-of-light figures.
+
+use super::client::{Client, ClientError, WorkerCommand};
+use super::plan::{MatmulShape, TestPlan, splitmix};
+use super::protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
+use crate::experts::Candidate;
+use crate::experts::matmul::Schedule;
+use crate::nvrtc::{self, Compiled, Nvrtc};
+use crate::search::{Evaluator, Measurement, Outcome, Signals};
+use optiml_runtime::Arch;
+use optiml_spec::MatmulSpec;
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The trusted support kernels the worker needs (compiled by the parent, which has NVRTC).
+pub fn support_source() -> &'static str {
+    include_str!("support.cu")
+}
+
+/// Why a GPU evaluator could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuEvaluatorError {
+    /// The support module did not compile.
+    #[error("the evaluation support kernels did not compile: {0}")]
+    Support(#[from] nvrtc::CompileFailure),
+    /// No worker.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The device cannot run CUBINs for the architecture being tuned.
+    #[error("the GPU is {device}; a {arch} CUBIN does not run on it, so {arch} cannot be tuned here")]
+    Arch {
+        /// The device's architecture.
+        device: Arch,
+        /// The architecture asked for.
+        arch: Arch,
+    },
+}
+
+type Built = Result<Arc<(Candidate, Compiled)>, String>;
+
+enum Slot {
+    Pending,
+    Done(Built),
+}
+
+/// Compiled candidates by schedule, filled by the pool.
+type Shelf = Arc<(Mutex<HashMap<Schedule, Slot>>, Condvar)>;
+
+/// Totals of one evaluator's work, for the log and the throughput figure.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Candidates evaluated (compiled, gated, and timed when they passed).
+    pub evaluated: usize,
+    /// Rejected at compile time.
+    pub compile_failures: usize,
+    /// Rejected by the gate.
+    pub gate_failures: usize,
+    /// Faults and timeouts (each cost a worker).
+    pub faults: usize,
+    /// Seconds spent waiting for compiles that were not ready.
+    pub compile_wait_s: f64,
+    /// Seconds spent in the worker.
+    pub worker_s: f64,
+    /// Candidates profiled with Nsight Compute.
+    pub profiled: usize,
+    /// Seconds spent profiling.
+    pub profile_s: f64,
+}
+
+/// What a [`GpuEvaluator`] evaluates, and how.
+#[derive(Clone, Debug)]
+pub struct EvalSetup {
+    /// The kernel's name, for messages.
+    pub name: String,
+    /// What it computes.
+    pub spec: MatmulSpec,
+    /// The architecture candidates are compiled for (the device must run its CUBINs).
+    pub arch: Arch,
+    /// The shape candidates are timed at.
+    pub dispatch: MatmulShape,
+    /// The gate.
+    pub plan: TestPlan,
+    /// Timing settings.
+    pub timing: TimingPlan,
+    /// How to start the worker process.
+    pub worker: WorkerCommand,
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// NVRTC threads compiling ahead of the search.
+    pub compile_threads: usize,
+    /// Seeds the fresh inputs of every job.
+    pub seed: u64,
+    /// `ncu` to profile every verified candidate with; `None`: derived signals only (fast).
+    pub ncu: Option<PathBuf>,
+}
+
+/// Evaluates matmul schedules on a GPU.
+pub struct GpuEvaluator {
+    name: String,
+    spec: MatmulSpec,
+    arch: Arch,
+    nvrtc: &'static Nvrtc,
+    dispatch: MatmulShape,
+    plan: TestPlan,
+    timing: TimingPlan,
+    client: Client,
+    device: Device,
+    shelf: Shelf,
+    queue: Option<Sender<Schedule>>,
+    pool: Vec<std::thread::JoinHandle<()>>,
+    seed: u64,
+    count: u64,
+    deadline: Duration,
+    stats: Stats,
+    worker: WorkerCommand,
+    support: Vec<u8>,
+    ordinal: usize,
+    ncu: Option<PathBuf>,
+    profile_error: Option<String>,
+}
+
+impl GpuEvaluator {
+    /// An evaluator for `setup`; compiles the support module and starts the worker.
+    ///
+    /// # Errors
+    /// [`GpuEvaluatorError`] when the support module does not compile, the worker does not start, or the
+    /// device cannot run `setup.arch` CUBINs.
+    pub fn new(nvrtc: &'static Nvrtc, setup: EvalSetup) -> Result<Self, GpuEvaluatorError> {
+        let EvalSetup {
+            name,
+            spec,
+            arch,
+            dispatch,
+            plan,
+            timing,
+            worker,
+            device: ordinal,
+            compile_threads,
+            seed,
+            ncu,
+        } = setup;
+        let support = nvrtc::compile(nvrtc, "optiml_eval_support.cu", support_source(), arch)?;
+        let mut client = Client::new(worker.clone(), support.cubin.clone(), ordinal);
+        let device = client.device()?.clone();
+        if !arch.cubin_runs_on(device.arch) {
+            return Err(GpuEvaluatorError::Arch {
+                device: device.arch,
+                arch,
+            });
+        }
+        let shelf: Shelf = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
+        let (queue, jobs) = mpsc::channel::<Schedule>();
+        let jobs = Arc::new(Mutex::new(jobs));
+        let pool = (0..compile_threads.max(1))
+            .map(|_| {
+                let (jobs, shelf, spec) = (jobs.clone(), shelf.clone(), spec.clone());
+                std::thread::spawn(move || {
+                    loop {
+                        let next = match jobs.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(schedule) = next else { return };
+                        let built = build(nvrtc, &schedule.candidate(&spec), arch);
+                        let (lock, ready) = &*shelf;
+                        if let Ok(mut map) = lock.lock() {
+                            map.insert(schedule, Slot::Done(built));
+                        }
+                        ready.notify_all();
+                    }
+                })
+            })
+            .collect();
+        Ok(GpuEvaluator {
+            name,
+            spec,
+            arch,
+            nvrtc,
+            dispatch,
+            plan,
+            timing,
+            client,
+            device,
+            shelf,
+            queue: Some(queue),
+            pool,
+            seed,
+            count: 0,
+            deadline: Duration::from_secs(120),
+            stats: Stats::default(),
+            worker,
+            support: support.cubin,
+            ordinal,
+            ncu,
+            profile_error: None,
+        })
+    }
+
+    /// The device and its measured ceilings.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// What was done so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Workers restarted after faults.
+    pub fn restarts(&self) -> usize {
+        self.client.restarts()
+    }
+
+    fn enqueue(&self, schedule: Schedule) {
+        let (lock, _) = &*self.shelf;
+        let Ok(mut map) = lock.lock() else { return };
+        if map.contains_key(&schedule) {
+            return;
+        }
+        map.insert(schedule, Slot::Pending);
+        if let Some(q) = &self.queue
+            && q.send(schedule).is_err()
+        {
+            map.remove(&schedule);
+        }
+    }
+
+    fn built(&mut self, schedule: &Schedule) -> Built {
+        self.enqueue(*schedule);
+        let started = Instant::now();
+        let (lock, ready) = &*self.shelf;
+        let mut map = lock
+            .lock()
+            .map_err(|_| "the compile pool panicked".to_string())?;
+        loop {
+            match map.get(schedule) {
+                Some(Slot::Done(b)) => {
+                    let b = b.clone();
+                    self.stats.compile_wait_s += started.elapsed().as_secs_f64();
+                    return b;
+                }
+                Some(Slot::Pending) => {
+                    map = ready
+                        .wait(map)
+                        .map_err(|_| "the compile pool panicked".to_string())?;
+                }
+                None => return Err("the compile pool is gone".into()),
+            }
+        }
+    }
+
+    /// The measurement of a verified candidate.
+    fn measurement(&self, compiled: &Compiled, times: &super::protocol::Timed) -> Measurement {
+        let ms = times.median_ms();
+        let secs = ms * 1e-3;
+        let tflops = self.dispatch.flops() / secs / 1e12;
+        let tbps = self.dispatch.min_bytes(&self.spec) / secs / 1e12;
+        let Ceilings {
+            copy_tbps,
+            fp32_tflops,
+        } = self.device.ceilings;
+        let r = compiled.resources;
+        Measurement {
+            time_ms: ms,
+            spread_pct: times.spread_pct(),
+            sm_sol: (fp32_tflops > 0.0).then(|| 100.0 * tflops / fp32_tflops),
+            dram_sol: (copy_tbps > 0.0).then(|| 100.0 * tbps / copy_tbps),
+            // Derived signals know only the minimum traffic, the same for every candidate; the judge's DRAM
+            // rule needs measured bytes, so it stays silent here rather than compare equal numbers.
+            dram_bytes: None,
+            tflops: Some(tflops),
+            tbps: Some(tbps),
+            registers: r.registers,
+            spill_bytes: r.spill_stores + r.spill_loads,
+            smem_bytes: r.shared_bytes,
+            blocks_per_sm: Some(times.blocks_per_sm),
+            signals: Signals::Derived,
+        }
+    }
+}
+
+fn build(nvrtc: &'static Nvrtc, candidate: &Candidate, arch: Arch) -> Built {
+    let candidate = candidate.clone();
+    nvrtc::compile(nvrtc, "optiml_candidate.cu", &candidate.source, arch)
+        .map(|c| Arc::new((candidate, c)))
+        .map_err(|e| format!("compile: {} {}", e.status, first_error(&e.log)))
+}
+
+/// The first error line of a compiler log (the whole log is in the worker's stderr when it matters).
+fn first_error(log: &str) -> String {
+    log.lines()
+        .find(|l| l.contains("error"))
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(300)
+        .collect()
+}
+
+impl GpuEvaluator {
+    /// Compiles (on this thread) and evaluates any candidate of the kernel's ABI: an expert's, an LLM's, or a
+    /// test's deliberately broken one. Returns the compiled form with the outcome, so a winner can be stored
+    /// without compiling it again.
+    pub fn evaluate_candidate(&mut self, candidate: &Candidate) -> (Outcome, Option<Compiled>) {
+        self.stats.evaluated += 1;
+        match build(self.nvrtc, candidate, self.arch) {
+            Ok(built) => {
+                let outcome = self.run(&built);
+                (outcome, Some(built.1.clone()))
+            }
+            Err(e) => {
+                self.stats.compile_failures += 1;
+                (Outcome::Rejected(e), None)
+            }
+        }
+    }
+
+    /// The compiled form of a schedule evaluated (or prepared) earlier.
+    pub fn compiled(&self, schedule: &Schedule) -> Option<(Candidate, Compiled)> {
+        let (lock, _) = &*self.shelf;
+        match lock.lock().ok()?.get(schedule)? {
+            Slot::Done(Ok(b)) => Some((b.0.clone(), b.1.clone())),
+            _ => None,
+        }
+    }
+
+    fn job(&mut self, candidate: &Candidate, compiled: &Compiled) -> Job {
+        self.count += 1;
+        Job {
+            name: format!("{} [{}]", self.name, candidate.schedule),
+            cubin: compiled.cubin.clone(),
+            entry: candidate.entry.to_string(),
+            launch: candidate.launch,
+            problem: Problem::Matmul {
+                spec: self.spec.clone(),
+                dispatch: self.dispatch,
+                alpha: 0.75,
+                beta: -0.5,
+            },
+            plan: self.plan.clone(),
+            timing: self.timing,
+            seed: splitmix(self.seed ^ self.count.wrapping_mul(0x9e37_79b9)),
+        }
+    }
+
+    /// Nsight Compute counters of a schedule compiled earlier, on fresh inputs of the dispatch shape.
+    ///
+    /// # Errors
+    /// Why there are none: no `ncu`, counters not permitted, the schedule was never compiled.
+    pub fn counters(&mut self, schedule: &Schedule) -> Result<super::profile::Counters, String> {
+        let (candidate, compiled) = self
+            .compiled(schedule)
+            .ok_or("the schedule was never compiled")?;
+        self.profile_job(&candidate, &compiled)
+    }
+
+    fn profile_job(
+        &mut self,
+        candidate: &Candidate,
+        compiled: &Compiled,
+    ) -> Result<super::profile::Counters, String> {
+        let ncu = self
+            .ncu
+            .clone()
+            .or_else(super::profile::find_ncu)
+            .ok_or("no ncu (set OPTIML_NCU or put it on PATH)")?;
+        let job = self.job(candidate, compiled);
+        let started = Instant::now();
+        let scratch = std::env::temp_dir().join("optiml-profile");
+        let counters = super::profile::profile(
+            &ncu,
+            &self.worker,
+            &self.support,
+            self.ordinal,
+            &job,
+            &scratch,
+        );
+        self.stats.profile_s += started.elapsed().as_secs_f64();
+        if counters.is_ok() {
+            self.stats.profiled += 1;
+        }
+        counters
+    }
+
+    /// Why profiling stopped, if it failed (the search then ran on derived signals).
+    pub fn profile_error(&self) -> Option<&str> {
+        self.profile_error.as_deref()
+    }
+
+    fn run(&mut self, built: &(Candidate, Compiled)) -> Outcome {
+        let (candidate, compiled) = built;
+        let job = self.job(candidate, compiled);
+        let started = Instant::now();
+        let answer = self.client.evaluate(&job, self.deadline);
+        let took = started.elapsed();
+        self.stats.worker_s += took.as_secs_f64();
+        match answer {
+            Ok(JobResult::Measured(t)) => {
+                // Later jobs get a deadline from what a healthy one takes: a hang is caught in seconds, not
+                // minutes, yet a slow but correct candidate (10× the first) still finishes.
+                if self.count == 1 || self.deadline > took * 20 {
+                    self.deadline = (took * 10).max(Duration::from_secs(10));
+                }
+                let mut m = self.measurement(compiled, &t);
+                if self.ncu.is_some() && self.profile_error.is_none() {
+                    match self.profile_job(candidate, compiled) {
+                        Ok(c) => {
+                            m.sm_sol = Some(c.sm_sol);
+                            m.dram_sol = Some(c.dram_sol);
+                            m.dram_bytes = Some(c.dram_bytes);
+                            m.signals = Signals::Ncu;
+                        }
+                        // One failure (no permission, no ncu) will repeat: stop asking, say why once.
+                        Err(e) => self.profile_error = Some(e),
+                    }
+                }
+                Outcome::Measured(m)
+            }
+            Ok(JobResult::Rejected { check, reason }) => {
+                self.stats.gate_failures += 1;
+                Outcome::Rejected(format!("gate: {check}: {reason}"))
+            }
+            Ok(JobResult::Fault { during, error }) => {
+                self.stats.faults += 1;
+                Outcome::Rejected(format!("fault: {during}: {error}"))
+            }
+            Err(e) => {
+                self.stats.faults += 1;
+                Outcome::Rejected(format!("worker: {e}"))
+            }
+        }
+    }
+}
+
+impl Evaluator for GpuEvaluator {
+    fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
+        self.stats.evaluated += 1;
+        match self.built(schedule) {
+            Ok(built) => self.run(&built),
+            Err(e) => {
+                self.stats.compile_failures += 1;
+                Outcome::Rejected(e)
+            }
+        }
+    }
+
+    fn prepare(&mut self, upcoming: &[Schedule]) {
+        for s in upcoming {
+            self.enqueue(*s);
+        }
+    }
+}
+
+impl Drop for GpuEvaluator {
+    fn drop(&mut self) {
+        // Closing the queue ends the pool once the compiles in flight finish.
+        self.queue = None;
+        for t in self.pool.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

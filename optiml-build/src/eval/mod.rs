@@ -1,0 +1,25 @@
+//! Candidate evaluation (design.md §4–§5): compile with NVRTC, then verify against the TESTPLAN and time in an
+//! isolated worker process, and turn the result into a [`Measurement`](crate::search::Measurement) for the
+//! search.
+//!
+//! ```text
+//! GpuEvaluator ──compile (NVRTC, parallel ahead of need)──▶ CUBIN ──Job over a pipe──▶ worker process
+//!     ▲                                                                      │ gate: fresh inputs, NaN-poisoned
+//!     └──────── Measurement (time, spread, derived or ncu SOL, ptxas) ◀──────┘ outputs, f64 reference; then time
+//! ```
+//!
+//! A candidate that faults or hangs takes only the worker down: the [`client`] notices (an error, end of
+//! stream, or its deadline), records the failure, and starts a fresh worker for the next candidate.
+
+pub mod client;
+mod gpu;
+pub mod plan;
+pub mod profile;
+pub mod protocol;
+pub mod worker;
+
+pub use client::{Client, ClientError, WorkerCommand};
+pub use gpu::{EvalSetup, GpuEvaluator, GpuEvaluatorError, Stats, support_source};
+pub use plan::{Distribution, MatmulShape, TestPlan, Tolerance};
+pub use profile::{Counters, find_ncu};
+pub use protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};

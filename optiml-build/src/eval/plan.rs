@@ -1,0 +1,454 @@
+//! The TESTPLAN (design.md §4): which shapes and input distributions every candidate must get right, the
+//! float64 reference, and the tolerances. Everything here is pure host code, so it is tested without a GPU;
+//! the worker runs it.
+
+pub use crate::search::splitmix;
+use optiml_spec::{Activation, Dim, MatmulSpec};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A matmul problem size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MatmulShape {
+    /// Independent products.
+    pub batch: usize,
+    /// Rows of C.
+    pub m: usize,
+    /// Columns of C.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+}
+
+impl MatmulShape {
+    /// FLOPs of the product (2·batch·m·n·k).
+    pub fn flops(&self) -> f64 {
+        2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+
+    /// The fewest DRAM bytes the problem can move: A and B read once, C written once (and read with beta).
+    pub fn min_bytes(&self, spec: &MatmulSpec) -> f64 {
+        let (b, m, n, k) = (
+            self.batch as f64,
+            self.m as f64,
+            self.n as f64,
+            self.k as f64,
+        );
+        let c = if spec.beta { 2.0 } else { 1.0 };
+        4.0 * b * (m * k + k * n + c * m * n) + if spec.bias { 4.0 * n } else { 0.0 }
+    }
+
+    /// Fixed dimensions of `spec` replace this shape's.
+    pub fn fit(self, spec: &MatmulSpec) -> Self {
+        let pick = |d: Dim, v: usize| match d {
+            Dim::Fixed(f) => f as usize,
+            Dim::Runtime => v,
+        };
+        MatmulShape {
+            batch: if spec.batched {
+                pick(spec.batch, self.batch)
+            } else {
+                1
+            },
+            m: pick(spec.m, self.m),
+            n: pick(spec.n, self.n),
+            k: pick(spec.k, self.k),
+        }
+    }
+
+    /// Elements of one operand: (A, B, C) per batch item.
+    pub fn per_item(&self) -> (usize, usize, usize) {
+        (self.m * self.k, self.k * self.n, self.m * self.n)
+    }
+}
+
+impl fmt::Display for MatmulShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}x{}", self.batch, self.m, self.n, self.k)
+    }
+}
+
+/// How test inputs are drawn; the worker's trusted fill kernel implements each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Distribution {
+    /// Uniform on (−1, 1).
+    Uniform,
+    /// Standard normal.
+    Normal,
+    /// Student's t with 3 degrees of freedom, clipped at ±1e4: rare huge values, where a kernel that drops or
+    /// double-counts a term shows up at once.
+    HeavyTailed,
+}
+
+impl Distribution {
+    /// The code the fill kernel takes.
+    pub fn code(self) -> i32 {
+        match self {
+            Distribution::Uniform => 0,
+            Distribution::Normal => 1,
+            Distribution::HeavyTailed => 2,
+        }
+    }
+}
+
+impl fmt::Display for Distribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Distribution::Uniform => "uniform",
+            Distribution::Normal => "normal",
+            Distribution::HeavyTailed => "heavy-tailed",
+        })
+    }
+}
+
+/// Tolerances by precision.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    /// ‖out − ref‖₂ / ‖ref‖₂ must not exceed this.
+    pub rel_l2: f64,
+    /// |out − ref| must not exceed this times the element's magnitude bound Σ|terms| (the scale a correctly
+    /// rounded dot product's error is proportional to).
+    pub scaled_abs: f64,
+}
+
+impl Tolerance {
+    /// fp32 arithmetic (design.md §4: ‖out−ref‖/‖ref‖ ≤ 1e-5).
+    pub const F32: Tolerance = Tolerance {
+        rel_l2: 1e-5,
+        scaled_abs: 1e-5,
+    };
+}
+
+/// What every candidate of one kernel must pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestPlan {
+    /// Shapes checked element by element against the float64 reference, each with fresh inputs.
+    pub shapes: Vec<MatmulShape>,
+    /// Distributions, cycled over the shapes (and the dispatch shape).
+    pub distributions: Vec<Distribution>,
+    /// Tolerances.
+    pub tolerance: Tolerance,
+    /// Elements of the dispatch shape compared with the reference, after every element was checked to be
+    /// written (finite); corners and edges are always among them.
+    pub dispatch_samples: usize,
+}
+
+impl TestPlan {
+    /// The default plan for `spec`: shapes that are multiples of no tile size, a one-element product, an empty
+    /// reduction, and a tall, a wide and a deep one; fixed dimensions of the spec are kept. `extra` shapes (the
+    /// user's) are appended.
+    pub fn for_matmul(spec: &MatmulSpec, extra: &[MatmulShape]) -> Self {
+        let base = [
+            MatmulShape {
+                batch: 1,
+                m: 1,
+                n: 1,
+                k: 1,
+            },
+            MatmulShape {
+                batch: 2,
+                m: 127,
+                n: 129,
+                k: 65,
+            },
+            MatmulShape {
+                batch: 3,
+                m: 130,
+                n: 67,
+                k: 257,
+            },
+            MatmulShape {
+                batch: 1,
+                m: 67,
+                n: 200,
+                k: 0,
+            },
+            MatmulShape {
+                batch: 2,
+                m: 257,
+                n: 33,
+                k: 31,
+            },
+            MatmulShape {
+                batch: 1,
+                m: 5,
+                n: 300,
+                k: 513,
+            },
+        ];
+        let mut shapes: Vec<MatmulShape> = Vec::new();
+        for s in base.iter().chain(extra).map(|s| s.fit(spec)) {
+            if !shapes.contains(&s) && s.flops() <= 2e9 {
+                shapes.push(s);
+            }
+        }
+        TestPlan {
+            shapes,
+            distributions: vec![
+                Distribution::Uniform,
+                Distribution::Normal,
+                Distribution::HeavyTailed,
+            ],
+            tolerance: Tolerance::F32,
+            dispatch_samples: 4096,
+        }
+    }
+
+    /// The distribution check number `i` uses.
+    pub fn distribution(&self, i: usize) -> Distribution {
+        self.distributions
+            .get(i % self.distributions.len().max(1))
+            .copied()
+            .unwrap_or(Distribution::Uniform)
+    }
+}
+
+/// Host copies of one batch item's operands.
+#[derive(Clone, Debug)]
+pub struct Operands<'a> {
+    /// A as stored.
+    pub a: &'a [f32],
+    /// B as stored.
+    pub b: &'a [f32],
+    /// C before the call (read only with beta).
+    pub c0: &'a [f32],
+    /// The bias (length n) when the spec has one.
+    pub bias: Option<&'a [f32]>,
+}
+
+/// The float64 reference of element (i, j) of one batch item, and the magnitude bound its error scales with.
+pub fn reference(
+    spec: &MatmulSpec,
+    shape: &MatmulShape,
+    ops: &Operands<'_>,
+    alpha: f32,
+    beta: f32,
+    i: usize,
+    j: usize,
+) -> (f64, f64) {
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let (mut acc, mut mag) = (0.0f64, 0.0f64);
+    for p in 0..k {
+        let a = if spec.trans_a {
+            ops.a[p * m + i]
+        } else {
+            ops.a[i * k + p]
+        } as f64;
+        let b = if spec.trans_b {
+            ops.b[j * k + p]
+        } else {
+            ops.b[p * n + j]
+        } as f64;
+        acc += a * b;
+        mag += (a * b).abs();
+    }
+    let alpha = if spec.alpha { alpha as f64 } else { 1.0 };
+    let mut v = alpha * acc;
+    mag *= alpha.abs();
+    if spec.beta {
+        let c = beta as f64 * ops.c0[i * n + j] as f64;
+        v += c;
+        mag += c.abs();
+    }
+    if let Some(bias) = ops.bias {
+        v += bias[j] as f64;
+        mag += (bias[j] as f64).abs();
+    }
+    let v = match spec.activation {
+        None => v,
+        Some(Activation::Relu) => v.max(0.0),
+        Some(Activation::Gelu) => 0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2)),
+    };
+    (v, mag)
+}
+
+/// Running comparison of outputs against references.
+#[derive(Clone, Debug, Default)]
+pub struct Comparison {
+    diff2: f64,
+    ref2: f64,
+    checked: usize,
+    /// The first failing element, with why.
+    pub failure: Option<String>,
+}
+
+impl Comparison {
+    /// Compares one element. NaN or infinity never passes; the scaled bound allows a few ulps of the largest
+    /// term (plus the smallest normal, so an exact zero may come out as a denormal).
+    pub fn check(&mut self, tol: &Tolerance, at: &dyn Fn() -> String, out: f32, r: f64, mag: f64) {
+        self.checked += 1;
+        if self.failure.is_some() {
+            return;
+        }
+        if !out.is_finite() {
+            self.failure = Some(format!(
+                "{} is {out} (expected {r:.6e}): not written, or overflowed",
+                at()
+            ));
+            return;
+        }
+        let d = (out as f64 - r).abs();
+        self.diff2 += d * d;
+        self.ref2 += r * r;
+        let bound = tol.scaled_abs * mag.max(r.abs()) + f32::MIN_POSITIVE as f64;
+        if d > bound {
+            self.failure = Some(format!(
+                "{} is {out:.8e}, expected {r:.8e} (error {d:.3e} > bound {bound:.3e})",
+                at()
+            ));
+        }
+    }
+
+    /// The verdict over everything checked: the first element failure, or the relative L2 error.
+    ///
+    /// # Errors
+    /// Why the outputs are wrong.
+    pub fn finish(&self, tol: &Tolerance) -> Result<usize, String> {
+        if let Some(f) = &self.failure {
+            return Err(f.clone());
+        }
+        if self.ref2 > 0.0 {
+            let rel = (self.diff2 / self.ref2).sqrt();
+            if rel > tol.rel_l2 {
+                return Err(format!(
+                    "relative L2 error {rel:.3e} over {} elements exceeds {:.1e}",
+                    self.checked, tol.rel_l2
+                ));
+            }
+        } else if self.diff2 > 0.0 {
+            return Err("the reference is all zeros and the output is not".into());
+        }
+        Ok(self.checked)
+    }
+}
+
+/// Checks every element of one batch item's output.
+///
+/// # Errors
+/// The first wrong element, or the relative error over the item.
+#[allow(clippy::too_many_arguments)]
+pub fn check_item(
+    spec: &MatmulSpec,
+    shape: &MatmulShape,
+    tol: &Tolerance,
+    ops: &Operands<'_>,
+    alpha: f32,
+    beta: f32,
+    out: &[f32],
+    item: usize,
+) -> Result<usize, String> {
+    let mut cmp = Comparison::default();
+    for i in 0..shape.m {
+        for j in 0..shape.n {
+            let (r, mag) = reference(spec, shape, ops, alpha, beta, i, j);
+            cmp.check(
+                tol,
+                &|| format!("C[{item}][{i}][{j}]"),
+                out[i * shape.n + j],
+                r,
+                mag,
+            );
+        }
+    }
+    cmp.finish(tol)
+}
+
+/// Sample positions (i, j) of an m × n output: the four corners, the middles of the edges, then positions
+/// drawn from `seed`.
+pub fn sample_positions(m: usize, n: usize, count: usize, seed: u64) -> Vec<(usize, usize)> {
+    if m == 0 || n == 0 {
+        return Vec::new();
+    }
+    let mut out = vec![
+        (0, 0),
+        (0, n - 1),
+        (m - 1, 0),
+        (m - 1, n - 1),
+        (m / 2, 0),
+        (m / 2, n - 1),
+        (0, n / 2),
+        (m - 1, n / 2),
+    ];
+    let mut state = seed;
+    while out.len() < count.max(8) {
+        state = splitmix(state);
+        out.push(((state >> 32) as usize % m, (state & 0xffff_ffff) as usize % n));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use optiml_spec::parse;
+
+    fn spec(text: &str) -> MatmulSpec {
+        match parse(text).unwrap().family {
+            optiml_spec::Family::Matmul(m) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn default_plan_keeps_fixed_dimensions_and_covers_odd_and_empty_shapes() {
+        let p = TestPlan::for_matmul(&spec("batched matmul, f32"), &[]);
+        assert!(p.shapes.iter().any(|s| s.k == 0));
+        assert!(p.shapes.iter().any(|s| s.m % 2 == 1 && s.n % 2 == 1));
+        let fixed = TestPlan::for_matmul(&spec("matmul, f32, k=64, n=32"), &[]);
+        assert!(fixed.shapes.iter().all(|s| s.k == 64 && s.n == 32 && s.batch == 1));
+        // Fixing dimensions merges shapes that became equal.
+        let all_fixed = TestPlan::for_matmul(&spec("matmul, f32, m=8, n=8, k=8"), &[]);
+        assert_eq!(all_fixed.shapes.len(), 1);
+    }
+
+    #[test]
+    fn reference_follows_transposes_and_epilogue() {
+        let s = spec("matmul, f32, A transposed, alpha, beta, bias, relu");
+        let shape = MatmulShape {
+            batch: 1,
+            m: 2,
+            n: 1,
+            k: 2,
+        };
+        // A stored k × m = [[1, 2], [3, 4]] → A = [[1, 3], [2, 4]]; B = [1, 1]ᵀ.
+        let ops = Operands {
+            a: &[1.0, 2.0, 3.0, 4.0],
+            b: &[1.0, 1.0],
+            c0: &[10.0, -100.0],
+            bias: Some(&[0.5]),
+        };
+        let (r0, mag0) = reference(&s, &shape, &ops, 2.0, 0.5, 0, 0);
+        assert_eq!(r0, 2.0 * 4.0 + 5.0 + 0.5);
+        assert_eq!(mag0, 8.0 + 5.0 + 0.5);
+        let (r1, _) = reference(&s, &shape, &ops, 2.0, 0.5, 1, 0);
+        assert_eq!(r1, 0.0, "relu of 12 - 50 + 0.5");
+    }
+
+    #[test]
+    fn comparison_rejects_nan_large_errors_and_accepts_rounding() {
+        let tol = Tolerance::F32;
+        let at = || "x".to_string();
+        let mut ok = Comparison::default();
+        ok.check(&tol, &at, 1.000_000_1, 1.0, 1.0);
+        ok.check(&tol, &at, 0.0, 0.0, 0.0);
+        assert_eq!(ok.finish(&tol), Ok(2));
+        let mut nan = Comparison::default();
+        nan.check(&tol, &at, f32::NAN, 1.0, 1.0);
+        assert!(nan.finish(&tol).unwrap_err().contains("NaN"));
+        let mut off = Comparison::default();
+        off.check(&tol, &at, 1.001, 1.0, 1.0);
+        assert!(off.finish(&tol).is_err());
+        let mut zeros = Comparison::default();
+        zeros.check(&tol, &at, 1e-30, 0.0, 0.0);
+        assert!(zeros.finish(&tol).is_err());
+    }
+
+    #[test]
+    fn samples_include_corners_and_stay_in_range() {
+        let s = sample_positions(3, 5, 100, 7);
+        assert_eq!(s.len(), 100);
+        assert!(s.contains(&(2, 4)) && s.contains(&(0, 0)));
+        assert!(s.iter().all(|&(i, j)| i < 3 && j < 5));
+        assert!(sample_positions(0, 5, 10, 1).is_empty());
+    }
+}

@@ -1,0 +1,77 @@
+// Trusted support kernels of the evaluation worker: fresh inputs, poisoning, the written-element check and
+// the fp32 ceiling. Kept deliberately simple; nothing here is tuned or generated.
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 optiml_mix(u64 x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// A uniform in (0, 1), never 0 or 1, from (seed, index, lane).
+__device__ __forceinline__ float optiml_unit(u64 seed, u64 i, u64 lane) {
+    u64 h = optiml_mix(seed ^ optiml_mix(i * 8 + lane));
+    return ((float)(h >> 40) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+__device__ __forceinline__ float optiml_normal(u64 seed, u64 i, u64 lane) {
+    float u1 = optiml_unit(seed, i, lane), u2 = optiml_unit(seed, i, lane + 1);
+    return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
+// dist 0: uniform (-1, 1); 1: standard normal; 2: Student's t, 3 degrees of freedom, clipped at 1e4.
+extern "C" __global__ void optiml_fill(float* p, long long n, u64 seed, int dist) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float v;
+        if (dist == 0) {
+            v = 2.0f * optiml_unit(seed, i, 0) - 1.0f;
+        } else if (dist == 1) {
+            v = optiml_normal(seed, i, 0);
+        } else {
+            float z = optiml_normal(seed, i, 0);
+            float a = optiml_normal(seed, i, 2), b = optiml_normal(seed, i, 4),
+                  c = optiml_normal(seed, i, 6);
+            v = z / sqrtf((a * a + b * b + c * c) / 3.0f + 1e-12f);
+            v = fminf(fmaxf(v, -1e4f), 1e4f);
+        }
+        p[i] = v;
+    }
+}
+
+extern "C" __global__ void optiml_fill_const(float* p, long long n, float v) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        p[i] = v;
+    }
+}
+
+// Counts NaN and infinite elements: a poisoned output that still holds NaN was not written.
+extern "C" __global__ void optiml_count_nonfinite(const float* p, long long n, u64* count) {
+    u64 local = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        local += isfinite(p[i]) ? 0 : 1;
+    }
+    for (int o = 16; o > 0; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+    if ((threadIdx.x & 31) == 0 && local) atomicAdd(count, local);
+}
+
+// Eight independent FMA chains per thread: the fp32 ceiling the SM SOL figure is measured against.
+extern "C" __global__ void optiml_fma_peak(float* out, int iters, float seed) {
+    float a0 = seed + threadIdx.x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5,
+          a6 = a0 + 6, a7 = a0 + 7;
+    const float m = 0.9999f, c = 0.0001f;
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < 16; ++u) {
+            a0 = fmaf(a0, m, c); a1 = fmaf(a1, m, c); a2 = fmaf(a2, m, c); a3 = fmaf(a3, m, c);
+            a4 = fmaf(a4, m, c); a5 = fmaf(a5, m, c); a6 = fmaf(a6, m, c); a7 = fmaf(a7, m, c);
+        }
+    }
+    float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    // Never true for these inputs, but the compiler cannot know: the chains stay live.
+    if (s == 1234.5f) out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}

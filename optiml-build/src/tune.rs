@@ -1,0 +1,460 @@
+//! Tuning on a GPU: for each kernel and each shape bucket, search from the default schedule with the real
+//! evaluator, then store the winners (with their measurements and search logs) as one cache entry, replacing
+//! the default. Used by `cargo optiml tune` and by the build on a cache miss when a GPU is present.
+
+use crate::cache::{Cache, CacheError, Entry, KeyInputs, NewVariant, Tuning};
+use crate::eval::{
+    EvalSetup, GpuEvaluator, GpuEvaluatorError, MatmulShape, TestPlan, TimingPlan, Tolerance,
+    WorkerCommand,
+};
+use crate::experts::Candidate;
+use crate::experts::matmul::Schedule;
+use crate::nvrtc::{Compiled, Nvrtc};
+use crate::scan::FoundKernel;
+use crate::search::{
+    self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
+    RoutedProposer, Search, SearchLog, Signals, matmul_catalog,
+};
+use optiml_runtime::Arch;
+use optiml_spec::{Family, MatmulSpec};
+use std::time::Instant;
+
+/// How to tune.
+#[derive(Clone, Debug)]
+pub struct TuneOptions {
+    /// Tree search, or a baseline.
+    pub method: Method,
+    /// Search settings (budget, time limit, the seed's constants).
+    pub search: Config,
+    /// Seeds random choices and fresh inputs.
+    pub seed: u64,
+    /// Timing settings.
+    pub timing: TimingPlan,
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// NVRTC threads.
+    pub compile_threads: usize,
+    /// How to start the evaluation worker.
+    pub worker: WorkerCommand,
+    /// Where Nsight Compute counters are taken.
+    pub profiling: Profiling,
+}
+
+/// Where Nsight Compute counters replace the derived SOL figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profiling {
+    /// Nowhere: derived signals only (the fastest search).
+    Off,
+    /// After the search, for the default and each node on the path to the winner: the search stays fast and the
+    /// log (and `cargo optiml analyze`'s figure) shows measured SOL along the path. Skipped without `ncu`.
+    #[default]
+    Path,
+    /// Every verified candidate, so the counters steer the search (seconds per candidate).
+    Every,
+}
+
+/// What a user may say per kernel (`[package.metadata.optiml.kernels.<name>]` or `optiml.toml`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelSettings {
+    /// Shapes to tune for (one variant each); empty means [`default_shapes`].
+    pub shapes: Vec<MatmulShape>,
+    /// Extra shapes the gate checks element by element.
+    pub test_shapes: Vec<MatmulShape>,
+    /// A tolerance replacing the precision's default.
+    pub tolerance: Option<Tolerance>,
+}
+
+/// The shape tuned for when the user names none: a batch of 1024³ products (or the spec's fixed sizes).
+pub fn default_shapes(spec: &MatmulSpec) -> Vec<MatmulShape> {
+    vec![
+        MatmulShape {
+            batch: 16,
+            m: 1024,
+            n: 1024,
+            k: 1024,
+        }
+        .fit(spec),
+    ]
+}
+
+/// Why tuning stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// The family has no search space yet.
+    #[error("`{kernel}`: the {family} family has no tunable schedule yet; its default is used")]
+    Unsupported {
+        /// The kernel.
+        kernel: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// No evaluator.
+    #[error("`{kernel}` on {arch}: {source}")]
+    Evaluator {
+        /// The kernel.
+        kernel: String,
+        /// The architecture.
+        arch: Arch,
+        /// Why.
+        #[source]
+        source: GpuEvaluatorError,
+    },
+    /// The default schedule itself failed (the template is wrong for this spec: a bug to report).
+    #[error("`{kernel}` on {arch} at {shape}: {reason}")]
+    Search {
+        /// The kernel.
+        kernel: String,
+        /// The architecture.
+        arch: Arch,
+        /// The shape.
+        shape: MatmulShape,
+        /// Why.
+        reason: String,
+    },
+    /// The search log did not serialize.
+    #[error("the search log of `{kernel}`: {source}")]
+    Log {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        #[source]
+        source: search::LogError,
+    },
+}
+
+/// The winner for one shape bucket.
+#[derive(Clone, Debug)]
+pub struct Bucket {
+    /// The shape it was tuned at.
+    pub shape: MatmulShape,
+    /// The search.
+    pub log: SearchLog,
+    /// The winner, compiled.
+    pub winner: (Candidate, Compiled),
+    /// The default schedule's measurement in the same run.
+    pub default: Measurement,
+    /// What the stored entry says about it.
+    pub tuning: Tuning,
+    /// The search log as JSON lines.
+    pub jsonl: Vec<u8>,
+    /// Evaluator totals.
+    pub stats: crate::eval::Stats,
+    /// Workers restarted after faults.
+    pub restarts: usize,
+}
+
+/// Progress of one search, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Evaluations so far.
+    pub evaluations: usize,
+    /// The budget.
+    pub budget: usize,
+    /// The best time so far, ms.
+    pub best_ms: Option<f64>,
+    /// The default's time, ms.
+    pub default_ms: Option<f64>,
+}
+
+/// Reports progress after every evaluation.
+struct Watched<'a> {
+    inner: &'a mut GpuEvaluator,
+    progress: Progress,
+    report: &'a mut dyn FnMut(Progress),
+}
+
+impl Evaluator for Watched<'_> {
+    fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
+        let outcome = self.inner.evaluate(schedule);
+        self.progress.evaluations += 1;
+        if let Outcome::Measured(m) = &outcome {
+            self.progress.default_ms.get_or_insert(m.time_ms);
+            if self.progress.best_ms.is_none_or(|b| m.time_ms < b) {
+                self.progress.best_ms = Some(m.time_ms);
+            }
+        }
+        (self.report)(self.progress);
+        outcome
+    }
+
+    fn prepare(&mut self, upcoming: &[Schedule]) {
+        self.inner.prepare(upcoming);
+    }
+}
+
+/// The current time as RFC 3339 UTC, without a date crate: days from the civil calendar algorithm.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Runs one search of `kernel` at `shape` on `arch` with `evaluator`'s setup.
+///
+/// # Errors
+/// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
+pub fn tune_shape(
+    nvrtc: &'static Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    shape: MatmulShape,
+    settings: &KernelSettings,
+    options: &TuneOptions,
+    report: &mut dyn FnMut(Progress),
+) -> Result<Bucket, TuneError> {
+    let Family::Matmul(spec) = &kernel.spec.family else {
+        return Err(TuneError::Unsupported {
+            kernel: kernel.name.clone(),
+            family: "elementwise",
+        });
+    };
+    let mut plan = TestPlan::for_matmul(spec, &settings.test_shapes);
+    if let Some(t) = settings.tolerance {
+        plan.tolerance = t;
+    }
+    let started_at = now_rfc3339();
+    let started = Instant::now();
+    let mut evaluator = GpuEvaluator::new(
+        nvrtc,
+        EvalSetup {
+            name: kernel.name.clone(),
+            spec: spec.clone(),
+            arch,
+            dispatch: shape,
+            plan,
+            timing: options.timing,
+            worker: options.worker.clone(),
+            device: options.device,
+            compile_threads: options.compile_threads,
+            seed: options.seed,
+            ncu: match options.profiling {
+                Profiling::Every => crate::eval::find_ncu(),
+                _ => None,
+            },
+        },
+    )
+    .map_err(|source| TuneError::Evaluator {
+        kernel: kernel.name.clone(),
+        arch,
+        source,
+    })?;
+    let device = evaluator.device().name.clone();
+    let root = Schedule::default_for(arch);
+    let catalog = matmul_catalog();
+    let judge = DeterministicJudge;
+    let mut watched = Watched {
+        inner: &mut evaluator,
+        progress: Progress {
+            evaluations: 0,
+            budget: options.search.budget,
+            best_ms: None,
+            default_ms: None,
+        },
+        report,
+    };
+    let log = match options.method {
+        Method::Mcts => {
+            let proposer = RoutedProposer::new(catalog);
+            Search::new(options.search.clone(), &proposer, &judge).run(root, &mut watched)
+        }
+        Method::Random => search::random_search(
+            &options.search,
+            &judge,
+            &catalog,
+            root,
+            &mut watched,
+            options.seed,
+        ),
+        Method::Exhaustive => {
+            let space: Vec<Schedule> = Schedule::all().into_iter().filter(|s| *s != root).collect();
+            search::exhaustive(&options.search, &judge, root, &space, &mut watched)
+        }
+    }
+    .map_err(|reason| TuneError::Search {
+        kernel: kernel.name.clone(),
+        arch,
+        shape,
+        reason,
+    })?;
+    let mut log = log;
+    let mut signals = if options.profiling == Profiling::Every && evaluator.profile_error().is_none()
+    {
+        Signals::Ncu
+    } else {
+        Signals::Derived
+    };
+    let mut signals_note = evaluator.profile_error().map(str::to_string);
+    if options.profiling == Profiling::Path {
+        match profile_path(&mut evaluator, &mut log) {
+            Ok(()) => signals = Signals::Ncu,
+            Err(e) => signals_note = Some(e),
+        }
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let default = log.steps[0]
+        .outcome
+        .measured()
+        .copied()
+        .unwrap_or(log.best_measurement);
+    let winner = evaluator
+        .compiled(&log.best)
+        .ok_or_else(|| TuneError::Search {
+            kernel: kernel.name.clone(),
+            arch,
+            shape,
+            reason: "the winner's compiled form is gone".into(),
+        })?;
+    let header = Header {
+        kernel: kernel.name.clone(),
+        spec: kernel.spec.canonical(),
+        arch: arch.to_string(),
+        device: device.clone(),
+        shape: shape.to_string(),
+        method: options.method,
+        seed: Some(options.seed),
+        config: {
+            let mut c = search::config_value(&options.search);
+            if let (Some(note), Some(map)) = (&signals_note, c.as_object_mut()) {
+                map.insert("signals_note".into(), note.clone().into());
+            }
+            c
+        },
+        started_at: started_at.clone(),
+        signals,
+    };
+    let jsonl = search::records(&header, &log, wall_s)
+        .and_then(|r| r.to_jsonl())
+        .map_err(|source| TuneError::Log {
+            kernel: kernel.name.clone(),
+            source,
+        })?
+        .into_bytes();
+    let tuning = Tuning {
+        method: options.method.to_string(),
+        device,
+        date: started_at,
+        measurement: log.best_measurement,
+        default_measurement: default,
+        evaluations: log.evaluations,
+        path: log.path.iter().map(|s| s.to_string()).collect(),
+        log: String::new(),
+    };
+    Ok(Bucket {
+        shape,
+        default,
+        winner,
+        tuning,
+        jsonl,
+        stats: evaluator.stats(),
+        restarts: evaluator.restarts(),
+        log,
+    })
+}
+
+/// Replaces the derived SOL figures of the default and of every node on the path to the winner with Nsight
+/// Compute counters (the log then says `"signals": "Ncu"` for those steps).
+fn profile_path(evaluator: &mut GpuEvaluator, log: &mut SearchLog) -> Result<(), String> {
+    let mut on_path = vec![log.steps[0].schedule];
+    let mut at = log
+        .steps
+        .iter()
+        .position(|s| s.schedule == log.best && s.outcome.measured().is_some());
+    while let Some(i) = at {
+        on_path.push(log.steps[i].schedule);
+        at = log.steps[i]
+            .parent
+            .and_then(|p| log.steps.iter().position(|s| s.node == p));
+    }
+    on_path.dedup();
+    for schedule in on_path {
+        let c = evaluator.counters(&schedule)?;
+        for step in log.steps.iter_mut().filter(|s| s.schedule == schedule) {
+            if let Outcome::Measured(m) = &mut step.outcome {
+                m.sm_sol = Some(c.sm_sol);
+                m.dram_sol = Some(c.dram_sol);
+                m.dram_bytes = Some(c.dram_bytes);
+                m.signals = Signals::Ncu;
+            }
+        }
+        if log.best == schedule {
+            log.best_measurement.sm_sol = Some(c.sm_sol);
+            log.best_measurement.dram_sol = Some(c.dram_sol);
+            log.best_measurement.dram_bytes = Some(c.dram_bytes);
+            log.best_measurement.signals = Signals::Ncu;
+        }
+    }
+    Ok(())
+}
+
+/// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket), replacing what was there.
+///
+/// # Errors
+/// [`CacheError`] when the entry cannot be written.
+pub fn store(
+    cache: &Cache,
+    kernel: &FoundKernel,
+    arch: Arch,
+    generator: &str,
+    buckets: &[Bucket],
+) -> Result<Entry, CacheError> {
+    let inputs = KeyInputs::of(kernel, arch, generator);
+    let variants: Vec<NewVariant<'_>> = buckets
+        .iter()
+        .map(|b| NewVariant {
+            candidate: &b.winner.0,
+            compiled: &b.winner.1,
+            shape: Some([b.shape.batch, b.shape.m, b.shape.n, b.shape.k].map(|d| d as u64)),
+            tuning: Some(&b.tuning),
+            log: Some(&b.jsonl),
+        })
+        .collect();
+    cache.store(&inputs, &variants, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_dates() {
+        let now = now_rfc3339();
+        assert_eq!(now.len(), 20, "{now}");
+        assert!(now.starts_with("20") && now.ends_with('Z'));
+        assert_eq!(&now[4..5], "-");
+    }
+
+    #[test]
+    fn default_shapes_follow_fixed_dimensions() {
+        let spec = match optiml_spec::parse("matmul, f32, k=64").unwrap().family {
+            Family::Matmul(m) => m,
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            default_shapes(&spec),
+            vec![MatmulShape {
+                batch: 1,
+                m: 1024,
+                n: 1024,
+                k: 64
+            }]
+        );
+    }
+}

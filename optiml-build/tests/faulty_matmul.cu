@@ -1,0 +1,78 @@
+// A plain matmul with the optiml_matmul ABI, and the ways a candidate can be wrong (FAULT selects one).
+// The evaluator's fault-injection test feeds each to the gate; every one must be rejected.
+//
+//   0 correct            4 skip-work: stops the reduction at k = 64
+//   1 out-of-bounds      5 stale: after the gate's launches, returns without writing (reuses old output)
+//   2 hang               6 partial: writes only whole 16x16 tiles
+//   3 race               7 side-stream: launches its work as a child grid (rejected at compile)
+//                        8 trap
+#ifndef FAULT
+#define FAULT 0
+#endif
+
+__device__ unsigned int optiml_calls;
+
+extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* C, const float* bias,
+                                         int batch, int M, int N, int K, long long sa, long long sb,
+                                         long long sc, float alpha, float beta) {
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
+#if FAULT == 5
+    // Launches so far (one thread per launch counts): the gate's shapes come first, then the timed shape.
+    if (atomicAdd(&optiml_calls, 0) > 8) return;
+#endif
+#if FAULT == 7
+    if (K < 0) optiml_matmul<<<1, 1>>>(A, B, C, bias, batch, M, N, K, sa, sb, sc, alpha, beta);
+#endif
+#if FAULT == 3
+    __shared__ float acc[16][16];
+#endif
+    for (int z = blockIdx.z; z < batch; z += gridDim.z) {
+        const float* a = A + z * sa;
+        const float* b = B + z * sb;
+        float* c = C + z * sc;
+#if FAULT == 3
+        // Every thread of a row adds into the same shared accumulators without atomics: updates are lost.
+        acc[ty][tx] = 0.0f;
+        __syncthreads();
+        if (row < M) {
+            for (int k = tx; k < K; k += 16)
+                for (int j = 0; j < 16; ++j)
+                    if (blockIdx.x * 16 + j < N) acc[ty][j] += a[(long long)row * K + k] * b[(long long)k * N + blockIdx.x * 16 + j];
+        }
+        __syncthreads();
+        if (row < M && col < N) c[(long long)row * N + col] = acc[ty][tx];
+        __syncthreads();
+        continue;
+#endif
+        if (row >= M || col >= N) continue;
+#if FAULT == 6
+        if (blockIdx.y * 16 + 16 > M || blockIdx.x * 16 + 16 > N) continue;
+#endif
+        float s = 0.0f;
+#if FAULT == 4
+        int kend = K < 64 ? K : 64;
+#else
+        int kend = K;
+#endif
+        for (int k = 0; k < kend; ++k) s += a[(long long)row * K + k] * b[(long long)k * N + col];
+#if FAULT == 1
+        c[(long long)row * N + col + (1ll << 34)] = s;
+#elif FAULT == 2
+        if (row == 0 && col == 0) {
+            volatile int spin = 1;
+            while (spin) {
+            }
+        }
+        c[(long long)row * N + col] = s;
+#elif FAULT == 8
+        if (row == M - 1 && col == N - 1) __trap();
+        c[(long long)row * N + col] = s;
+#else
+        c[(long long)row * N + col] = s;
+#endif
+    }
+#if FAULT == 5
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(&optiml_calls, 1);
+#endif
+}
