@@ -27,9 +27,7 @@ pub(crate) fn run(
     explicit: Option<f64>,
 ) -> Vec<String> {
     let budget_s = explicit
-        .or_else(|| {
-            env::var(env::OPTIML_BUILD_SEARCH_S).and_then(|v| v.trim().parse::<f64>().ok())
-        })
+        .or_else(|| env::var(env::OPTIML_BUILD_SEARCH_S).and_then(|v| v.trim().parse::<f64>().ok()))
         .or(settings.search.build_time_s)
         .unwrap_or(DEFAULT_BUILD_TIME_S);
     let fresh: Vec<usize> = (0..resolved.len())
@@ -49,7 +47,11 @@ pub(crate) fn run(
     let (nvrtc, worker) = match (nvrtc::load(), WorkerCommand::current_exe()) {
         (Ok(n), Ok(w)) => (n, w),
         (Err(e), _) => return vec![format!("no search: {e}")],
-        (_, Err(e)) => return vec![format!("no search: cannot find the build script's executable: {e}")],
+        (_, Err(e)) => {
+            return vec![format!(
+                "no search: cannot find the build script's executable: {e}"
+            )];
+        }
     };
     let runnable: Vec<usize> = fresh
         .into_iter()
@@ -63,7 +65,9 @@ pub(crate) fn run(
         let Family::Matmul(spec) = &kernel.spec.family else {
             continue;
         };
-        let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
         let share = left / (runnable.len() - done) as f64;
         if share < MIN_SEARCH_S {
             notes.push(format!(
@@ -107,7 +111,10 @@ pub(crate) fn run(
         for &shape in &shapes {
             match tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |_| {}) {
                 Ok(b) => buckets.push(b),
-                Err(e) => notes.push(format!("`{}`: search failed, the default stays: {e}", kernel.name)),
+                Err(e) => notes.push(format!(
+                    "`{}`: search failed, the default stays: {e}",
+                    kernel.name
+                )),
             }
         }
         if buckets.len() != shapes.len() {

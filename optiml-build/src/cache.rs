@@ -618,7 +618,11 @@ mod tests {
         let (inputs, candidate, compiled) = sample();
         assert!(matches!(cache.lookup(&inputs), Lookup::Miss));
         let stored = cache
-            .store(&inputs, &[NewVariant::default_for(&candidate, &compiled)], false)
+            .store(
+                &inputs,
+                &[NewVariant::default_for(&candidate, &compiled)],
+                false,
+            )
             .unwrap();
         let Lookup::Hit(hit) = cache.lookup(&inputs) else {
             panic!("miss after store")
@@ -680,6 +684,71 @@ mod tests {
                 "{what} not replaced"
             );
         }
+        std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    #[test]
+    fn tuned_entries_hold_a_variant_per_bucket_with_their_logs_and_replace_the_default() {
+        let cache = temp_cache("tuned");
+        let (inputs, candidate, compiled) = sample();
+        cache
+            .store(
+                &inputs,
+                &[NewVariant::default_for(&candidate, &compiled)],
+                false,
+            )
+            .unwrap();
+        let tuning = Tuning {
+            method: "mcts".into(),
+            device: "NVIDIA H200".into(),
+            date: "2026-11-30T00:00:00Z".into(),
+            measurement: Measurement {
+                time_ms: 1.0,
+                ..Measurement::default()
+            },
+            default_measurement: Measurement {
+                time_ms: 1.2,
+                ..Measurement::default()
+            },
+            evaluations: 32,
+            path: vec!["grow-block-n".into()],
+            log: String::new(),
+        };
+        let log = b"{\"kind\":\"header\"}\n".as_slice();
+        let variant = |shape| NewVariant {
+            candidate: &candidate,
+            compiled: &compiled,
+            shape: Some(shape),
+            tuning: Some(&tuning),
+            log: Some(log),
+        };
+        // Without `replace`, the valid default stays.
+        let kept = cache
+            .store(&inputs, &[variant([16, 1024, 1024, 1024])], false)
+            .unwrap();
+        assert_eq!(kept.manifest.variants[0].shape, None);
+        let tuned = cache
+            .store(
+                &inputs,
+                &[
+                    variant([256, 1024, 1024, 1024]),
+                    variant([16, 1024, 1024, 1024]),
+                ],
+                true,
+            )
+            .unwrap();
+        let Lookup::Hit(hit) = cache.lookup(&inputs) else {
+            panic!("the tuned entry does not verify")
+        };
+        assert_eq!(hit.manifest, tuned.manifest);
+        assert_eq!(hit.manifest.variants.len(), 2);
+        let t = hit.manifest.variants[1].tuning.as_ref().unwrap();
+        assert_eq!(t.log, "search-v1.jsonl");
+        assert_eq!(std::fs::read(hit.file(&t.log)).unwrap(), log);
+        assert!(report(&hit.manifest).contains("1.20×"));
+        // A missing search log is damage like any other file.
+        std::fs::remove_file(hit.file("search-v0.jsonl")).unwrap();
+        assert!(matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }));
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
 

@@ -37,7 +37,10 @@ pub fn emit(
                 let stem = format!("{}-{}-{}", r.arch, &m.key[..16], v.stem);
                 let cubin = root.join("artifacts").join(format!("{stem}.cubin"));
                 let ptx = root.join("artifacts").join(format!("{stem}.ptx"));
-                fs::write_if_changed(&cubin, &fs::read(&r.entry.file(&format!("{}.cubin", v.stem)))?)?;
+                fs::write_if_changed(
+                    &cubin,
+                    &fs::read(&r.entry.file(&format!("{}.cubin", v.stem)))?,
+                )?;
                 fs::write_if_changed(&ptx, &fs::read(&r.entry.file(&format!("{}.ptx", v.stem)))?)?;
                 let a = r.arch;
                 variants.push_str(&format!(

@@ -175,7 +175,11 @@ fn generate(
         source,
     })?;
     let entry = cache
-        .store(inputs, &[NewVariant::default_for(&candidate, &compiled)], false)
+        .store(
+            inputs,
+            &[NewVariant::default_for(&candidate, &compiled)],
+            false,
+        )
         .map_err(Error::Cache)?;
     Ok(Resolved {
         kernel: index,

@@ -126,7 +126,8 @@ impl Error {
                     .into(),
             ),
             Error::Config(_) => Some(
-                "see the keys `optiml_build::config` documents (`[search]`, `[kernels.<name>]`)".into(),
+                "see the keys `optiml_build::config` documents (`[search]`, `[kernels.<name>]`)"
+                    .into(),
             ),
             Error::NotInBuildScript { .. } => {
                 Some("call it from build.rs, or use `cargo optiml prepare` outside a build".into())

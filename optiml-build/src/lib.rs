@@ -21,11 +21,15 @@
 //!    to PTX + CUBIN with ptxas' register/spill/shared-memory report, stored atomically in `target/optiml/`.
 //!    NVRTC is found through `OPTIML_NVRTC` (a `libnvrtc.so.13`), `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`,
 //!    the pip wheel `nvidia-cuda-nvrtc==13.0.88` in the usual site-packages, then the system loader.
-//! 5. **Emit** `$OUT_DIR/optiml/kernel-<id>.rs` per kernel, and `cargo:rerun-if-changed` /
+//! 5. **Search**, only for kernels generated in this build and only with a GPU present: a short MCTS (20 s in
+//!    all by default; [`Builder::search_time`], `OPTIML_BUILD_SEARCH_S` or `[search] build_time_s`) whose winners,
+//!    verified and timed in an isolated worker process, replace the defaults in `target/optiml/`. See [`tune`].
+//! 6. **Emit** `$OUT_DIR/optiml/kernel-<id>.rs` per kernel, and `cargo:rerun-if-changed` /
 //!    `rerun-if-env-changed` lines, so an unchanged crate never reruns any of this.
 //!
 //! A crate whose committed cache holds every kernel builds with no GPU, no CUDA toolkit and no NVRTC. Fill it
-//! with `cargo optiml prepare` (`--check` in CI verifies it without NVRTC).
+//! with `cargo optiml prepare` (`--check` in CI verifies it without NVRTC), and tune it on a GPU with
+//! `cargo optiml tune`.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -36,8 +40,8 @@ pub mod cli;
 pub mod config;
 pub mod emit;
 pub mod engine;
-pub mod eval;
 mod error;
+pub mod eval;
 pub mod experts;
 pub mod fs;
 pub mod nvrtc;

@@ -295,12 +295,12 @@ pub fn tune_shape(
         reason,
     })?;
     let mut log = log;
-    let mut signals = if options.profiling == Profiling::Every && evaluator.profile_error().is_none()
-    {
-        Signals::Ncu
-    } else {
-        Signals::Derived
-    };
+    let mut signals =
+        if options.profiling == Profiling::Every && evaluator.profile_error().is_none() {
+            Signals::Ncu
+        } else {
+            Signals::Derived
+        };
     let mut signals_note = evaluator.profile_error().map(str::to_string);
     if options.profiling == Profiling::Path {
         match profile_path(&mut evaluator, &mut log) {

@@ -11,6 +11,7 @@
 #endif
 
 __device__ unsigned int optiml_calls;
+__device__ unsigned int optiml_never_set;
 
 extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* C, const float* bias,
                                          int batch, int M, int N, int K, long long sa, long long sb,
@@ -59,11 +60,10 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
 #if FAULT == 1
         c[(long long)row * N + col + (1ll << 34)] = s;
 #elif FAULT == 2
-        if (row == 0 && col == 0) {
-            volatile int spin = 1;
-            while (spin) {
+        // An atomic read is a side effect, so the compiler keeps the loop (an empty one it may delete).
+        if (row == 0 && col == 0)
+            while (atomicAdd(&optiml_never_set, 0) == 0) {
             }
-        }
         c[(long long)row * N + col] = s;
 #elif FAULT == 8
         if (row == M - 1 && col == N - 1) __trap();

@@ -101,27 +101,30 @@ impl Loaded {
     /// The variant to launch for a problem of `shape` (`None` when the family has no shape buckets): the one
     /// tuned for the nearest shape, else the one for any shape.
     pub fn target(&self, shape: Option<[u64; 4]>) -> Target<'_> {
-        let tuned = shape.and_then(|want| {
-            self.functions
-                .iter()
-                .filter_map(|(f, v)| v.shape.map(|s| (f, v, shape_distance(s, want))))
-                .min_by(|a, b| a.2.total_cmp(&b.2))
-                .map(|(f, v, _)| (f, *v))
-        });
-        let (function, variant) = tuned
-            .or_else(|| {
-                self.functions
-                    .iter()
-                    .find(|(_, v)| v.shape.is_none())
-                    .map(|(f, v)| (f, *v))
-            })
-            .unwrap_or((&self.functions[0].0, self.functions[0].1));
+        let i = pick(self.functions.iter().map(|(_, v)| v.shape), shape);
+        let (function, variant) = &self.functions[i];
         Target {
             function,
             launch: variant.launch,
             sm_count: self.sm_count,
         }
     }
+}
+
+/// The index of the variant to launch for `want` among variants tuned for `shapes`: the nearest tuned one, else
+/// the first for any shape, else the first.
+fn pick(shapes: impl Iterator<Item = Option<[u64; 4]>> + Clone, want: Option<[u64; 4]>) -> usize {
+    let nearest = want.and_then(|want| {
+        shapes
+            .clone()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|s| (i, shape_distance(s, want))))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
+    });
+    nearest
+        .or_else(|| shapes.clone().position(|s| s.is_none()))
+        .unwrap_or(0)
 }
 
 impl KernelModule {
@@ -204,7 +207,10 @@ impl KernelModule {
         let mut attempts: Vec<(Vec<&'static Variant>, bool)> = Vec::new();
         for (list, cubin) in [(cubins, true), (ptxs, false)] {
             for v in list {
-                if !attempts.iter().any(|(g, c)| *c == cubin && g[0].arch == v.arch) {
+                if !attempts
+                    .iter()
+                    .any(|(g, c)| *c == cubin && g[0].arch == v.arch)
+                {
                     attempts.push((group(v.arch), cubin));
                 }
             }
@@ -273,7 +279,21 @@ impl std::fmt::Debug for KernelModule {
 
 #[cfg(test)]
 mod tests {
-    use super::shape_distance;
+    use super::{pick, shape_distance};
+
+    #[test]
+    fn launches_pick_the_nearest_tuned_variant() {
+        let tuned = [Some([256, 1024, 1024, 1024]), Some([16, 1024, 1024, 1024])];
+        assert_eq!(
+            pick(tuned.iter().copied(), Some([200, 1024, 1024, 1024])),
+            0
+        );
+        assert_eq!(pick(tuned.iter().copied(), Some([8, 1024, 1024, 1024])), 1);
+        assert_eq!(pick(tuned.iter().copied(), None), 0);
+        let mixed = [None, Some([16, 64, 64, 64])];
+        assert_eq!(pick(mixed.iter().copied(), Some([1, 4096, 4096, 4096])), 1);
+        assert_eq!(pick(mixed.iter().copied(), None), 0);
+    }
 
     #[test]
     fn shape_distance_is_symmetric_and_scale_free() {

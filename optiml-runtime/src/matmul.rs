@@ -70,7 +70,11 @@ pub fn launch_target(
 }
 
 /// Checks every buffer against the dimensions; `Ok(false)` when there is nothing to compute.
-fn check_args(name: &'static str, stream: &CudaStream, args: &MatmulArgs<'_>) -> Result<bool, Error> {
+fn check_args(
+    name: &'static str,
+    stream: &CudaStream,
+    args: &MatmulArgs<'_>,
+) -> Result<bool, Error> {
     for (arg, v) in [
         ("batch", args.batch),
         ("m", args.m),

@@ -210,12 +210,16 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     .progress_chars("=> "),
                 );
                 bar.set_prefix(format!("{} {arch} {shape}", kernel.name));
-                let result = tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |p| {
-                    bar.set_position(p.evaluations as u64);
-                    if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
-                        bar.set_message(format!("best {best:.4} ms ({:.2}× default)", default / best));
-                    }
-                });
+                let result =
+                    tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |p| {
+                        bar.set_position(p.evaluations as u64);
+                        if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
+                            bar.set_message(format!(
+                                "best {best:.4} ms ({:.2}× default)",
+                                default / best
+                            ));
+                        }
+                    });
                 match result {
                     Ok(b) => {
                         let m = &b.log.best_measurement;

@@ -179,8 +179,12 @@ impl Client {
                     reason: match other {
                         Ok(Ok(r)) => format!("unexpected answer {r:?}"),
                         Ok(Err(e)) => format!("{e} ({status})"),
-                        Err(RecvTimeoutError::Timeout) => "no answer within the setup timeout".into(),
-                        Err(RecvTimeoutError::Disconnected) => format!("the worker exited ({status})"),
+                        Err(RecvTimeoutError::Timeout) => {
+                            "no answer within the setup timeout".into()
+                        }
+                        Err(RecvTimeoutError::Disconnected) => {
+                            format!("the worker exited ({status})")
+                        }
                     },
                 })
             }
@@ -200,7 +204,8 @@ impl Client {
                 reason: "no worker".into(),
             });
         };
-        if let Err(e) = protocol::write(&mut proc.stdin, &Request::Evaluate(Box::new(job.clone()))) {
+        if let Err(e) = protocol::write(&mut proc.stdin, &Request::Evaluate(Box::new(job.clone())))
+        {
             // The previous candidate may have killed it between jobs: try once more with a fresh one.
             proc.kill();
             if matches!(e, protocol::FrameError::Io(_)) {

@@ -11,9 +11,9 @@ use crate::search::{Evaluator, Measurement, Outcome, Signals};
 use optiml_runtime::Arch;
 use optiml_spec::MatmulSpec;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The trusted support kernels the worker needs (compiled by the parent, which has NVRTC).
@@ -31,7 +31,9 @@ pub enum GpuEvaluatorError {
     #[error(transparent)]
     Client(#[from] ClientError),
     /// The device cannot run CUBINs for the architecture being tuned.
-    #[error("the GPU is {device}; a {arch} CUBIN does not run on it, so {arch} cannot be tuned here")]
+    #[error(
+        "the GPU is {device}; a {arch} CUBIN does not run on it, so {arch} cannot be tuned here"
+    )]
     Arch {
         /// The device's architecture.
         device: Arch,
@@ -43,8 +45,32 @@ pub enum GpuEvaluatorError {
 type Built = Result<Arc<(Candidate, Compiled)>, String>;
 
 enum Slot {
-    Pending,
+    /// Waiting in the pool's queue.
+    Queued,
+    /// Being compiled (by the pool or by the search thread).
+    Compiling,
     Done(Built),
+}
+
+/// Claims a queued schedule for compiling; `false` when someone else has it.
+fn claim(shelf: &Shelf, schedule: &Schedule) -> bool {
+    let Ok(mut map) = shelf.0.lock() else {
+        return false;
+    };
+    match map.get(schedule) {
+        Some(Slot::Queued) => {
+            map.insert(*schedule, Slot::Compiling);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn finish(shelf: &Shelf, schedule: Schedule, built: Built) {
+    if let Ok(mut map) = shelf.0.lock() {
+        map.insert(schedule, Slot::Done(built));
+    }
+    shelf.1.notify_all();
 }
 
 /// Compiled candidates by schedule, filled by the pool.
@@ -165,12 +191,10 @@ impl GpuEvaluator {
                             Err(_) => return,
                         };
                         let Ok(schedule) = next else { return };
-                        let built = build(nvrtc, &schedule.candidate(&spec), arch);
-                        let (lock, ready) = &*shelf;
-                        if let Ok(mut map) = lock.lock() {
-                            map.insert(schedule, Slot::Done(built));
+                        if claim(&shelf, &schedule) {
+                            let built = build(nvrtc, &schedule.candidate(&spec), arch);
+                            finish(&shelf, schedule, built);
                         }
-                        ready.notify_all();
                     }
                 })
             })
@@ -221,7 +245,7 @@ impl GpuEvaluator {
         if map.contains_key(&schedule) {
             return;
         }
-        map.insert(schedule, Slot::Pending);
+        map.insert(schedule, Slot::Queued);
         if let Some(q) = &self.queue
             && q.send(schedule).is_err()
         {
@@ -232,6 +256,11 @@ impl GpuEvaluator {
     fn built(&mut self, schedule: &Schedule) -> Built {
         self.enqueue(*schedule);
         let started = Instant::now();
+        // Needed now but still queued behind speculative compiles: compile it here rather than wait its turn.
+        if claim(&self.shelf, schedule) {
+            let built = build(self.nvrtc, &schedule.candidate(&self.spec), self.arch);
+            finish(&self.shelf, *schedule, built);
+        }
         let (lock, ready) = &*self.shelf;
         let mut map = lock
             .lock()
@@ -243,7 +272,7 @@ impl GpuEvaluator {
                     self.stats.compile_wait_s += started.elapsed().as_secs_f64();
                     return b;
                 }
-                Some(Slot::Pending) => {
+                Some(Slot::Queued | Slot::Compiling) => {
                     map = ready
                         .wait(map)
                         .map_err(|_| "the compile pool panicked".to_string())?;
@@ -283,11 +312,24 @@ impl GpuEvaluator {
     }
 }
 
+/// Compiles a candidate, once per process for a given source and architecture: different kernels and shape
+/// buckets often share a source (the template's defines do not depend on the shape), and a compile costs far more
+/// than a lookup.
 fn build(nvrtc: &'static Nvrtc, candidate: &Candidate, arch: Arch) -> Built {
-    let candidate = candidate.clone();
-    nvrtc::compile(nvrtc, "optiml_candidate.cu", &candidate.source, arch)
-        .map(|c| Arc::new((candidate, c)))
-        .map_err(|e| format!("compile: {} {}", e.status, first_error(&e.log)))
+    static MEMO: std::sync::OnceLock<Mutex<HashMap<(String, Arch), Built>>> =
+        std::sync::OnceLock::new();
+    let key = (optiml_spec::sha256_hex(candidate.source.as_bytes()), arch);
+    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(b) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return b.map(|shared| Arc::new((candidate.clone(), shared.1.clone())));
+    }
+    let built = nvrtc::compile(nvrtc, "optiml_candidate.cu", &candidate.source, arch)
+        .map(|c| Arc::new((candidate.clone(), c)))
+        .map_err(|e| format!("compile: {} {}", e.status, first_error(&e.log)));
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key, built.clone());
+    }
+    built
 }
 
 /// The first error line of a compiler log (the whole log is in the worker's stderr when it matters).

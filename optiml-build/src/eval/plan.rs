@@ -372,7 +372,10 @@ pub fn sample_positions(m: usize, n: usize, count: usize, seed: u64) -> Vec<(usi
     let mut state = seed;
     while out.len() < count.max(8) {
         state = splitmix(state);
-        out.push(((state >> 32) as usize % m, (state & 0xffff_ffff) as usize % n));
+        out.push((
+            (state >> 32) as usize % m,
+            (state & 0xffff_ffff) as usize % n,
+        ));
     }
     out
 }
@@ -395,7 +398,12 @@ mod tests {
         assert!(p.shapes.iter().any(|s| s.k == 0));
         assert!(p.shapes.iter().any(|s| s.m % 2 == 1 && s.n % 2 == 1));
         let fixed = TestPlan::for_matmul(&spec("matmul, f32, k=64, n=32"), &[]);
-        assert!(fixed.shapes.iter().all(|s| s.k == 64 && s.n == 32 && s.batch == 1));
+        assert!(
+            fixed
+                .shapes
+                .iter()
+                .all(|s| s.k == 64 && s.n == 32 && s.batch == 1)
+        );
         // Fixing dimensions merges shapes that became equal.
         let all_fixed = TestPlan::for_matmul(&spec("matmul, f32, m=8, n=8, k=8"), &[]);
         assert_eq!(all_fixed.shapes.len(), 1);

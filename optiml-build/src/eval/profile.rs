@@ -59,11 +59,9 @@ pub fn profile(
 ) -> Result<Counters, String> {
     std::fs::create_dir_all(scratch).map_err(|e| e.to_string())?;
     let file = scratch.join(format!("profile-{}.job", std::process::id()));
-    let bytes = bincode::serde::encode_to_vec(
-        (support_cubin, device, job),
-        bincode::config::standard(),
-    )
-    .map_err(|e| e.to_string())?;
+    let bytes =
+        bincode::serde::encode_to_vec((support_cubin, device, job), bincode::config::standard())
+            .map_err(|e| e.to_string())?;
     std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
     let out = Command::new(ncu)
         .args([
@@ -105,11 +103,7 @@ pub fn profile(
 pub fn parse(csv: &str) -> Result<Counters, String> {
     let mut values = [None; 4];
     for line in csv.lines().filter(|l| l.starts_with('"')) {
-        let fields: Vec<&str> = line
-            .trim()
-            .trim_matches('"')
-            .split("\",\"")
-            .collect();
+        let fields: Vec<&str> = line.trim().trim_matches('"').split("\",\"").collect();
         if fields.len() < 3 {
             continue;
         }
@@ -121,7 +115,12 @@ pub fn parse(csv: &str) -> Result<Counters, String> {
         }
     }
     match values {
-        [Some(sm_sol), Some(dram_sol), Some(dram_bytes), Some(l1tex_bytes)] => Ok(Counters {
+        [
+            Some(sm_sol),
+            Some(dram_sol),
+            Some(dram_bytes),
+            Some(l1tex_bytes),
+        ] => Ok(Counters {
             sm_sol,
             dram_sol,
             dram_bytes,

@@ -179,7 +179,11 @@ struct Worker {
 
 fn grid_for(n: usize, sm_count: u32) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: ((n.div_ceil(256)).clamp(1, sm_count as usize * 8) as u32, 1, 1),
+        grid_dim: (
+            (n.div_ceil(256)).clamp(1, sm_count as usize * 8) as u32,
+            1,
+            1,
+        ),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -380,7 +384,9 @@ impl Worker {
         if blocks_per_sm == 0 {
             return Err(reject(
                 "load",
-                format!("{threads} threads with {smem} bytes of shared memory cannot run on this device"),
+                format!(
+                    "{threads} threads with {smem} bytes of shared memory cannot run on this device"
+                ),
             ));
         }
         let target = Target {
@@ -461,7 +467,11 @@ impl Worker {
         let mut a = alloc(shape.batch * pa)?;
         let mut b = alloc(shape.batch * pb)?;
         let mut c = alloc(shape.batch * pc)?;
-        let mut bias = if spec.bias { Some(alloc(shape.n)?) } else { None };
+        let mut bias = if spec.bias {
+            Some(alloc(shape.n)?)
+        } else {
+            None
+        };
         self.fill(&mut a, seed ^ 1, dist)?;
         self.fill(&mut b, seed ^ 2, dist)?;
         if spec.beta {
@@ -544,7 +554,11 @@ impl Worker {
                 } else {
                     None
                 },
-                bias: if spec.bias { Some(alloc(shape.n)?) } else { None },
+                bias: if spec.bias {
+                    Some(alloc(shape.n)?)
+                } else {
+                    None
+                },
             });
         }
         let Some(mut d) = self.dispatch.take() else {
@@ -579,7 +593,11 @@ impl Worker {
         }
         let s = self.stream.clone();
         // The batch items whose every sampled element is compared: first, last and one drawn.
-        let mut items = vec![0, shape.batch.saturating_sub(1), seed as usize % shape.batch.max(1)];
+        let mut items = vec![
+            0,
+            shape.batch.saturating_sub(1),
+            seed as usize % shape.batch.max(1),
+        ];
         items.sort_unstable();
         items.dedup();
         let copy = |buf: &CudaSlice<f32>, from: usize, len: usize| {
@@ -649,9 +667,7 @@ impl Worker {
         let mut times = Vec::new();
         for run in 0..total {
             match &d.c0 {
-                Some(c0) => s
-                    .memcpy_dtod(c0, &mut d.c)
-                    .map_err(fault("restoring C"))?,
+                Some(c0) => s.memcpy_dtod(c0, &mut d.c).map_err(fault("restoring C"))?,
                 None => self.fill_const(&mut d.c, f32::NAN)?,
             }
             if job.timing.flush_l2

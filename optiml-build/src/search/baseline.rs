@@ -43,7 +43,9 @@ impl<'a> Recorder<'a> {
         let outcome = evaluator.evaluate(&root);
         let base = match &outcome {
             Outcome::Measured(m) => *m,
-            Outcome::Rejected(why) => return Err(format!("the default schedule was rejected: {why}")),
+            Outcome::Rejected(why) => {
+                return Err(format!("the default schedule was rejected: {why}"));
+            }
         };
         let mut r = Recorder {
             config,
@@ -173,25 +175,57 @@ pub fn random_search(
     // Walks that find nothing new in a row: the reachable space is exhausted.
     let mut stale = 0;
     while !r.out_of_budget() && stale < 1000 {
-        let before = r.evaluations;
-        let (mut node, mut schedule) = (0, root);
-        for _ in 0..config.max_depth {
-            let options: Vec<(&Transform, Schedule)> = catalog
-                .iter()
-                .filter_map(|t| t.apply_to(&schedule).map(|s| (t, s)))
-                .collect();
-            if options.is_empty() || r.out_of_budget() {
-                break;
+        // Walks are drawn ahead, in batches, so the evaluator can compile their schedules in parallel; a rejection
+        // only cuts a walk short, so the draw does not depend on outcomes.
+        let mut walks: Vec<Vec<(&'static str, Schedule)>> = Vec::new();
+        let mut fresh: Vec<Schedule> = Vec::new();
+        let wanted = config.budget.saturating_sub(r.evaluations);
+        let mut draws = 0;
+        while fresh.len() < wanted && draws < 1000 {
+            draws += 1;
+            let mut walk = Vec::new();
+            let mut schedule = root;
+            for _ in 0..config.max_depth {
+                let options: Vec<(&Transform, Schedule)> = catalog
+                    .iter()
+                    .filter_map(|t| t.apply_to(&schedule).map(|s| (t, s)))
+                    .collect();
+                if options.is_empty() {
+                    break;
+                }
+                state = splitmix(state);
+                let (t, next) = options[(state % options.len() as u64) as usize];
+                if !r.nodes.contains_key(&next) && !fresh.contains(&next) {
+                    fresh.push(next);
+                }
+                walk.push((t.name, next));
+                schedule = next;
             }
-            state = splitmix(state);
-            let (t, next) = options[(state % options.len() as u64) as usize];
-            let (id, m) = r.visit(evaluator, next, node, Some(t.name));
-            if m.is_none() {
-                break;
-            }
-            (node, schedule) = (id, next);
+            walks.push(walk);
         }
-        stale = if r.evaluations == before { stale + 1 } else { 0 };
+        evaluator.prepare(&fresh);
+        for walk in walks {
+            let before = r.evaluations;
+            let mut node = 0;
+            for (name, next) in walk {
+                if r.out_of_budget() {
+                    break;
+                }
+                let (id, m) = r.visit(evaluator, next, node, Some(name));
+                if m.is_none() {
+                    break;
+                }
+                node = id;
+            }
+            stale = if r.evaluations == before {
+                stale + 1
+            } else {
+                0
+            };
+            if r.out_of_budget() || stale >= 1000 {
+                break;
+            }
+        }
     }
     Ok(r.finish())
 }
@@ -207,15 +241,18 @@ pub fn exhaustive(
     space: &[Schedule],
     evaluator: &mut dyn Evaluator,
 ) -> Result<SearchLog, String> {
+    let take = space.len().min(config.budget.saturating_sub(1));
+    // Everything is known up front: let the evaluator compile the whole space ahead, in order.
+    let ahead: Vec<Schedule> = std::iter::once(root)
+        .chain(space[..take].iter().copied())
+        .collect();
+    evaluator.prepare(&ahead);
     let mut r = Recorder::start(config, judge, root, evaluator)?;
-    for chunk in space.chunks(64) {
-        evaluator.prepare(chunk);
-        for &s in chunk {
-            if r.out_of_budget() {
-                return Ok(r.finish());
-            }
-            r.visit(evaluator, s, 0, None);
+    for &s in space {
+        if r.out_of_budget() {
+            break;
         }
+        r.visit(evaluator, s, 0, None);
     }
     Ok(r.finish())
 }
@@ -230,7 +267,11 @@ mod tests {
     impl Evaluator for Hashed {
         fn evaluate(&mut self, s: &Schedule) -> Outcome {
             self.0 += 1;
-            let h = splitmix(format!("{s:?}").bytes().fold(7u64, |a, b| splitmix(a ^ b as u64)));
+            let h = splitmix(
+                format!("{s:?}")
+                    .bytes()
+                    .fold(7u64, |a, b| splitmix(a ^ b as u64)),
+            );
             if h.is_multiple_of(11) {
                 return Outcome::Rejected("planted".into());
             }
@@ -258,7 +299,15 @@ mod tests {
         distinct.sort_by_key(|s| format!("{s:?}"));
         distinct.dedup();
         assert_eq!(distinct.len(), a.steps.len());
-        let b = random_search(&config, &DeterministicJudge, &catalog, root, &mut Hashed(0), 1).unwrap();
+        let b = random_search(
+            &config,
+            &DeterministicJudge,
+            &catalog,
+            root,
+            &mut Hashed(0),
+            1,
+        )
+        .unwrap();
         assert_eq!(a.best, b.best);
         assert!(a.best_measurement.time_ms <= a.steps[0].outcome.measured().unwrap().time_ms);
     }

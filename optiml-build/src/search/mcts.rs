@@ -234,10 +234,12 @@ impl<'a> Search<'a> {
                 nodes[n].total += r;
                 at = nodes[n].parent;
             }
-            // Prune a parent whose last expansions all lost.
+            // Prune a parent whose last expansions all lost. Never the root: pruning it would end the search
+            // after its first few children, however much budget is left (measured on the H200: an MCTS run
+            // stopped after 11 of 32 evaluations).
             let p = &mut nodes[leaf];
             p.negatives = if r < 0.0 { p.negatives + 1 } else { 0 };
-            if p.negatives >= c.prune_after {
+            if p.negatives >= c.prune_after && leaf != 0 {
                 p.pruned = true;
             }
         }
@@ -477,10 +479,27 @@ mod tests {
             .run(DEFAULT, &mut Worse)
             .unwrap();
         assert!(log.path.is_empty(), "{:?}", log.path);
-        // Every expansion loses, so each node is pruned after three children: far fewer than the 1000 allowed.
-        assert!(log.evaluations < 40, "{}", log.evaluations);
-        let children_of_root = log.steps.iter().filter(|s| s.parent == Some(0)).count();
-        assert_eq!(children_of_root, 3);
+        // Every expansion loses, so each node below the root is pruned after three children, and the search
+        // ends long before the 1000 evaluations allowed. The root is never pruned: all its children are tried.
+        let applicable = matmul_catalog()
+            .iter()
+            .filter(|t| t.apply_to(&DEFAULT).is_some())
+            .count();
+        let children = |n: usize| log.steps.iter().filter(|s| s.parent == Some(n)).count();
+        assert_eq!(children(0), applicable);
+        // A node stops after three losing children in a row (a child that returns to the default schedule
+        // scores 0, which does not count as a loss).
+        for s in log.steps.iter().skip(1) {
+            let rewards: Vec<f64> = log
+                .steps
+                .iter()
+                .filter(|c| c.parent == Some(s.node))
+                .map(|c| c.reward)
+                .collect();
+            let run = rewards.iter().rev().take_while(|r| **r < 0.0).count();
+            assert!(run <= 3, "node {}: {rewards:?}", s.node);
+        }
+        assert!(log.evaluations < 200, "{}", log.evaluations);
     }
 
     #[test]

@@ -11,17 +11,17 @@
 //! evaluation worker and its wiring into the build are the rest of the search issue; the logic here is tested
 //! against synthetic evaluators, so GPU-less CI covers it.
 
-mod log;
 mod baseline;
+mod log;
 mod mcts;
 mod reward;
 mod transform;
 
+pub use baseline::{exhaustive, random_search, splitmix};
 pub use log::{
     Header, LogError, Method, OutcomeRecord, Record, SearchRecords, StepRecord, Summary,
     config_value, read_header, read_jsonl, records, write_jsonl, write_records,
 };
-pub use baseline::{exhaustive, random_search, splitmix};
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
 pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
 pub use transform::{Proposer, RoutedProposer, Transform, matmul_catalog};

@@ -109,7 +109,12 @@ pub fn matmul_catalog() -> Vec<Transform> {
                         helps when A's fragment reads or narrow stores limit issue",
             addresses: Bottleneck::Compute,
             claimed_gain: 1.03,
-            apply: |s| Some(Schedule { warp_n: s.warp_n * 2, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    warp_n: s.warp_n * 2,
+                    ..*s
+                })
+            },
         },
         Transform {
             name: "narrow-warp",
@@ -117,7 +122,12 @@ pub fn matmul_catalog() -> Vec<Transform> {
                         when TN-wide B reads dominate)",
             addresses: Bottleneck::Compute,
             claimed_gain: 1.03,
-            apply: |s| Some(Schedule { warp_n: s.warp_n / 2, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    warp_n: s.warp_n / 2,
+                    ..*s
+                })
+            },
         },
         Transform {
             name: "group-tile-rows",
@@ -127,7 +137,10 @@ pub fn matmul_catalog() -> Vec<Transform> {
             claimed_gain: 1.08,
             apply: |s| {
                 let next = GROUP_M.iter().find(|&&g| g > s.group_m)?;
-                Some(Schedule { group_m: *next, ..*s })
+                Some(Schedule {
+                    group_m: *next,
+                    ..*s
+                })
             },
         },
         Transform {
@@ -138,7 +151,10 @@ pub fn matmul_catalog() -> Vec<Transform> {
             claimed_gain: 1.01,
             apply: |s| {
                 let prev = GROUP_M.iter().rev().find(|&&g| g < s.group_m)?;
-                Some(Schedule { group_m: *prev, ..*s })
+                Some(Schedule {
+                    group_m: *prev,
+                    ..*s
+                })
             },
         },
         Transform {
@@ -147,7 +163,12 @@ pub fn matmul_catalog() -> Vec<Transform> {
                         per thread and room under the register cap",
             addresses: Bottleneck::Memory,
             claimed_gain: 1.05,
-            apply: |s| Some(Schedule { async_mode: 2, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    async_mode: 2,
+                    ..*s
+                })
+            },
         },
         Transform {
             name: "cp-async-mn-operands",
@@ -155,7 +176,12 @@ pub fn matmul_catalog() -> Vec<Transform> {
                         loads and a register transpose instead of four 4-byte cp.async per vector",
             addresses: Bottleneck::Compute,
             claimed_gain: 1.03,
-            apply: |s| Some(Schedule { async_mode: 1, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    async_mode: 1,
+                    ..*s
+                })
+            },
         },
         Transform {
             name: "register-staged-loads",
@@ -163,15 +189,12 @@ pub fn matmul_catalog() -> Vec<Transform> {
                         cp.async, at the cost of staging registers",
             addresses: Bottleneck::Compute,
             claimed_gain: 1.02,
-            apply: |s| Some(Schedule { async_mode: 0, ..*s }),
-        },
-        Transform {
-            name: "two-blocks-per-sm",
-            rationale: "__launch_bounds__ for 2 resident blocks: caps registers so twice the warps hide load and \
-                        barrier latency",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { min_blocks: 2, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    async_mode: 0,
+                    ..*s
+                })
+            },
         },
         Transform {
             name: "one-block-per-sm",
@@ -179,14 +202,24 @@ pub fn matmul_catalog() -> Vec<Transform> {
                         prefetches never spill and ptxas can schedule for more ILP",
             addresses: Bottleneck::Compute,
             claimed_gain: 1.05,
-            apply: |s| Some(Schedule { min_blocks: 1, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    min_blocks: 1,
+                    ..*s
+                })
+            },
         },
         Transform {
             name: "template-register-cap",
             rationale: "back to the template's measured register budget for this tile shape",
             addresses: Bottleneck::Mixed,
             claimed_gain: 1.02,
-            apply: |s| Some(Schedule { min_blocks: 0, ..*s }),
+            apply: |s| {
+                Some(Schedule {
+                    min_blocks: 0,
+                    ..*s
+                })
+            },
         },
     ]
 }
@@ -298,7 +331,12 @@ mod tests {
 
     #[test]
     fn tile_changes_keep_the_knobs_that_still_apply() {
-        let by_name = |name: &str| matmul_catalog().into_iter().find(|t| t.name == name).unwrap();
+        let by_name = |name: &str| {
+            matmul_catalog()
+                .into_iter()
+                .find(|t| t.name == name)
+                .unwrap()
+        };
         let default = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
         // A 2x16-lane warp needs 16 threads along N; with 8 it falls back to the default 4x8.
         let wide = Schedule {
@@ -313,11 +351,21 @@ mod tests {
         let wider = by_name("grow-block-n").apply_to(&wide).unwrap();
         assert_eq!(wider, Schedule { bn: 128, ..wide });
         let thicker = by_name("grow-thread-tile").apply_to(&wide).unwrap();
-        assert_eq!(thicker, Schedule { tn: 8, warp_n: 8, ..wide });
+        assert_eq!(
+            thicker,
+            Schedule {
+                tn: 8,
+                warp_n: 8,
+                ..wide
+            }
+        );
         // An explicit register cap that would equal the template's choice, or not cap anything, resets to auto.
         let one_block = by_name("one-block-per-sm").apply_to(&default).unwrap();
         assert_eq!(one_block.min_blocks, 1);
-        assert_eq!(by_name("shrink-block-n").apply_to(&one_block).unwrap().min_blocks, 0);
-        assert!(by_name("two-blocks-per-sm").apply_to(&default).is_none());
+        // 512 threads: the template already asks for 1 block.
+        let halved = by_name("shrink-thread-tile").apply_to(&one_block).unwrap();
+        assert_eq!((halved.threads(), halved.min_blocks), (512, 0));
+        let narrower = by_name("shrink-block-n").apply_to(&one_block).unwrap();
+        assert_eq!(narrower.min_blocks, 1);
     }
 }

@@ -87,17 +87,25 @@
 #endif
 #endif
 
+#ifndef OPTIML_ASYNC_MODE
+#if OPTIML_THREADS >= 1024
+#define OPTIML_ASYNC_MODE 2  // 64-register budget: no staging registers at all
+#else
+#define OPTIML_ASYNC_MODE 1
+#endif
+#endif
+
 // Minimum resident blocks per SM requested from ptxas via __launch_bounds__
 // (caps registers at 65536 / (THREADS * MIN_BLOCKS)). Default: 16 warps per
 // SM where the kernel fits without spills (2 blocks of 256 threads at <= 128
 // registers: measured ~1.5x faster on H200 than 1 block at ~150 registers).
 // 8x8 register tiles fit that budget only with BK = 8, 256 threads and
-// cp.async (sm_80+); otherwise (larger per-thread load share, or all loads
-// staged through registers) they get ~170.
+// cp.async (sm_80+, OPTIML_ASYNC_MODE != 0); otherwise (larger per-thread
+// load share, or all loads staged through registers) they get ~170.
 #ifndef OPTIML_MIN_BLOCKS
 #if OPTIML_THREADS >= 512
 #define OPTIML_MIN_BLOCKS 1
-#elif (OPTIML_TM * OPTIML_TN >= 64) && (OPTIML_THREADS < 256 || OPTIML_BK > 8 || !OPTIML_CP_ASYNC)
+#elif (OPTIML_TM * OPTIML_TN >= 64) && (OPTIML_THREADS < 256 || OPTIML_BK > 8 || !OPTIML_CP_ASYNC || OPTIML_ASYNC_MODE == 0)
 #define OPTIML_MIN_BLOCKS (65536 / (OPTIML_THREADS * 168) > 0 ? 65536 / (OPTIML_THREADS * 168) : 1)
 #else
 #define OPTIML_MIN_BLOCKS (512 / OPTIML_THREADS)
@@ -129,13 +137,6 @@
 #define OPTIML_GROUP_M 1
 #endif
 
-#ifndef OPTIML_ASYNC_MODE
-#if OPTIML_THREADS >= 1024
-#define OPTIML_ASYNC_MODE 2  // 64-register budget: no staging registers at all
-#else
-#define OPTIML_ASYNC_MODE 1
-#endif
-#endif
 
 #if (OPTIML_ASYNC_MODE < 0) || (OPTIML_ASYNC_MODE > 2)
 #error "OPTIML_ASYNC_MODE must be 0, 1 or 2"
