@@ -40,4 +40,6 @@ for step in $STEPS; do
   esac
   echo "== $step: $(( $(date +%s) - start )) s"
 done
+# Hand back folders as one archive (the device tool returns shallow trees only).
+[[ -d "$OUT/cache" || -d "$OUT/logs" ]] && tar -C "$OUT" -czf "$OUT/search-out.tgz" $(cd "$OUT" && ls -d cache logs 2>/dev/null) && rm -rf "$OUT/cache"
 exit $status

@@ -50,6 +50,8 @@ pub struct SearchSettings {
     pub exploration: Option<f64>,
     /// Transformations from the default at most.
     pub max_depth: Option<usize>,
+    /// Progressive widening factor (see [`Config::widening`]).
+    pub widening: Option<f64>,
     /// Seconds of search per kernel during `cargo build` (0: none).
     pub build_time_s: Option<f64>,
     /// Seed of random choices and inputs.
@@ -132,6 +134,7 @@ impl Settings {
                 .unwrap_or(d.time_limit),
             exploration: s.exploration.unwrap_or(d.exploration),
             max_depth: s.max_depth.unwrap_or(d.max_depth),
+            widening: s.widening.unwrap_or(d.widening),
             ..d
         }
     }

@@ -271,6 +271,8 @@ pub fn config_value(config: &Config) -> serde_json::Value {
         "prune_after": config.prune_after,
         "deepen_above": config.deepen_above,
         "bottleneck_delta": config.bottleneck_delta,
+        "widening": config.widening,
+        "widening_exponent": config.widening_exponent,
     })
 }
 

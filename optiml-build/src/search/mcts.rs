@@ -316,7 +316,11 @@ impl<'a> Search<'a> {
                 at = ch;
                 continue;
             }
-            if expandable(node) {
+            // Progressive widening: a node takes a new child only while it has fewer than ⌈k·visits^α⌉, so the
+            // search goes deep before it has tried every one of a dozen or more transformations at each level.
+            let limit =
+                (c.widening * f64::from(node.visits.max(1)).powf(c.widening_exponent)).ceil();
+            if expandable(node) && ((node.children.len() as f64) < limit || children.is_empty()) {
                 return Some(at);
             }
             let ln_n = (node.visits.max(1) as f64).ln();

@@ -51,6 +51,12 @@ pub struct Config {
     pub deepen_above: f64,
     /// SOL difference (percentage points) that makes a kernel memory- or compute-bound.
     pub bottleneck_delta: f64,
+    /// Progressive widening: a node may have at most ⌈widening · visits^widening_exponent⌉ children. Not in
+    /// the seed; added because with 17 transformations plain expansion spent a 32-candidate budget on the first
+    /// two levels (measured on the H200, `bench/results/`).
+    pub widening: f64,
+    /// See [`Config::widening`].
+    pub widening_exponent: f64,
 }
 
 impl Default for Config {
@@ -66,6 +72,8 @@ impl Default for Config {
             prune_after: 3,
             deepen_above: 0.7,
             bottleneck_delta: 7.5,
+            widening: 1.0,
+            widening_exponent: 0.5,
         }
     }
 }
