@@ -4,10 +4,12 @@
 //! its walks from the seed).
 //!
 //! ```text
-//! cargo run --release -p optiml-examples --example search_compare -- --out bench/results/search [--seeds 5] [--budget 32] [--specs bmm-16x1024,small-k]
+//! cargo run --release -p optiml-examples --example search_compare -- --out bench/results/search [--seeds 5] [--budget 32]
+//!     [--specs bmm-16x1024,small-k] [--exhaustive bmm-16x1024,small-k] [--reference bmm-16x1024=0.7677]
 //! ```
 //!
-//! Writes `search_compare.json`, `search_compare.md` and one convergence chart per spec (`<spec>.svg`: best
+//! `--exhaustive` names the specs whose whole space is enumerated (default: the two fastest); `--reference` gives
+//! the exhaustive best of an earlier run on the same GPU instead, labelled as such. Writes `search_compare.json`, `search_compare.md` and one convergence chart per spec (`<spec>.svg`: best
 //! time found against evaluations) into `--out`.
 
 use optiml_build::analyze::{Convergence, convergence_svg};
@@ -87,6 +89,8 @@ struct Args {
     budget: usize,
     only: Option<Vec<String>>,
     exhaustive: Vec<String>,
+    /// Exhaustive bests measured in an earlier run on the same GPU: `name=ms`.
+    references: Vec<(String, f64)>,
 }
 
 fn args() -> Result<Args, BoxError> {
@@ -96,6 +100,7 @@ fn args() -> Result<Args, BoxError> {
         budget: 32,
         only: None,
         exhaustive: vec!["bmm-16x1024".into(), "small-k".into()],
+        references: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -106,6 +111,11 @@ fn args() -> Result<Args, BoxError> {
             "--budget" => a.budget = value()?.parse()?,
             "--specs" => a.only = Some(value()?.split(',').map(str::to_string).collect()),
             "--exhaustive" => a.exhaustive = value()?.split(',').map(str::to_string).collect(),
+            "--reference" => {
+                let v = value()?;
+                let (name, ms) = v.split_once('=').ok_or("--reference takes name=ms")?;
+                a.references.push((name.to_string(), ms.parse()?));
+            }
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }

@@ -30,16 +30,19 @@ for step in $STEPS; do
       rm -rf "$OUT/cache" && cp -r .optiml "$OUT/cache"
       bash $run cargo-optiml optiml tune --dir examples --cache-dir "$OUT/cache" --kernel bmm \
         --budget "${BUDGET:-48}" --log-dir "$OUT/logs" 2>&1 | tee "$OUT/tune.log" | grep -v '^\s*$' | tail -12
-      [[ ${PIPESTATUS[0]} == 0 ]] || status=1;;
+      [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+      # Hand the tuned cache back as one archive now (the device tool returns shallow trees only, and a later
+      # step may run out of time).
+      tar -C "$OUT" -czf "$OUT/tune-out.tgz" cache logs && rm -rf "$OUT/cache";;
     compare)
-      bash $run search_compare --out "$OUT/compare" --seeds "${SEEDS:-5}" --budget 32 ${SPECS:+--specs "$SPECS"} \
-        ${EXHAUSTIVE+--exhaustive "$EXHAUSTIVE"} \
+      # REFERENCES: "name=ms name=ms" (exhaustive bests of an earlier run); a step limit keeps the archive step alive.
+      refs=(); for r in ${REFERENCES:-}; do refs+=(--reference "$r"); done
+      timeout "${COMPARE_LIMIT:-1800}" bash $run search_compare --out "$OUT/compare" --seeds "${SEEDS:-5}" --budget 32 \
+        ${SPECS:+--specs "$SPECS"} ${EXHAUSTIVE+--exhaustive "$EXHAUSTIVE"} "${refs[@]}" \
         >"$OUT/compare.log" 2>&1 || status=1
       tail -20 "$OUT/compare.log";;
     *) echo "unknown step $step"; status=1;;
   esac
   echo "== $step: $(( $(date +%s) - start )) s"
 done
-# Hand back folders as one archive (the device tool returns shallow trees only).
-[[ -d "$OUT/cache" || -d "$OUT/logs" ]] && tar -C "$OUT" -czf "$OUT/search-out.tgz" $(cd "$OUT" && ls -d cache logs 2>/dev/null) && rm -rf "$OUT/cache"
 exit $status

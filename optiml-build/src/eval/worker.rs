@@ -620,6 +620,25 @@ impl Worker {
             None => None,
         };
 
+        // The sampled rows and columns, gathered once per job (the same crossings are checked both times).
+        let (rows, cols) = plan::sample_grid(
+            shape.m,
+            shape.n,
+            job.plan.dispatch_samples / items.len().max(1),
+            seed,
+        );
+        let gathered: Vec<plan::Gathered> = host_ops
+            .iter()
+            .map(|(ha, hb, hc0)| {
+                let ops = Operands {
+                    a: ha,
+                    b: hb,
+                    c0: hc0,
+                    bias: hbias.as_deref(),
+                };
+                plan::Gathered::new(spec, &shape, &ops, &rows, &cols)
+            })
+            .collect();
         let verify = |w: &Self, c: &CudaSlice<f32>, when: &str| -> Result<(), Stop> {
             let unwritten = w.count_nonfinite(c)?;
             if unwritten > 0 {
@@ -631,14 +650,8 @@ impl Worker {
                     ),
                 ));
             }
-            let positions = plan::sample_positions(
-                shape.m,
-                shape.n,
-                job.plan.dispatch_samples / items.len().max(1),
-                seed,
-            );
             let mut cmp = Comparison::default();
-            for (&item, (ha, hb, hc0)) in items.iter().zip(&host_ops) {
+            for ((&item, (ha, hb, hc0)), g) in items.iter().zip(&host_ops).zip(&gathered) {
                 let out = copy(c, item * pc, pc)?;
                 let ops = Operands {
                     a: ha,
@@ -646,15 +659,17 @@ impl Worker {
                     c0: hc0,
                     bias: hbias.as_deref(),
                 };
-                for &(i, j) in &positions {
-                    let (r, mag) = plan::reference(spec, &shape, &ops, alpha, beta, i, j);
-                    cmp.check(
-                        &job.plan.tolerance,
-                        &|| format!("C[{item}][{i}][{j}] {when}"),
-                        out[i * shape.n + j],
-                        r,
-                        mag,
-                    );
+                for &i in &rows {
+                    for &j in &cols {
+                        let (r, mag) = g.reference(spec, &shape, &ops, alpha, beta, i, j);
+                        cmp.check(
+                            &job.plan.tolerance,
+                            &|| format!("C[{item}][{i}][{j}] {when}"),
+                            out[i * shape.n + j],
+                            r,
+                            mag,
+                        );
+                    }
                 }
             }
             cmp.finish(&job.plan.tolerance)

@@ -324,10 +324,22 @@ impl<'a> Search<'a> {
                 return Some(at);
             }
             let ln_n = (node.visits.max(1) as f64).ln();
+            // Mean rewards are rescaled to [0, 1] over the tree (as MuZero does for unbounded values): a
+            // schedule search sees rewards of a few hundredths, which c = 1.4 would otherwise drown, leaving
+            // UCT to balance visit counts only (measured on the H200).
+            let (lo, hi) = nodes[1..]
+                .iter()
+                .filter(|n| n.visits > 0)
+                .map(|n| n.total / n.visits as f64)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), q| {
+                    (lo.min(q), hi.max(q))
+                });
             let uct = |ch: usize| {
                 let n = &nodes[ch];
                 let visits = n.visits.max(1) as f64;
-                n.total / visits + c.exploration * (ln_n / visits).sqrt()
+                let q = n.total / visits;
+                let q = if hi > lo { (q - lo) / (hi - lo) } else { 0.5 };
+                q + c.exploration * (ln_n / visits).sqrt()
             };
             at = children
                 .into_iter()
