@@ -112,7 +112,7 @@ pub struct Tuning {
     pub evaluations: usize,
     /// Transformations from the default to the winner.
     pub path: Vec<String>,
-    /// The search log's file name in the entry.
+    /// The search log's file name in the entry (empty when none was stored).
     pub log: String,
 }
 
@@ -479,7 +479,12 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
         let needed = VARIANT_FILES
             .iter()
             .map(|ext| format!("{}.{ext}", v.stem))
-            .chain(v.tuning.as_ref().map(|t| t.log.clone()));
+            .chain(
+                v.tuning
+                    .as_ref()
+                    .filter(|t| !t.log.is_empty())
+                    .map(|t| t.log.clone()),
+            );
         for name in needed {
             if !listed(&name) || name.contains(['/', '\\']) {
                 return Err(format!("variant {} lacks `{name}`", v.stem));

@@ -61,17 +61,24 @@ pub fn resolve(
     for (index, kernel) in kernels.iter().enumerate() {
         for &arch in archs {
             let inputs = KeyInputs::of(kernel, arch, &generator);
-            let mut found = None;
+            let mut found: Option<Resolved> = None;
             for cache in &policy.read {
                 match cache.lookup(&inputs) {
                     Lookup::Hit(entry) => {
-                        found = Some(Resolved {
-                            kernel: index,
-                            arch,
-                            entry: *entry,
-                            origin: Origin::Cache(cache.root.clone()),
-                        });
-                        break;
+                        // A tuned entry beats an untuned one wherever it sits: `target/optiml/` is read first,
+                        // and its default must not hide the winner `cargo optiml tune` committed.
+                        let tuned = entry.manifest.variants.iter().any(|v| v.tuning.is_some());
+                        if found.is_none() || tuned {
+                            found = Some(Resolved {
+                                kernel: index,
+                                arch,
+                                entry: *entry,
+                                origin: Origin::Cache(cache.root.clone()),
+                            });
+                        }
+                        if tuned {
+                            break;
+                        }
                     }
                     Lookup::Miss => {}
                     Lookup::Corrupt { dir, reason } => {
@@ -187,4 +194,79 @@ fn generate(
         entry,
         origin: Origin::Generated,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Tuning;
+    use crate::search::Measurement;
+
+    #[test]
+    fn a_tuned_entry_wins_over_a_default_read_earlier() {
+        let root = std::env::temp_dir().join(format!("optiml-engine-tuned-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let src = root.join("lib.rs");
+        std::fs::write(
+            &src,
+            "#[optiml::kernel(\"batched matmul, f32\")]\npub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);\n",
+        )
+        .unwrap();
+        let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
+        let arch = Arch::new(9, 0);
+        let inputs = KeyInputs::of(&kernels[0], arch, &experts::generator_version());
+        let candidate = experts::default_candidate(&kernels[0].spec, arch);
+        let compiled = nvrtc::Compiled {
+            ptx: ".version 9.0\n".into(),
+            cubin: vec![1, 2, 3],
+            log: String::new(),
+            resources: Default::default(),
+            options: Vec::new(),
+        };
+        let (target, committed) = (
+            Cache::new(root.join("target")),
+            Cache::new(root.join(".optiml")),
+        );
+        target
+            .store(
+                &inputs,
+                &[NewVariant::default_for(&candidate, &compiled)],
+                false,
+            )
+            .unwrap();
+        let tuning = Tuning {
+            method: "mcts".into(),
+            device: "test".into(),
+            date: String::new(),
+            measurement: Measurement::default(),
+            default_measurement: Measurement::default(),
+            evaluations: 1,
+            path: Vec::new(),
+            log: String::new(),
+        };
+        committed
+            .store(
+                &inputs,
+                &[NewVariant {
+                    shape: Some([16, 1024, 1024, 1024]),
+                    tuning: Some(&tuning),
+                    ..NewVariant::default_for(&candidate, &compiled)
+                }],
+                false,
+            )
+            .unwrap();
+        let policy = Policy {
+            read: vec![target.clone(), committed.clone()],
+            write: target,
+            offline: true,
+        };
+        let resolved = resolve(&kernels, &[arch], &policy, &mut Vec::new()).unwrap();
+        assert_eq!(resolved[0].origin, Origin::Cache(committed.root.clone()));
+        assert_eq!(
+            resolved[0].entry.manifest.variants[0].shape,
+            Some([16, 1024, 1024, 1024])
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
