@@ -91,6 +91,8 @@ struct Args {
     exhaustive: Vec<String>,
     /// Exhaustive bests measured in an earlier run on the same GPU: `name=ms`.
     references: Vec<(String, f64)>,
+    /// Re-render the table and charts of an earlier run's JSON (no GPU needed).
+    render: Option<PathBuf>,
 }
 
 fn args() -> Result<Args, BoxError> {
@@ -101,6 +103,7 @@ fn args() -> Result<Args, BoxError> {
         only: None,
         exhaustive: vec!["bmm-16x1024".into(), "small-k".into()],
         references: Vec::new(),
+        render: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -111,6 +114,7 @@ fn args() -> Result<Args, BoxError> {
             "--budget" => a.budget = value()?.parse()?,
             "--specs" => a.only = Some(value()?.split(',').map(str::to_string).collect()),
             "--exhaustive" => a.exhaustive = value()?.split(',').map(str::to_string).collect(),
+            "--render" => a.render = Some(PathBuf::from(value()?)),
             "--reference" => {
                 let v = value()?;
                 let (name, ms) = v.split_once('=').ok_or("--reference takes name=ms")?;
@@ -130,6 +134,9 @@ fn evals_to_within(c: &Convergence, target: f64) -> Option<usize> {
         .map(|(e, _)| *e)
 }
 
+/// The run's convergence curve; its search log goes to `logs/<name>-<method>-<seed>.jsonl` under `out` (the
+/// rejections and their reasons are only there).
+#[allow(clippy::too_many_arguments)]
 fn curve(
     log: &SearchLog,
     name: &str,
@@ -138,6 +145,7 @@ fn curve(
     method: Method,
     seed: u64,
     wall: f64,
+    out: &std::path::Path,
 ) -> Result<Convergence, BoxError> {
     let header = Header {
         kernel: name.into(),
@@ -152,7 +160,116 @@ fn curve(
         signals: Signals::Derived,
     };
     let records = search::records(&header, log, wall)?;
+    search::write_records(
+        &out.join("logs")
+            .join(format!("{name}-{method}-{seed}.jsonl")),
+        &records,
+    )?;
     Ok(Convergence::of(&records, format!("{method} seed {seed}")))
+}
+
+/// The table rows of one spec: the best found (median over seeds) and the evaluations each seed needed to come
+/// within 5% of `reference`.
+fn rows(
+    name: &str,
+    shape: &str,
+    space: u64,
+    reference: f64,
+    kind: &str,
+    default: f64,
+    runs: &[serde_json::Value],
+) -> String {
+    let mut out = String::new();
+    for method in [Method::Mcts, Method::Random] {
+        let mine: Vec<&serde_json::Value> = runs
+            .iter()
+            .filter(|r| r["method"] == method.to_string())
+            .collect();
+        let mut bests: Vec<f64> = mine.iter().filter_map(|r| r["best_ms"].as_f64()).collect();
+        bests.sort_by(f64::total_cmp);
+        let within: Vec<String> = mine
+            .iter()
+            .map(|r| {
+                r["curve"]
+                    .as_array()
+                    .and_then(|c| {
+                        c.iter().find_map(|p| {
+                            let (e, t) = (p[0].as_u64()?, p[1].as_f64()?);
+                            (t <= 1.05 * reference).then_some(e)
+                        })
+                    })
+                    .map_or("—".to_string(), |v| v.to_string())
+            })
+            .collect();
+        out.push_str(&format!(
+            "| {name} | {shape} | {space} | {reference:.4} ({kind}) | {default:.4} | {method} | {:.4} | {} |\n",
+            bests.get(bests.len() / 2).copied().unwrap_or(f64::NAN),
+            within.join(", ")
+        ));
+    }
+    out
+}
+
+const TABLE_HEAD: &str = "| spec | shape | space | reference (ms) | default (ms) | method | best found, median of seeds (ms) | within 5% of the reference after (evaluations, per seed) |\n|---|---|---|---|---|---|---|---|\n";
+
+/// `--render`: the table and charts of an earlier run, with `--reference` values applied.
+fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    let mut table = String::from(TABLE_HEAD);
+    for r in report["results"].as_array().ok_or("no results")? {
+        let name = r["name"].as_str().unwrap_or("?");
+        let shape = r["shape"].as_str().unwrap_or("?");
+        let runs = r["runs"].as_array().cloned().unwrap_or_default();
+        let (reference, kind) = match args.references.iter().find(|(n, _)| n == name) {
+            Some((_, ms)) => (*ms, "exhaustive best of an earlier run"),
+            None => (
+                r["reference_ms"]
+                    .as_f64()
+                    .or_else(|| r["exhaustive"]["best_ms"].as_f64())
+                    .unwrap_or(f64::NAN),
+                r["reference"].as_str().unwrap_or("exhaustive best"),
+            ),
+        };
+        let default = r["default_ms"]
+            .as_f64()
+            .or_else(|| r["exhaustive"]["default_ms"].as_f64())
+            .unwrap_or(f64::NAN);
+        let space = r["space"].as_u64().unwrap_or(0);
+        table.push_str(&rows(name, shape, space, reference, kind, default, &runs));
+        let curves: Vec<Convergence> = runs
+            .iter()
+            .map(|run| Convergence {
+                label: format!(
+                    "{} seed {}",
+                    run["method"].as_str().unwrap_or("?"),
+                    run["seed"]
+                ),
+                method: if run["method"] == "mcts" {
+                    Method::Mcts
+                } else {
+                    Method::Random
+                },
+                points: run["curve"]
+                    .as_array()
+                    .map(|c| {
+                        c.iter()
+                            .filter_map(|p| Some((p[0].as_u64()? as usize, p[1].as_f64()?)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+        std::fs::write(
+            args.out.join(format!("{name}.svg")),
+            convergence_svg(
+                &curves,
+                &format!("{name} {shape}: best time found vs evaluations"),
+            ),
+        )?;
+    }
+    std::fs::write(args.out.join("search_compare.md"), &table)?;
+    println!("{table}");
+    Ok(())
 }
 
 fn main() -> Result<(), BoxError> {
@@ -160,6 +277,9 @@ fn main() -> Result<(), BoxError> {
     optiml_build::eval::worker::serve_if_requested();
     let args = args()?;
     std::fs::create_dir_all(&args.out)?;
+    if let Some(path) = &args.render {
+        return render(path, &args);
+    }
     let nvrtc = optiml_build::nvrtc::load()?;
     let ctx = optiml::runtime::probe::context(0)?;
     let arch = optiml::runtime::probe::arch_of(&ctx)?;
@@ -170,9 +290,7 @@ fn main() -> Result<(), BoxError> {
     let root = Schedule::default_for(arch);
     let space: Vec<Schedule> = Schedule::all().into_iter().filter(|s| *s != root).collect();
     let mut results = Vec::new();
-    let mut table = String::from(
-        "| spec | shape | space | reference (ms) | default (ms) | method | best found, median of seeds (ms) | within 5% of the reference after (evaluations, per seed) |\n|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut table = String::from(TABLE_HEAD);
     for (name, text, shape) in SPECS {
         if args
             .only
@@ -249,7 +367,9 @@ fn main() -> Result<(), BoxError> {
                     _ => search::random_search(&config, &judge, &catalog, root, &mut e, seed)?,
                 };
                 let wall = t.elapsed().as_secs_f64();
-                curves.push(curve(&log, name, text, shape, method, seed, wall)?);
+                curves.push(curve(
+                    &log, name, text, shape, method, seed, wall, &args.out,
+                )?);
                 logs.push((method, seed, wall, log));
             }
         }
@@ -277,28 +397,15 @@ fn main() -> Result<(), BoxError> {
                 "evals_to_within_5pct": evals_to_within(c, reference), "curve": c.points,
             }));
         }
-        for method in [Method::Mcts, Method::Random] {
-            let mine: Vec<&serde_json::Value> = runs
-                .iter()
-                .filter(|r| r["method"] == method.to_string())
-                .collect();
-            let mut bests: Vec<f64> = mine.iter().filter_map(|r| r["best_ms"].as_f64()).collect();
-            bests.sort_by(f64::total_cmp);
-            let within: Vec<String> = mine
-                .iter()
-                .map(|r| {
-                    r["evals_to_within_5pct"]
-                        .as_u64()
-                        .map_or("—".to_string(), |v| v.to_string())
-                })
-                .collect();
-            table.push_str(&format!(
-                "| {name} | {shape} | {} | {reference:.4} ({reference_kind}) | {default:.4} | {method} | {:.4} | {} |\n",
-                space.len() + 1,
-                bests.get(bests.len() / 2).copied().unwrap_or(f64::NAN),
-                within.join(", ")
-            ));
-        }
+        table.push_str(&rows(
+            name,
+            &shape.to_string(),
+            space.len() as u64 + 1,
+            reference,
+            reference_kind,
+            default,
+            &runs,
+        ));
         std::fs::write(
             args.out.join(format!("{name}.svg")),
             convergence_svg(

@@ -40,7 +40,8 @@ for step in $STEPS; do
       timeout "${COMPARE_LIMIT:-1800}" bash $run search_compare --out "$OUT/compare" --seeds "${SEEDS:-5}" --budget 32 \
         ${SPECS:+--specs "$SPECS"} ${EXHAUSTIVE+--exhaustive "$EXHAUSTIVE"} "${refs[@]}" \
         >"$OUT/compare.log" 2>&1 || status=1
-      tail -20 "$OUT/compare.log";;
+      tail -20 "$OUT/compare.log"
+      tar -C "$OUT" -czf "$OUT/compare-logs.tgz" compare/logs && rm -rf "$OUT/compare/logs";;
     *) echo "unknown step $step"; status=1;;
   esac
   echo "== $step: $(( $(date +%s) - start )) s"

@@ -303,9 +303,23 @@ impl GpuEvaluator {
             dram_bytes: None,
             tflops: Some(tflops),
             tbps: Some(tbps),
-            registers: r.registers,
-            spill_bytes: r.spill_stores + r.spill_loads,
-            smem_bytes: r.shared_bytes,
+            // ptxas' report when the log had one; else the loaded function's attributes (the compiler log was
+            // empty for pool-compiled candidates on the H200; local bytes then stand in for spills).
+            registers: if r.registers > 0 {
+                r.registers
+            } else {
+                times.function.registers
+            },
+            spill_bytes: if r.registers > 0 {
+                r.spill_stores + r.spill_loads
+            } else {
+                times.function.local_bytes
+            },
+            smem_bytes: if r.registers > 0 {
+                r.shared_bytes
+            } else {
+                times.function.shared_bytes
+            },
             blocks_per_sm: Some(times.blocks_per_sm),
             signals: Signals::Derived,
         }

@@ -143,6 +143,20 @@ pub struct Timed {
     pub times_ms: Vec<f64>,
     /// Resident blocks per SM for this launch, as the driver computes it.
     pub blocks_per_sm: u32,
+    /// What the loaded function reports: registers per thread, local (spill and stack) bytes per thread,
+    /// static shared bytes. The driver's word, whatever the compiler log held.
+    pub function: FunctionAttributes,
+}
+
+/// A loaded function's resource attributes (`cuFuncGetAttribute`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionAttributes {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Local memory per thread, bytes (spills and stack).
+    pub local_bytes: u32,
+    /// Static shared memory per block, bytes.
+    pub shared_bytes: u32,
 }
 
 impl Timed {
@@ -251,6 +265,7 @@ mod tests {
         let t = Timed {
             times_ms: vec![3.0, 1.0, 2.0, 10.0],
             blocks_per_sm: 1,
+            function: FunctionAttributes::default(),
         };
         assert_eq!(t.median_ms(), 2.5);
         assert!((t.spread_pct() - 360.0).abs() < 1e-9);

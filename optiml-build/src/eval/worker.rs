@@ -389,6 +389,17 @@ impl Worker {
                 ),
             ));
         }
+        let attr = |a| {
+            function
+                .get_attribute(a)
+                .map(|v| v.max(0) as u32)
+                .unwrap_or(0)
+        };
+        let attributes = protocol::FunctionAttributes {
+            registers: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS),
+            local_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            shared_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+        };
         let target = Target {
             function: &function,
             launch: job.launch,
@@ -408,6 +419,7 @@ impl Worker {
             .map(|times_ms| Timed {
                 times_ms,
                 blocks_per_sm,
+                function: attributes,
             })
     }
 
