@@ -210,6 +210,23 @@ fn rows(
     out
 }
 
+/// `<out>/<name>.svg`: best time found against evaluations, one line per run.
+fn write_chart(
+    out: &std::path::Path,
+    name: &str,
+    shape: &str,
+    curves: &[Convergence],
+) -> Result<(), BoxError> {
+    std::fs::write(
+        out.join(format!("{name}.svg")),
+        convergence_svg(
+            curves,
+            &format!("{name} {shape}: best time found vs evaluations"),
+        ),
+    )?;
+    Ok(())
+}
+
 const TABLE_HEAD: &str = "| spec | shape | space | reference (ms) | default (ms) | method | best found, median of seeds (ms) | within 5% of the reference after (evaluations, per seed) |\n|---|---|---|---|---|---|---|---|\n";
 
 /// `--render`: the table and charts of an earlier run, with `--reference` values applied.
@@ -259,13 +276,7 @@ fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
                     .unwrap_or_default(),
             })
             .collect();
-        std::fs::write(
-            args.out.join(format!("{name}.svg")),
-            convergence_svg(
-                &curves,
-                &format!("{name} {shape}: best time found vs evaluations"),
-            ),
-        )?;
+        write_chart(&args.out, name, shape, &curves)?;
     }
     std::fs::write(args.out.join("search_compare.md"), &table)?;
     println!("{table}");
@@ -406,13 +417,7 @@ fn main() -> Result<(), BoxError> {
             default,
             &runs,
         ));
-        std::fs::write(
-            args.out.join(format!("{name}.svg")),
-            convergence_svg(
-                &curves,
-                &format!("{name} {shape}: best time found vs evaluations"),
-            ),
-        )?;
+        write_chart(&args.out, name, &shape.to_string(), &curves)?;
         results.push(json!({
             "spec": text, "name": name, "shape": shape.to_string(), "space": space.len() + 1,
             "reference_ms": reference, "reference": reference_kind, "default_ms": default,

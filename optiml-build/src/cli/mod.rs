@@ -63,6 +63,14 @@ pub struct Prepare {
     /// Architectures, comma separated (default: OPTIML_ARCH, else sm_80,sm_90).
     #[arg(long, value_name = "ARCHS")]
     pub arch: Option<String>,
+    /// Where to scan and which cache to fill.
+    #[command(flatten)]
+    pub place: Place,
+}
+
+/// The folder scanned and the cache used, shared by the commands that write the cache.
+#[derive(Debug, Args)]
+pub struct Place {
     /// The workspace or crate to scan (default: the workspace around the current folder).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -309,10 +317,8 @@ fn find_logs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// The folder to scan (`--dir`, else the workspace around the current folder) and the committed cache in it
 /// (`--cache-dir`, else `OPTIML_CACHE_DIR`, else `<root>/.optiml`).
-fn root_and_cache(
-    dir: Option<&Path>,
-    cache_dir: Option<&Path>,
-) -> anyhow::Result<(PathBuf, Cache)> {
+fn root_and_cache(place: &Place) -> anyhow::Result<(PathBuf, Cache)> {
+    let (dir, cache_dir) = (place.dir.as_deref(), place.cache_dir.as_deref());
     let cwd = std::env::current_dir()?;
     let root = match dir {
         Some(d) => d
@@ -329,7 +335,7 @@ fn root_and_cache(
 }
 
 fn prepare(p: &Prepare) -> anyhow::Result<bool> {
-    let (root, cache) = root_and_cache(p.dir.as_deref(), p.cache_dir.as_deref())?;
+    let (root, cache) = root_and_cache(&p.place)?;
     let archs: Vec<Arch> = match p.arch.clone().or_else(|| env::var(env::OPTIML_ARCH)) {
         Some(text) => targets::parse_archs(&text, "--arch")?,
         None => DEFAULT_ARCHS.to_vec(),

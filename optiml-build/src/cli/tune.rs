@@ -19,12 +19,9 @@ pub struct Tune {
     /// Architectures to tune, comma separated (default: the GPU's). The GPU must run their CUBINs.
     #[arg(long, value_name = "ARCHS")]
     pub arch: Option<String>,
-    /// The workspace or crate to scan (default: the workspace around the current folder).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// The cache folder (default: OPTIML_CACHE_DIR, else `DIR/.optiml`).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
+    /// Where to scan and which cache to refresh.
+    #[command(flatten)]
+    pub place: super::Place,
     /// Only these kernels (function names, comma separated).
     #[arg(long, value_name = "NAMES")]
     pub kernel: Option<String>,
@@ -87,7 +84,7 @@ fn package_of(file: &Path) -> PathBuf {
 }
 
 pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
-    let (root, cache) = root_and_cache(t.dir.as_deref(), t.cache_dir.as_deref())?;
+    let (root, cache) = root_and_cache(&t.place)?;
     let devices = probe::devices().map_err(|e| anyhow::anyhow!("{e}"))?;
     let Some(device) = devices.into_iter().find(|d| d.ordinal == t.device) else {
         anyhow::bail!(
