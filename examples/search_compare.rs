@@ -8,6 +8,8 @@
 //!     [--specs bmm-16x1024,small-k] [--exhaustive bmm-16x1024,small-k] [--reference bmm-16x1024=0.7677]
 //! ```
 //!
+//! `--replay <out>/logs/<spec>-exhaustive-0.jsonl` runs both methods again over that measured landscape, offline
+//! (each measurement jittered by its own spread, per seed), to compare search strategies without a GPU.
 //! `--exhaustive` names the specs whose whole space is enumerated (default: the two fastest); `--reference` gives
 //! the exhaustive best of an earlier run on the same GPU instead, labelled as such. Writes `search_compare.json`, `search_compare.md` and one convergence chart per spec (`<spec>.svg`: best
 //! time found against evaluations) into `--out`.
@@ -18,11 +20,12 @@ use optiml_build::eval::{
 };
 use optiml_build::experts::matmul::Schedule;
 use optiml_build::search::{
-    self, Config, DeterministicJudge, Header, Method, RoutedProposer, Search, SearchLog, Signals,
-    matmul_catalog,
+    self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
+    RoutedProposer, Search, SearchLog, Signals, matmul_catalog,
 };
 use optiml_spec::Family;
 use serde_json::json;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -93,6 +96,8 @@ struct Args {
     references: Vec<(String, f64)>,
     /// Re-render the table and charts of an earlier run's JSON (no GPU needed).
     render: Option<PathBuf>,
+    /// Replay MCTS and random search over an exhaustive run's log (no GPU needed).
+    replay: Option<PathBuf>,
 }
 
 fn args() -> Result<Args, BoxError> {
@@ -104,6 +109,7 @@ fn args() -> Result<Args, BoxError> {
         exhaustive: vec!["bmm-16x1024".into(), "small-k".into()],
         references: Vec::new(),
         render: None,
+        replay: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -115,6 +121,7 @@ fn args() -> Result<Args, BoxError> {
             "--specs" => a.only = Some(value()?.split(',').map(str::to_string).collect()),
             "--exhaustive" => a.exhaustive = value()?.split(',').map(str::to_string).collect(),
             "--render" => a.render = Some(PathBuf::from(value()?)),
+            "--replay" => a.replay = Some(PathBuf::from(value()?)),
             "--reference" => {
                 let v = value()?;
                 let (name, ms) = v.split_once('=').ok_or("--reference takes name=ms")?;
@@ -283,6 +290,106 @@ fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// Serves schedules from a landscape measured earlier (an exhaustive run's log), each time scaled by seeded noise
+/// as large as that measurement's spread, so search strategies can be compared offline, on any machine, against
+/// real GPU numbers.
+struct Replay {
+    landscape: HashMap<Schedule, (f64, f64)>,
+    seed: u64,
+}
+
+impl Evaluator for Replay {
+    fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
+        let Some(&(ms, spread_pct)) = self.landscape.get(schedule) else {
+            return Outcome::Rejected("rejected (or absent) in the measured landscape".into());
+        };
+        let h = search::splitmix(self.seed ^ search::splitmix(schedule_hash(schedule)));
+        // Uniform in ±spread/2: the measured runs of this schedule spanned `spread_pct` of its median.
+        let u = (h >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        Outcome::Measured(Measurement {
+            time_ms: ms * (1.0 + u * spread_pct / 100.0),
+            signals: Signals::TimeOnly,
+            ..Measurement::default()
+        })
+    }
+}
+
+fn schedule_hash(s: &Schedule) -> u64 {
+    format!("{s:?}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+}
+
+/// `--replay`: MCTS against random search over a landscape measured by an exhaustive run.
+fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
+    let records = search::read_jsonl(path)?;
+    let mut landscape = HashMap::new();
+    for step in &records.steps {
+        if let Some(m) = step.outcome.measurement() {
+            landscape.insert(step.schedule_as::<Schedule>()?, (m.time_ms, m.spread_pct));
+        }
+    }
+    let root: Schedule = records.steps[0].schedule_as()?;
+    let reference = landscape
+        .values()
+        .map(|v| v.0)
+        .fold(f64::INFINITY, f64::min);
+    let (judge, catalog) = (DeterministicJudge, matmul_catalog());
+    let proposer = RoutedProposer::new(catalog.clone());
+    let config = Config {
+        budget: args.budget,
+        ..Config::default()
+    };
+    let name = records.header.kernel.clone();
+    let mut runs = Vec::new();
+    let mut curves = Vec::new();
+    for seed in 0..args.seeds {
+        for method in [Method::Mcts, Method::Random] {
+            let mut e = Replay {
+                landscape: landscape.clone(),
+                seed,
+            };
+            let log = match method {
+                Method::Mcts => Search::new(config.clone(), &proposer, &judge).run(root, &mut e)?,
+                _ => search::random_search(&config, &judge, &catalog, root, &mut e, seed)?,
+            };
+            let records = search::records(&records.header, &log, 0.0)?;
+            let c = Convergence::of(&records, format!("{method} seed {seed}"));
+            runs.push(json!({
+                "method": method.to_string(), "seed": seed, "evaluations": log.evaluations,
+                "best_ms": log.best_measurement.time_ms, "best_schedule": log.best.describe(),
+                "path": log.path, "curve": c.points,
+            }));
+            curves.push(c);
+        }
+    }
+    let default = landscape.get(&root).map_or(f64::NAN, |v| v.0);
+    let mut table = String::from(TABLE_HEAD);
+    table.push_str(&rows(
+        &name,
+        &records.header.shape,
+        landscape.len() as u64,
+        reference,
+        "best of the replayed landscape",
+        default,
+        &runs,
+    ));
+    write_chart(
+        &args.out,
+        &format!("{name}-replay"),
+        &records.header.shape,
+        &curves,
+    )?;
+    std::fs::write(
+        args.out.join(format!("{name}-replay.json")),
+        serde_json::to_string_pretty(&json!({ "landscape": path, "runs": runs }))?,
+    )?;
+    println!("{table}");
+    Ok(())
+}
+
 fn main() -> Result<(), BoxError> {
     // This executable is also the evaluation worker.
     optiml_build::eval::worker::serve_if_requested();
@@ -290,6 +397,9 @@ fn main() -> Result<(), BoxError> {
     std::fs::create_dir_all(&args.out)?;
     if let Some(path) = &args.render {
         return render(path, &args);
+    }
+    if let Some(path) = &args.replay {
+        return replay(path, &args);
     }
     let nvrtc = optiml_build::nvrtc::load()?;
     let ctx = optiml::runtime::probe::context(0)?;
@@ -339,6 +449,17 @@ fn main() -> Result<(), BoxError> {
             let t0 = Instant::now();
             let ex = search::exhaustive(&unlimited, &judge, root, &space, &mut e)?;
             let wall = t0.elapsed().as_secs_f64();
+            // The whole measured landscape, for `--replay`.
+            curve(
+                &ex,
+                name,
+                text,
+                shape,
+                Method::Exhaustive,
+                0,
+                wall,
+                &args.out,
+            )?;
             let rejected = ex
                 .steps
                 .iter()
