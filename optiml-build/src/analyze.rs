@@ -9,7 +9,7 @@
 //!
 //! The figures are hand-written SVG: a few polylines do not justify a plotting dependency in a build crate.
 
-use crate::search::{Bottleneck, Measurement, Method, SearchRecords, StepRecord, matmul_catalog};
+use crate::search::{Bottleneck, Measurement, Method, SearchRecords, StepRecord, claimed_gain};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
@@ -151,7 +151,6 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
             .ok_or(AnalyzeError::Unmeasured { node })?;
         Ok((step, *m))
     };
-    let catalog = matmul_catalog();
     let (root, default) = measured(nodes[0])?;
     let mut path = Vec::new();
     for pair in nodes.windows(2) {
@@ -160,10 +159,7 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
         let transform = step.transform.clone().unwrap_or_else(|| "?".into());
         path.push(PathStep {
             node: step.node,
-            claimed_gain: catalog
-                .iter()
-                .find(|t| t.name == transform)
-                .map(|t| t.claimed_gain),
+            claimed_gain: claimed_gain(&transform),
             transform,
             parent_bottleneck: parent.bottleneck,
             before,
@@ -1028,7 +1024,7 @@ pub(crate) mod tests {
         let first = &a.path[0];
         assert_eq!(first.parent_bottleneck, Some(Bottleneck::Memory));
         assert_eq!((first.before.time_ms, first.after.time_ms), (2.0, 1.5));
-        let claimed = matmul_catalog()
+        let claimed = crate::search::matmul_catalog()
             .into_iter()
             .find(|t| t.name == "deepen-k-tile")
             .map(|t| t.claimed_gain);

@@ -80,8 +80,11 @@ pub fn default_shapes(spec: &MatmulSpec) -> Vec<MatmulShape> {
 /// Why tuning stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
-    /// The family has no search space yet.
-    #[error("`{kernel}`: the {family} family has no tunable schedule yet; its default is used")]
+    /// The family's schedules and transformations exist, but the worker cannot verify and time it yet.
+    #[error(
+        "`{kernel}`: the evaluation worker does not run {family} kernels yet (its transformations are in \
+         `cargo optiml transforms`); its default is used"
+    )]
     Unsupported {
         /// The kernel.
         kernel: String,

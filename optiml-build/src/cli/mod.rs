@@ -121,35 +121,56 @@ pub fn run(cli: CargoCli) -> anyhow::Result<bool> {
 }
 
 fn transforms(t: &Transforms) -> anyhow::Result<bool> {
-    let catalog = search::matmul_catalog();
     let name = |b: search::Bottleneck| match b {
         search::Bottleneck::Memory => "memory",
         search::Bottleneck::Compute => "compute",
         search::Bottleneck::Mixed => "mixed",
     };
+    // (family, name, addresses, claimed gain, rationale) of every catalog.
+    let rows: Vec<(&str, &str, &str, f64, &str)> = search::matmul_catalog()
+        .iter()
+        .map(|t| {
+            (
+                "matmul",
+                t.name,
+                name(t.addresses),
+                t.claimed_gain,
+                t.rationale,
+            )
+        })
+        .chain(search::elementwise_catalog().iter().map(|t| {
+            (
+                "elementwise",
+                t.name,
+                name(t.addresses),
+                t.claimed_gain,
+                t.rationale,
+            )
+        }))
+        .collect();
     if t.json {
-        let items: Vec<serde_json::Value> = catalog
+        let items: Vec<serde_json::Value> = rows
             .iter()
-            .map(|t| {
+            .map(|(family, n, addresses, gain, rationale)| {
                 serde_json::json!({
-                    "name": t.name,
-                    "addresses": name(t.addresses),
-                    "claimed_gain": t.claimed_gain,
-                    "rationale": t.rationale,
+                    "family": family,
+                    "name": n,
+                    "addresses": addresses,
+                    "claimed_gain": gain,
+                    "rationale": rationale,
                 })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
         return Ok(true);
     }
-    println!("| transformation | addresses | claimed gain | rationale |\n|---|---|---:|---|");
-    for t in &catalog {
+    println!(
+        "| family | transformation | addresses | claimed gain | rationale |\n|---|---|---|---:|---|"
+    );
+    for (family, n, addresses, gain, rationale) in &rows {
         println!(
-            "| {} | {} | {:.2}× | {} |",
-            t.name,
-            name(t.addresses),
-            t.claimed_gain,
-            t.rationale.replace('|', "\\|")
+            "| {family} | {n} | {addresses} | {gain:.2}× | {} |",
+            rationale.replace('|', "\\|")
         );
     }
     Ok(true)

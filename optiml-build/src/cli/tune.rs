@@ -155,7 +155,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     for kernel in &kernels {
         let Family::Matmul(spec) = &kernel.spec.family else {
             eprintln!(
-                "`{}`: the elementwise family has no search space yet; its default entry stays",
+                "`{}`: the evaluation worker does not run elementwise kernels yet; its default entry stays",
                 kernel.name
             );
             continue;

@@ -221,3 +221,13 @@ impl Schedule {
         out
     }
 }
+
+impl crate::search::Tunable for Schedule {
+    fn describe(&self) -> String {
+        Schedule::describe(self)
+    }
+
+    fn is_valid(&self) -> bool {
+        Schedule::is_valid(self)
+    }
+}

@@ -2,11 +2,10 @@
 //! enumeration where the space is small, both with the same evaluator, judge and reward as the tree search and
 //! the same [`SearchLog`], so the logs compare line by line.
 
-use super::Config;
 use super::mcts::{Evaluator, Outcome, SearchLog, Step};
 use super::reward::{Bottleneck, Judge, Measurement, reward};
 use super::transform::Transform;
-use crate::experts::matmul::Schedule;
+use super::{Config, Tunable};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -19,25 +18,25 @@ pub fn splitmix(x: u64) -> u64 {
 }
 
 /// Shared bookkeeping of the baselines: nodes by schedule, steps, the best so far.
-struct Recorder<'a> {
+struct Recorder<'a, S> {
     config: &'a Config,
     judge: &'a dyn Judge,
     started: Instant,
     base: Measurement,
-    nodes: HashMap<Schedule, (usize, Option<Measurement>)>,
-    schedules: Vec<Schedule>,
+    nodes: HashMap<S, (usize, Option<Measurement>)>,
+    schedules: Vec<S>,
     parents: Vec<Option<usize>>,
     transforms: Vec<Option<&'static str>>,
-    steps: Vec<Step>,
+    steps: Vec<Step<S>>,
     evaluations: usize,
 }
 
-impl<'a> Recorder<'a> {
+impl<'a, S: Tunable> Recorder<'a, S> {
     fn start(
         config: &'a Config,
         judge: &'a dyn Judge,
-        root: Schedule,
-        evaluator: &mut dyn Evaluator,
+        root: S,
+        evaluator: &mut dyn Evaluator<S>,
     ) -> Result<Self, String> {
         let started = Instant::now();
         let outcome = evaluator.evaluate(&root);
@@ -84,8 +83,8 @@ impl<'a> Recorder<'a> {
     /// and measurement.
     fn visit(
         &mut self,
-        evaluator: &mut dyn Evaluator,
-        schedule: Schedule,
+        evaluator: &mut dyn Evaluator<S>,
+        schedule: S,
         parent: usize,
         transform: Option<&'static str>,
     ) -> (usize, Option<Measurement>) {
@@ -132,7 +131,7 @@ impl<'a> Recorder<'a> {
         (id, m)
     }
 
-    fn finish(self) -> SearchLog {
+    fn finish(self) -> SearchLog<S> {
         let best = self
             .steps
             .iter()
@@ -162,14 +161,14 @@ impl<'a> Recorder<'a> {
 ///
 /// # Errors
 /// The rejection of the root.
-pub fn random_search(
+pub fn random_search<S: Tunable>(
     config: &Config,
     judge: &dyn Judge,
-    catalog: &[Transform],
-    root: Schedule,
-    evaluator: &mut dyn Evaluator,
+    catalog: &[Transform<S>],
+    root: S,
+    evaluator: &mut dyn Evaluator<S>,
     seed: u64,
-) -> Result<SearchLog, String> {
+) -> Result<SearchLog<S>, String> {
     let mut r = Recorder::start(config, judge, root, evaluator)?;
     let mut state = splitmix(seed);
     // Walks that find nothing new in a row: the reachable space is exhausted.
@@ -177,8 +176,8 @@ pub fn random_search(
     while !r.out_of_budget() && stale < 1000 {
         // Walks are drawn ahead, in batches, so the evaluator can compile their schedules in parallel; a rejection
         // only cuts a walk short, so the draw does not depend on outcomes.
-        let mut walks: Vec<Vec<(&'static str, Schedule)>> = Vec::new();
-        let mut fresh: Vec<Schedule> = Vec::new();
+        let mut walks: Vec<Vec<(&'static str, S)>> = Vec::new();
+        let mut fresh: Vec<S> = Vec::new();
         let wanted = config.budget.saturating_sub(r.evaluations);
         let mut draws = 0;
         while fresh.len() < wanted && draws < 1000 {
@@ -186,7 +185,7 @@ pub fn random_search(
             let mut walk = Vec::new();
             let mut schedule = root;
             for _ in 0..config.max_depth {
-                let options: Vec<(&Transform, Schedule)> = catalog
+                let options: Vec<(&Transform<S>, S)> = catalog
                     .iter()
                     .filter_map(|t| t.apply_to(&schedule).map(|s| (t, s)))
                     .collect();
@@ -234,16 +233,16 @@ pub fn random_search(
 ///
 /// # Errors
 /// The rejection of the root.
-pub fn exhaustive(
+pub fn exhaustive<S: Tunable>(
     config: &Config,
     judge: &dyn Judge,
-    root: Schedule,
-    space: &[Schedule],
-    evaluator: &mut dyn Evaluator,
-) -> Result<SearchLog, String> {
+    root: S,
+    space: &[S],
+    evaluator: &mut dyn Evaluator<S>,
+) -> Result<SearchLog<S>, String> {
     let take = space.len().min(config.budget.saturating_sub(1));
     // Everything is known up front: let the evaluator compile the whole space ahead, in order.
-    let ahead: Vec<Schedule> = std::iter::once(root)
+    let ahead: Vec<S> = std::iter::once(root)
         .chain(space[..take].iter().copied())
         .collect();
     evaluator.prepare(&ahead);
@@ -261,6 +260,7 @@ pub fn exhaustive(
 mod tests {
     use super::super::{DeterministicJudge, Signals, matmul_catalog};
     use super::*;
+    use crate::experts::matmul::Schedule;
 
     /// A deterministic landscape over every field the schedule has: the time is a hash of the schedule.
     struct Hashed(usize);

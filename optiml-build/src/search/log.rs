@@ -10,9 +10,9 @@
 //! One record per line so a log can be `grep`ped, diffed and streamed; the records own their strings and the
 //! schedule is kept as JSON, so a log stays readable after the schedule type grows or for another family.
 
-use super::Config;
 use super::mcts::{Outcome, SearchLog, Step};
 use super::reward::{Bottleneck, Measurement, Signals, Verdict};
+use super::{Config, Tunable};
 use crate::fs::{self, FsError};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -137,7 +137,7 @@ impl StepRecord {
     ///
     /// # Errors
     /// The schedule does not serialise (not expected of a plain struct).
-    pub fn of(step: &Step) -> Result<Self, serde_json::Error> {
+    pub fn of<S: Tunable>(step: &Step<S>) -> Result<Self, serde_json::Error> {
         Ok(StepRecord {
             node: step.node,
             parent: step.parent,
@@ -281,7 +281,11 @@ pub fn config_value(config: &Config) -> serde_json::Value {
 /// # Errors
 /// [`LogError::NoBestStep`] when no measured step holds the log's best schedule; [`LogError::Serialize`] when a
 /// schedule does not serialise.
-pub fn records(header: &Header, log: &SearchLog, wall_s: f64) -> Result<SearchRecords, LogError> {
+pub fn records<S: Tunable>(
+    header: &Header,
+    log: &SearchLog<S>,
+    wall_s: f64,
+) -> Result<SearchRecords, LogError> {
     // `SearchLog` keeps the best schedule, not its node: the search picks the first node with the least time, and
     // a later node with the same schedule only repeats that measurement, so the first measured step holding the
     // best schedule is the best node.
@@ -389,10 +393,10 @@ impl SearchRecords {
 /// # Errors
 /// [`LogError::Fs`] naming the path that could not be written, [`LogError::NoBestStep`] or
 /// [`LogError::Serialize`] from [`records`].
-pub fn write_jsonl(
+pub fn write_jsonl<S: Tunable>(
     path: &Path,
     header: &Header,
-    log: &SearchLog,
+    log: &SearchLog<S>,
     wall_s: f64,
 ) -> Result<(), LogError> {
     write_records(path, &records(header, log, wall_s)?)

@@ -1,9 +1,9 @@
 //! The tree: selection by UCT, expansion by routed transformations, simulation by an [`Evaluator`],
 //! backpropagation of the composite reward, pruning after consecutive negative rewards.
 
-use super::Config;
 use super::reward::{Bottleneck, Judge, Measurement, Verdict, reward};
 use super::transform::{Proposer, Transform};
+use super::{Config, Tunable};
 use crate::experts::matmul::Schedule;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -29,18 +29,18 @@ impl Outcome {
 
 /// Compiles, verifies, times and profiles a candidate. The real one runs in an isolated worker process on the
 /// GPU; tests use synthetic ones.
-pub trait Evaluator {
+pub trait Evaluator<S = Schedule> {
     /// Evaluates `schedule`.
-    fn evaluate(&mut self, schedule: &Schedule) -> Outcome;
+    fn evaluate(&mut self, schedule: &S) -> Outcome;
 
     /// A hint: these schedules are likely to be evaluated next (a freshly expanded node's children), so an
     /// evaluator may compile them ahead, in parallel. The default does nothing.
-    fn prepare(&mut self, _upcoming: &[Schedule]) {}
+    fn prepare(&mut self, _upcoming: &[S]) {}
 }
 
 /// One line of the search log.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Step {
+pub struct Step<S = Schedule> {
     /// The new node's index (0 is the default schedule).
     pub node: usize,
     /// Its parent.
@@ -48,7 +48,7 @@ pub struct Step {
     /// The transformation that made it.
     pub transform: Option<&'static str>,
     /// Its schedule.
-    pub schedule: Schedule,
+    pub schedule: S,
     /// What evaluation gave.
     pub outcome: Outcome,
     /// Its bottleneck class (measured nodes).
@@ -67,11 +67,11 @@ pub struct Step {
 
 /// What a search found.
 #[derive(Clone, Debug)]
-pub struct SearchLog {
+pub struct SearchLog<S = Schedule> {
     /// Every node, in creation order.
-    pub steps: Vec<Step>,
+    pub steps: Vec<Step<S>>,
     /// The fastest measured schedule.
-    pub best: Schedule,
+    pub best: S,
     /// Its measurement.
     pub best_measurement: Measurement,
     /// The transformations from the default schedule to the best one.
@@ -80,8 +80,8 @@ pub struct SearchLog {
     pub evaluations: usize,
 }
 
-struct Node {
-    schedule: Schedule,
+struct Node<S> {
+    schedule: S,
     parent: Option<usize>,
     transform: Option<&'static str>,
     depth: usize,
@@ -89,22 +89,22 @@ struct Node {
     total: f64,
     reward: f64,
     children: Vec<usize>,
-    untried: Vec<Transform>,
+    untried: Vec<Transform<S>>,
     measurement: Option<Measurement>,
     negatives: usize,
     pruned: bool,
 }
 
 /// A Monte Carlo tree search over schedules.
-pub struct Search<'a> {
+pub struct Search<'a, S = Schedule> {
     config: Config,
-    proposer: &'a dyn Proposer,
+    proposer: &'a dyn Proposer<S>,
     judge: &'a dyn Judge,
 }
 
-impl<'a> Search<'a> {
+impl<'a, S: Tunable> Search<'a, S> {
     /// A search with these settings, proposer and judge.
-    pub fn new(config: Config, proposer: &'a dyn Proposer, judge: &'a dyn Judge) -> Self {
+    pub fn new(config: Config, proposer: &'a dyn Proposer<S>, judge: &'a dyn Judge) -> Self {
         Search {
             config,
             proposer,
@@ -116,10 +116,10 @@ impl<'a> Search<'a> {
     ///
     /// # Errors
     /// The rejection of the root itself: without a measured baseline there is nothing to improve on.
-    pub fn run(&self, root: Schedule, evaluator: &mut dyn Evaluator) -> Result<SearchLog, String> {
+    pub fn run(&self, root: S, evaluator: &mut dyn Evaluator<S>) -> Result<SearchLog<S>, String> {
         let started = Instant::now();
         let c = &self.config;
-        let mut seen: HashMap<Schedule, Outcome> = HashMap::new();
+        let mut seen: HashMap<S, Outcome> = HashMap::new();
         let root_outcome = evaluator.evaluate(&root);
         let mut evaluations = 1;
         seen.insert(root, root_outcome.clone());
@@ -278,12 +278,12 @@ impl<'a> Search<'a> {
 
     /// Tells the evaluator which new schedules `node`'s expansion may ask for.
     fn hint(
-        evaluator: &mut dyn Evaluator,
-        node: &Schedule,
-        untried: &[Transform],
-        seen: &HashMap<Schedule, Outcome>,
+        evaluator: &mut dyn Evaluator<S>,
+        node: &S,
+        untried: &[Transform<S>],
+        seen: &HashMap<S, Outcome>,
     ) {
-        let mut upcoming: Vec<Schedule> = untried
+        let mut upcoming: Vec<S> = untried
             .iter()
             .filter_map(|t| t.apply_to(node))
             .filter(|s| !seen.contains_key(s))
@@ -297,9 +297,9 @@ impl<'a> Search<'a> {
     /// Walks from the root to a node to expand: below a node with reward above `deepen_above` first (the
     /// seed's depth-first rule for promising branches), otherwise by UCT among live children; `None` when no node
     /// can be expanded.
-    fn select(&self, nodes: &[Node]) -> Option<usize> {
+    fn select(&self, nodes: &[Node<S>]) -> Option<usize> {
         let c = &self.config;
-        let expandable = |n: &Node| !n.pruned && !n.untried.is_empty() && n.depth < c.max_depth;
+        let expandable = |n: &Node<S>| !n.pruned && !n.untried.is_empty() && n.depth < c.max_depth;
         // Subtrees that still hold something to expand; a pruned node abandons its whole path (seed §3.2).
         let mut live = vec![false; nodes.len()];
         for i in (0..nodes.len()).rev() {
@@ -482,6 +482,36 @@ mod tests {
                 .any(|s| matches!(s.outcome, Outcome::Rejected(_))),
             "the landscape's rejections were never hit"
         );
+    }
+
+    #[test]
+    fn the_same_search_tunes_another_family() {
+        use crate::experts::elementwise::Schedule as Ew;
+        use crate::search::elementwise_catalog;
+        // Bandwidth rises with resident threads up to a full SM (2048), and 256-thread blocks are best.
+        struct Bandwidth;
+        impl Evaluator<Ew> for Bandwidth {
+            fn evaluate(&mut self, s: &Ew) -> Outcome {
+                let resident = f64::from((s.threads * s.blocks_per_sm).min(2048)) / 2048.0;
+                let shape = if s.threads == 256 { 1.0 } else { 1.05 };
+                Outcome::Measured(Measurement {
+                    time_ms: shape / resident,
+                    signals: Signals::TimeOnly,
+                    ..Measurement::default()
+                })
+            }
+        }
+        let proposer = RoutedProposer::new(elementwise_catalog());
+        let root = Ew {
+            threads: 1024,
+            blocks_per_sm: 1,
+        };
+        let log = Search::new(Config::default(), &proposer, &DeterministicJudge)
+            .run(root, &mut Bandwidth)
+            .unwrap();
+        assert_eq!(log.best.threads, 256);
+        assert!(log.best.threads * log.best.blocks_per_sm >= 2048);
+        assert!(log.evaluations <= Ew::all().len());
     }
 
     #[test]

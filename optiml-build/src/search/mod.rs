@@ -24,9 +24,22 @@ pub use log::{
 };
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
 pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
-pub use transform::{Proposer, RoutedProposer, Transform, matmul_catalog};
+pub use transform::{
+    Proposer, RoutedProposer, Transform, claimed_gain, elementwise_catalog, matmul_catalog,
+};
 
 use std::time::Duration;
+
+/// A family's schedule: what the search transforms and evaluates. The matmul and elementwise schedules implement
+/// it; the tree search, the baselines and the log work for any of them.
+pub trait Tunable:
+    Copy + Eq + std::hash::Hash + std::fmt::Debug + serde::Serialize + Send + Sync + 'static
+{
+    /// One line for logs and reports.
+    fn describe(&self) -> String;
+    /// Whether the family's template supports it.
+    fn is_valid(&self) -> bool;
+}
 
 /// Search settings; the defaults are the seed's (§6.1), except the budget, which is in evaluations here.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,12 +1,14 @@
 //! Transformations as typed objects: a name, the bottleneck it addresses, the gain it claims, and its effect on a
 //! schedule (`None` when its precondition does not hold).
 
+use super::Tunable;
 use super::reward::Bottleneck;
+use crate::experts::elementwise;
 use crate::experts::matmul::{GROUP_M, Schedule};
 
-/// One transformation of a matmul schedule.
+/// One transformation of a schedule of type `S` (a matmul schedule unless said otherwise).
 #[derive(Clone, Copy, Debug)]
-pub struct Transform {
+pub struct Transform<S = Schedule> {
     /// Short name, unique in its catalog.
     pub name: &'static str,
     /// What it does and why it should help.
@@ -16,17 +18,17 @@ pub struct Transform {
     /// The speed-up it claims when it applies to that bottleneck (reported next to the measured one).
     pub claimed_gain: f64,
     /// Its effect; `None` when the precondition fails or the result is not a schedule the template supports.
-    pub apply: fn(&Schedule) -> Option<Schedule>,
+    pub apply: fn(&S) -> Option<S>,
 }
 
-impl Transform {
+impl<S: Tunable> Transform<S> {
     /// Applies the transformation, checking the template's constraints.
-    pub fn apply_to(&self, s: &Schedule) -> Option<Schedule> {
+    pub fn apply_to(&self, s: &S) -> Option<S> {
         (self.apply)(s).filter(|t| t.is_valid() && t != s)
     }
 }
 
-impl PartialEq for Transform {
+impl<S> PartialEq for Transform<S> {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
     }
@@ -237,33 +239,104 @@ fn retile(mut t: Schedule) -> Option<Schedule> {
     Some(t)
 }
 
+/// The elementwise family's transformations over its launch shape (the template is a grid-stride float4 loop).
+pub fn elementwise_catalog() -> Vec<Transform<elementwise::Schedule>> {
+    vec![
+        Transform {
+            name: "wider-blocks",
+            rationale: "twice the threads per block, half the blocks per SM: the same residency in fewer, larger \
+                        blocks (fewer block launches and tail effects)",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| {
+                Some(elementwise::Schedule {
+                    threads: s.threads * 2,
+                    blocks_per_sm: (s.blocks_per_sm / 2).max(1),
+                })
+            },
+        },
+        Transform {
+            name: "narrower-blocks",
+            rationale: "half the threads per block, twice the blocks per SM: finer load balance across SMs",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| {
+                Some(elementwise::Schedule {
+                    threads: s.threads / 2,
+                    blocks_per_sm: s.blocks_per_sm * 2,
+                })
+            },
+        },
+        Transform {
+            name: "more-blocks-per-sm",
+            rationale: "a grid of more resident threads keeps more 16-byte loads in flight per SM (memory-level \
+                        parallelism), the lever of a bandwidth-bound loop",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.05,
+            apply: |s| {
+                Some(elementwise::Schedule {
+                    blocks_per_sm: s.blocks_per_sm * 2,
+                    ..*s
+                })
+            },
+        },
+        Transform {
+            name: "fewer-blocks-per-sm",
+            rationale: "a smaller grid makes each thread loop longer: fewer blocks to schedule and more loads per \
+                        thread for the compiler to overlap",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| {
+                Some(elementwise::Schedule {
+                    blocks_per_sm: s.blocks_per_sm / 2,
+                    ..*s
+                })
+            },
+        },
+    ]
+}
+
+/// The gain a transformation of any family's catalog claims, by name (reports compare it with the measured one).
+pub fn claimed_gain(name: &str) -> Option<f64> {
+    matmul_catalog()
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| t.claimed_gain)
+        .or_else(|| {
+            elementwise_catalog()
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.claimed_gain)
+        })
+}
+
 /// Proposes the transformations to try from a node. An LLM expert implements this too.
-pub trait Proposer {
+pub trait Proposer<S = Schedule> {
     /// Transformations applicable to `schedule`, best first, for a node classified as `bottleneck`.
-    fn propose(&self, schedule: &Schedule, bottleneck: Bottleneck) -> Vec<Transform>;
+    fn propose(&self, schedule: &S, bottleneck: Bottleneck) -> Vec<Transform<S>>;
 }
 
 /// The seed's routing: transformations that address the node's bottleneck first, then the rest (so a search is
 /// never stuck when the classification is wrong), each only where its precondition holds.
 #[derive(Clone, Debug)]
-pub struct RoutedProposer {
-    catalog: Vec<Transform>,
+pub struct RoutedProposer<S = Schedule> {
+    catalog: Vec<Transform<S>>,
 }
 
-impl RoutedProposer {
+impl<S: Tunable> RoutedProposer<S> {
     /// Routes over `catalog`.
-    pub fn new(catalog: Vec<Transform>) -> Self {
+    pub fn new(catalog: Vec<Transform<S>>) -> Self {
         Self { catalog }
     }
 }
 
-impl Proposer for RoutedProposer {
-    fn propose(&self, schedule: &Schedule, bottleneck: Bottleneck) -> Vec<Transform> {
+impl<S: Tunable> Proposer<S> for RoutedProposer<S> {
+    fn propose(&self, schedule: &S, bottleneck: Bottleneck) -> Vec<Transform<S>> {
         let applicable = self
             .catalog
             .iter()
             .filter(|t| t.apply_to(schedule).is_some());
-        let (mut first, rest): (Vec<Transform>, Vec<Transform>) =
+        let (mut first, rest): (Vec<Transform<S>>, Vec<Transform<S>>) =
             applicable.partition(|t| t.addresses == bottleneck);
         first.extend(rest);
         first
@@ -367,5 +440,38 @@ mod tests {
         assert_eq!((halved.threads(), halved.min_blocks), (512, 0));
         let narrower = by_name("shrink-block-n").apply_to(&one_block).unwrap();
         assert_eq!(narrower.min_blocks, 1);
+    }
+
+    #[test]
+    fn the_elementwise_catalog_reaches_every_schedule_from_the_default() {
+        use crate::experts::elementwise::Schedule as Ew;
+        let catalog = elementwise_catalog();
+        let mut names: Vec<&str> = catalog.iter().map(|t| t.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), catalog.len());
+        let root = Ew::default_for(optiml_runtime::Arch::new(9, 0));
+        let (mut seen, mut frontier) = (vec![root], vec![root]);
+        while let Some(s) = frontier.pop() {
+            for t in &catalog {
+                if let Some(next) = t.apply_to(&s) {
+                    assert!(next.is_valid(), "{} on {s:?}", t.name);
+                    if !seen.contains(&next) {
+                        seen.push(next);
+                        frontier.push(next);
+                    }
+                }
+            }
+        }
+        let all = Ew::all();
+        assert!(
+            all.iter().all(|s| seen.contains(s)),
+            "{} of {}",
+            seen.len(),
+            all.len()
+        );
+        assert!(
+            claimed_gain("more-blocks-per-sm").is_some() && claimed_gain("grow-block-n").is_some()
+        );
     }
 }
