@@ -275,11 +275,15 @@ fn transforms_lists_the_catalog() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        stdout.starts_with("| transformation | addresses | claimed gain | rationale |"),
+        stdout.starts_with("| family | transformation | addresses | claimed gain | rationale |"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("| grow-block-n | memory | 1.10× |"),
+        stdout.contains("| matmul | grow-block-n | memory | 1.10× |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| elementwise | more-blocks-per-sm | memory |"),
         "{stdout}"
     );
 
@@ -287,7 +291,11 @@ fn transforms_lists_the_catalog() {
     assert!(out.status.success());
     let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let items = items.as_array().unwrap();
-    assert_eq!(items.len(), optiml_build::search::matmul_catalog().len());
+    assert_eq!(
+        items.len(),
+        optiml_build::search::matmul_catalog().len()
+            + optiml_build::search::elementwise_catalog().len()
+    );
     assert!(
         items
             .iter()
