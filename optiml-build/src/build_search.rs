@@ -128,9 +128,9 @@ pub(crate) fn run(
                     .map(|b| {
                         format!(
                             "{}: {:.2}× the default in {} candidates",
-                            b.shape,
-                            b.default.time_ms / b.log.best_measurement.time_ms,
-                            b.log.evaluations
+                            b.label,
+                            b.default.time_ms / b.best.time_ms,
+                            b.evaluations
                         )
                     })
                     .collect();

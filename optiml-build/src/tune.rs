@@ -4,16 +4,16 @@
 
 use crate::cache::{Cache, CacheError, Entry, KeyInputs, NewVariant, Tuning};
 use crate::eval::{
-    EvalSetup, GpuEvaluator, GpuEvaluatorError, MatmulShape, TestPlan, TimingPlan, Tolerance,
-    WorkerCommand,
+    EvalSetup, Family as EvalFamily, GpuEvaluator, GpuEvaluatorError, MatmulShape, TestPlan,
+    TimingPlan, Tolerance, WorkerCommand,
 };
-use crate::experts::Candidate;
 use crate::experts::matmul::Schedule;
+use crate::experts::{Candidate, elementwise};
 use crate::nvrtc::{Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::{
     self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
-    RoutedProposer, Search, SearchLog, Signals, matmul_catalog,
+    RoutedProposer, Search, SearchLog, Signals, Transform, elementwise_catalog, matmul_catalog,
 };
 use optiml_runtime::Arch;
 use optiml_spec::{Family, MatmulSpec};
@@ -109,8 +109,8 @@ pub enum TuneError {
         kernel: String,
         /// The architecture.
         arch: Arch,
-        /// The shape.
-        shape: MatmulShape,
+        /// The problem size.
+        shape: String,
         /// Why.
         reason: String,
     },
@@ -128,10 +128,20 @@ pub enum TuneError {
 /// The winner for one shape bucket.
 #[derive(Clone, Debug)]
 pub struct Bucket {
-    /// The shape it was tuned at.
-    pub shape: MatmulShape,
-    /// The search.
-    pub log: SearchLog,
+    /// The problem it was tuned at, for people: `256x1024x1024x1024`, `n=67108864`.
+    pub label: String,
+    /// The key the runtime picks variants by (`[batch, m, n, k]` for matmul); `None`: every size.
+    pub shape: Option<[u64; 4]>,
+    /// The winner's measurement.
+    pub best: Measurement,
+    /// The winner's schedule, described.
+    pub best_schedule: String,
+    /// Candidates evaluated.
+    pub evaluations: usize,
+    /// Transformations from the default to the winner.
+    pub path: Vec<String>,
+    /// Seconds the search took, profiling included.
+    pub wall_s: f64,
     /// The winner, compiled.
     pub winner: (Candidate, Compiled),
     /// The default schedule's measurement in the same run.
@@ -160,14 +170,14 @@ pub struct Progress {
 }
 
 /// Reports progress after every evaluation.
-struct Watched<'a> {
-    inner: &'a mut GpuEvaluator,
+struct Watched<'a, S: EvalFamily> {
+    inner: &'a mut GpuEvaluator<S>,
     progress: Progress,
     report: &'a mut dyn FnMut(Progress),
 }
 
-impl Evaluator for Watched<'_> {
-    fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
+impl<S: EvalFamily> Evaluator<S> for Watched<'_, S> {
+    fn evaluate(&mut self, schedule: &S) -> Outcome {
         let outcome = self.inner.evaluate(schedule);
         self.progress.evaluations += 1;
         if let Outcome::Measured(m) = &outcome {
@@ -180,7 +190,7 @@ impl Evaluator for Watched<'_> {
         outcome
     }
 
-    fn prepare(&mut self, upcoming: &[Schedule]) {
+    fn prepare(&mut self, upcoming: &[S]) {
         self.inner.prepare(upcoming);
     }
 }
@@ -210,7 +220,7 @@ pub fn now_rfc3339() -> String {
     )
 }
 
-/// Runs one search of `kernel` at `shape` on `arch` with `evaluator`'s setup.
+/// Runs one search of matmul `kernel` at `shape` on `arch`.
 ///
 /// # Errors
 /// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
@@ -233,13 +243,94 @@ pub fn tune_shape(
     if let Some(t) = settings.tolerance {
         plan.tolerance = t;
     }
+    let key = [shape.batch, shape.m, shape.n, shape.k].map(|d| d as u64);
+    let space = Schedule::all();
+    search_family(
+        nvrtc,
+        kernel,
+        arch,
+        spec.clone(),
+        shape,
+        plan,
+        (Schedule::default_for(arch), matmul_catalog(), space),
+        Some(key),
+        options,
+        report,
+    )
+}
+
+/// The length an elementwise kernel is tuned at when the user names none: 2²⁶ elements (256 MiB per tensor),
+/// far past L2, as a bandwidth-bound map is used.
+pub const DEFAULT_ELEMENTWISE_N: usize = 1 << 26;
+
+/// Runs one search of elementwise `kernel` at length `n` on `arch`. The winner serves every length.
+///
+/// # Errors
+/// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
+pub fn tune_elementwise(
+    nvrtc: &'static Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    n: usize,
+    options: &TuneOptions,
+    report: &mut dyn FnMut(Progress),
+) -> Result<Bucket, TuneError> {
+    let Family::Elementwise(spec) = &kernel.spec.family else {
+        return Err(TuneError::Unsupported {
+            kernel: kernel.name.clone(),
+            family: "matmul",
+        });
+    };
+    let n = match spec.n {
+        optiml_spec::Dim::Fixed(f) => f as usize,
+        optiml_spec::Dim::Runtime => n,
+    };
+    search_family(
+        nvrtc,
+        kernel,
+        arch,
+        spec.clone(),
+        n,
+        TestPlan::for_elementwise(spec, &[]),
+        (
+            elementwise::Schedule::default_for(arch),
+            elementwise_catalog(),
+            elementwise::Schedule::all(),
+        ),
+        None,
+        options,
+        report,
+    )
+}
+
+/// The search itself, for any family: evaluator, method, ncu on the path, log, and the bucket to store.
+#[allow(clippy::too_many_arguments)]
+fn search_family<S: EvalFamily>(
+    nvrtc: &'static Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    spec: S::Spec,
+    shape: S::Shape,
+    plan: TestPlan,
+    (root, catalog, space): (S, Vec<Transform<S>>, Vec<S>),
+    key: Option<[u64; 4]>,
+    options: &TuneOptions,
+    report: &mut dyn FnMut(Progress),
+) -> Result<Bucket, TuneError> {
+    let label = shape.to_string();
+    let failed = |reason: String| TuneError::Search {
+        kernel: kernel.name.clone(),
+        arch,
+        shape: label.clone(),
+        reason,
+    };
     let started_at = now_rfc3339();
     let started = Instant::now();
-    let mut evaluator = GpuEvaluator::new(
+    let mut evaluator = GpuEvaluator::<S>::new(
         nvrtc,
         EvalSetup {
             name: kernel.name.clone(),
-            spec: spec.clone(),
+            spec,
             arch,
             dispatch: shape,
             plan,
@@ -260,8 +351,6 @@ pub fn tune_shape(
         source,
     })?;
     let device = evaluator.device().name.clone();
-    let root = Schedule::default_for(arch);
-    let catalog = matmul_catalog();
     let judge = DeterministicJudge;
     let mut watched = Watched {
         inner: &mut evaluator,
@@ -273,7 +362,7 @@ pub fn tune_shape(
         },
         report,
     };
-    let log = match options.method {
+    let mut log = match options.method {
         Method::Mcts => {
             let proposer = RoutedProposer::new(catalog);
             Search::new(options.search.clone(), &proposer, &judge).run(root, &mut watched)
@@ -287,17 +376,11 @@ pub fn tune_shape(
             options.seed,
         ),
         Method::Exhaustive => {
-            let space: Vec<Schedule> = Schedule::all().into_iter().filter(|s| *s != root).collect();
+            let space: Vec<S> = space.into_iter().filter(|s| *s != root).collect();
             search::exhaustive(&options.search, &judge, root, &space, &mut watched)
         }
     }
-    .map_err(|reason| TuneError::Search {
-        kernel: kernel.name.clone(),
-        arch,
-        shape,
-        reason,
-    })?;
-    let mut log = log;
+    .map_err(&failed)?;
     let mut signals =
         if options.profiling == Profiling::Every && evaluator.profile_error().is_none() {
             Signals::Ncu
@@ -319,18 +402,13 @@ pub fn tune_shape(
         .unwrap_or(log.best_measurement);
     let winner = evaluator
         .compiled(&log.best)
-        .ok_or_else(|| TuneError::Search {
-            kernel: kernel.name.clone(),
-            arch,
-            shape,
-            reason: "the winner's compiled form is gone".into(),
-        })?;
+        .ok_or_else(|| failed("the winner's compiled form is gone".into()))?;
     let header = Header {
         kernel: kernel.name.clone(),
         spec: kernel.spec.canonical(),
         arch: arch.to_string(),
         device: device.clone(),
-        shape: shape.to_string(),
+        shape: label.clone(),
         method: options.method,
         seed: Some(options.seed),
         config: {
@@ -350,6 +428,7 @@ pub fn tune_shape(
             source,
         })?
         .into_bytes();
+    let path: Vec<String> = log.path.iter().map(|s| s.to_string()).collect();
     let tuning = Tuning {
         method: options.method.to_string(),
         device,
@@ -357,24 +436,32 @@ pub fn tune_shape(
         measurement: log.best_measurement,
         default_measurement: default,
         evaluations: log.evaluations,
-        path: log.path.iter().map(|s| s.to_string()).collect(),
+        path: path.clone(),
         log: String::new(),
     };
     Ok(Bucket {
-        shape,
+        label,
+        shape: key,
+        best: log.best_measurement,
+        best_schedule: log.best.describe(),
+        evaluations: log.evaluations,
+        path,
+        wall_s,
         default,
         winner,
         tuning,
         jsonl,
         stats: evaluator.stats(),
         restarts: evaluator.restarts(),
-        log,
     })
 }
 
 /// Replaces the derived SOL figures of the default and of every node on the path to the winner with Nsight
 /// Compute counters (the log then says `"signals": "Ncu"` for those steps).
-fn profile_path(evaluator: &mut GpuEvaluator, log: &mut SearchLog) -> Result<(), String> {
+fn profile_path<S: EvalFamily>(
+    evaluator: &mut GpuEvaluator<S>,
+    log: &mut SearchLog<S>,
+) -> Result<(), String> {
     let mut on_path = vec![log.steps[0].schedule];
     let mut at = log
         .steps
@@ -424,7 +511,7 @@ pub fn store(
         .map(|b| NewVariant {
             candidate: &b.winner.0,
             compiled: &b.winner.1,
-            shape: Some([b.shape.batch, b.shape.m, b.shape.n, b.shape.k].map(|d| d as u64)),
+            shape: b.shape,
             tuning: Some(&b.tuning),
             log: Some(&b.jsonl),
         })

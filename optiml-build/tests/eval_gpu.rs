@@ -250,7 +250,7 @@ fn the_worker_starts_or_says_why_not() {
         return;
     }
     let spec = spec();
-    let made = GpuEvaluator::new(
+    let made = GpuEvaluator::<Schedule>::new(
         optiml_build::nvrtc::load().unwrap(),
         EvalSetup {
             name: "probe".into(),
@@ -297,5 +297,62 @@ fn broken_candidates_compile_except_the_child_grid() {
         let c = faulty(fault, what);
         let compiled = optiml_build::nvrtc::compile(nvrtc, "faulty.cu", &c.source, Arch::new(9, 0));
         assert_eq!(compiled.is_ok(), fault != 7, "{what}: {:?}", compiled.err());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn elementwise_candidates_are_verified_and_timed_and_a_broken_one_is_rejected() {
+    use optiml_build::experts::elementwise::Schedule as Ew;
+    let arch = arch();
+    for text in ["y = gelu(x)", "z = x + y", "y = x * s"] {
+        let Family::Elementwise(spec) = optiml_spec::parse(text).unwrap().family else {
+            panic!("{text}")
+        };
+        let mut e = GpuEvaluator::<Ew>::new(
+            optiml_build::nvrtc::load().expect("NVRTC"),
+            EvalSetup {
+                name: text.into(),
+                plan: TestPlan::for_elementwise(&spec, &[]),
+                spec,
+                arch,
+                dispatch: 1 << 24,
+                timing: TimingPlan::default(),
+                worker: worker(),
+                device: 0,
+                compile_threads: 4,
+                seed: 9,
+                ncu: None,
+            },
+        )
+        .expect("an evaluator on GPU 0");
+        let outcome = e.evaluate(&Ew::default_for(arch));
+        let Outcome::Measured(m) = outcome else {
+            panic!("{text}: {outcome:?}")
+        };
+        eprintln!(
+            "{text}: {:.4} ms, {:.2} TB/s",
+            m.time_ms,
+            m.tbps.unwrap_or(0.0)
+        );
+        // Half the output written: the gate finds the other half.
+        let half = Candidate {
+            source: "extern \"C\" __global__ void optiml_elementwise(const float* x, const float* y, float* out, \
+                     long long n, float s) { for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; \
+                     i < n / 2; i += (long long)gridDim.x * blockDim.x) out[i] = x[i]; }"
+                .into(),
+            entry: "optiml_elementwise",
+            launch: Launch::Elementwise {
+                threads: 256,
+                per_thread: 4,
+                blocks_per_sm: 8,
+            },
+            schedule: "broken: half the output".into(),
+        };
+        let (broken, _) = e.evaluate_candidate(&half);
+        assert!(
+            matches!(&broken, Outcome::Rejected(why) if why.starts_with("gate:")),
+            "{text}: {broken:?}"
+        );
     }
 }

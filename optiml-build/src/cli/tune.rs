@@ -74,6 +74,24 @@ pub enum ProfileArg {
     Every,
 }
 
+/// One search's problem.
+#[derive(Clone, Copy, Debug)]
+enum Problem {
+    /// A matmul shape bucket.
+    Matmul(MatmulShape),
+    /// An elementwise length.
+    Elementwise(usize),
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::Matmul(s) => write!(f, "{s}"),
+            Problem::Elementwise(n) => write!(f, "n={n}"),
+        }
+    }
+}
+
 /// The package folder holding `file`: its nearest ancestor with a `Cargo.toml`.
 fn package_of(file: &Path) -> PathBuf {
     file.ancestors()
@@ -153,21 +171,22 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     );
     let mut failures = 0;
     for kernel in &kernels {
-        let Family::Matmul(spec) = &kernel.spec.family else {
-            eprintln!(
-                "`{}`: the evaluation worker does not run elementwise kernels yet; its default entry stays",
-                kernel.name
-            );
-            continue;
-        };
         let settings = Settings::load(&package_of(&kernel.file))?;
         let ks = settings
             .kernel(&kernel.name)
             .map_err(|e| anyhow::anyhow!(e))?;
-        let shapes = cli_shapes
-            .clone()
-            .or_else(|| (!ks.shapes.is_empty()).then(|| ks.shapes.clone()))
-            .unwrap_or_else(|| tune::default_shapes(spec));
+        // What to search at: matmul shape buckets, or one length for an elementwise map (its winner serves
+        // every length).
+        let problems: Vec<Problem> = match &kernel.spec.family {
+            Family::Matmul(spec) => cli_shapes
+                .clone()
+                .or_else(|| (!ks.shapes.is_empty()).then(|| ks.shapes.clone()))
+                .unwrap_or_else(|| tune::default_shapes(spec))
+                .into_iter()
+                .map(|s| Problem::Matmul(s.fit(spec)))
+                .collect(),
+            Family::Elementwise(_) => vec![Problem::Elementwise(tune::DEFAULT_ELEMENTWISE_N)],
+        };
         let mut search = settings.search_config();
         if let Some(b) = t.budget {
             search.budget = b;
@@ -196,8 +215,8 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         };
         for &arch in &archs {
             let mut buckets = Vec::new();
-            for &shape in &shapes {
-                let shape = shape.fit(spec);
+            for problem in &problems {
+                let shape = problem.to_string();
                 let bar = ProgressBar::new(options.search.budget as u64);
                 bar.set_style(
                     ProgressStyle::with_template(
@@ -207,28 +226,37 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     .progress_chars("=> "),
                 );
                 bar.set_prefix(format!("{} {arch} {shape}", kernel.name));
-                let result =
-                    tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |p| {
-                        bar.set_position(p.evaluations as u64);
-                        if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
-                            bar.set_message(format!(
-                                "best {best:.4} ms ({:.2}× default)",
-                                default / best
-                            ));
-                        }
-                    });
+                let mut report = |p: tune::Progress| {
+                    bar.set_position(p.evaluations as u64);
+                    if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
+                        bar.set_message(format!(
+                            "best {best:.4} ms ({:.2}× default)",
+                            default / best
+                        ));
+                    }
+                };
+                let result = match *problem {
+                    Problem::Matmul(shape) => {
+                        tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut report)
+                    }
+                    Problem::Elementwise(n) => {
+                        tune::tune_elementwise(nvrtc, kernel, arch, n, &options, &mut report)
+                    }
+                };
                 match result {
                     Ok(b) => {
-                        let m = &b.log.best_measurement;
+                        let m = &b.best;
+                        let rate = match problem {
+                            Problem::Matmul(_) => format!("{:.1} TFLOP/s", m.tflops.unwrap_or(0.0)),
+                            Problem::Elementwise(_) => format!("{:.2} TB/s", m.tbps.unwrap_or(0.0)),
+                        };
                         bar.finish_with_message(format!(
-                            "{:.4} ms, {:.1} TFLOP/s, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",
+                            "{:.4} ms, {rate}, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",
                             m.time_ms,
-                            m.tflops.unwrap_or(0.0),
                             b.default.time_ms / m.time_ms,
-                            b.log.evaluations,
-                            b.log.steps.last().map_or(0.0, |s| s.elapsed_s),
-                            b.log.evaluations as f64
-                                / b.log.steps.last().map_or(1.0, |s| s.elapsed_s.max(1e-9)),
+                            b.evaluations,
+                            b.wall_s,
+                            b.evaluations as f64 / b.wall_s.max(1e-9),
                             b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
                         ));
                         if bar.is_hidden() {
@@ -237,7 +265,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                                 kernel.name,
                                 m.time_ms,
                                 b.default.time_ms / m.time_ms,
-                                b.log.path.join(" → ")
+                                b.path.join(" → ")
                             );
                         }
                         if let Some(dir) = &t.log_dir {
@@ -256,7 +284,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     }
                 }
             }
-            if buckets.len() == shapes.len() {
+            if buckets.len() == problems.len() {
                 let entry = tune::store(&cache, kernel, arch, &generator, &buckets)?;
                 eprintln!(
                     "stored `{}` for {arch}: {} variant(s) in `{}`",

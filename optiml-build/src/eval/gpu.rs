@@ -5,11 +5,12 @@ use super::client::{Client, ClientError, WorkerCommand};
 use super::plan::{MatmulShape, TestPlan, splitmix};
 use super::protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
 use crate::experts::Candidate;
-use crate::experts::matmul::Schedule;
+use crate::experts::{elementwise, matmul};
 use crate::nvrtc::{self, Compiled, Nvrtc};
+use crate::search::Tunable;
 use crate::search::{Evaluator, Measurement, Outcome, Signals};
 use optiml_runtime::Arch;
-use optiml_spec::MatmulSpec;
+use optiml_spec::{ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
@@ -53,7 +54,7 @@ enum Slot {
 }
 
 /// Claims a queued schedule for compiling; `false` when someone else has it.
-fn claim(shelf: &Shelf, schedule: &Schedule) -> bool {
+fn claim<S: Family>(shelf: &Shelf<S>, schedule: &S) -> bool {
     let Ok(mut map) = shelf.0.lock() else {
         return false;
     };
@@ -66,7 +67,7 @@ fn claim(shelf: &Shelf, schedule: &Schedule) -> bool {
     }
 }
 
-fn finish(shelf: &Shelf, schedule: Schedule, built: Built) {
+fn finish<S: Family>(shelf: &Shelf<S>, schedule: S, built: Built) {
     if let Ok(mut map) = shelf.0.lock() {
         map.insert(schedule, Slot::Done(built));
     }
@@ -74,7 +75,69 @@ fn finish(shelf: &Shelf, schedule: Schedule, built: Built) {
 }
 
 /// Compiled candidates by schedule, filled by the pool.
-type Shelf = Arc<(Mutex<HashMap<Schedule, Slot>>, Condvar)>;
+type Shelf<S> = Arc<(Mutex<HashMap<S, Slot>>, Condvar)>;
+
+/// A family the GPU evaluator runs: its schedules build candidates from the family's spec, and the family says
+/// what a job computes and how much work it is.
+pub trait Family: Tunable {
+    /// The family's spec.
+    type Spec: Clone + std::fmt::Debug + Send + Sync + 'static;
+    /// The problem size a candidate is timed at.
+    type Shape: Copy + std::fmt::Debug + std::fmt::Display + Send + Sync + 'static;
+    /// The candidate computing `spec` with this schedule.
+    fn candidate(&self, spec: &Self::Spec) -> Candidate;
+    /// What the worker verifies and times.
+    fn problem(spec: &Self::Spec, shape: Self::Shape) -> Problem;
+    /// The problem's FLOPs and fewest DRAM bytes (for achieved rates and derived SOL figures).
+    fn work(spec: &Self::Spec, shape: Self::Shape) -> (f64, f64);
+}
+
+impl Family for matmul::Schedule {
+    type Spec = MatmulSpec;
+    type Shape = MatmulShape;
+
+    fn candidate(&self, spec: &MatmulSpec) -> Candidate {
+        matmul::Schedule::candidate(self, spec)
+    }
+
+    fn problem(spec: &MatmulSpec, shape: MatmulShape) -> Problem {
+        Problem::Matmul {
+            spec: spec.clone(),
+            dispatch: shape,
+            alpha: 0.75,
+            beta: -0.5,
+        }
+    }
+
+    fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
+        (shape.flops(), shape.min_bytes(spec))
+    }
+}
+
+impl Family for elementwise::Schedule {
+    type Spec = ElementwiseSpec;
+    type Shape = usize;
+
+    fn candidate(&self, spec: &ElementwiseSpec) -> Candidate {
+        elementwise::Schedule::candidate(self, spec)
+    }
+
+    fn problem(spec: &ElementwiseSpec, n: usize) -> Problem {
+        Problem::Elementwise {
+            spec: spec.clone(),
+            n,
+            s: 1.25,
+        }
+    }
+
+    fn work(spec: &ElementwiseSpec, n: usize) -> (f64, f64) {
+        let tensors = match spec.op {
+            ElementwiseOp::Binary(_, Operand::Tensor) => 3.0,
+            _ => 2.0,
+        };
+        (n as f64, 4.0 * tensors * n as f64)
+    }
+}
 
 /// Totals of one evaluator's work, for the log and the throughput figure.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -99,15 +162,15 @@ pub struct Stats {
 
 /// What a [`GpuEvaluator`] evaluates, and how.
 #[derive(Clone, Debug)]
-pub struct EvalSetup {
+pub struct EvalSetup<S: Family = matmul::Schedule> {
     /// The kernel's name, for messages.
     pub name: String,
     /// What it computes.
-    pub spec: MatmulSpec,
+    pub spec: S::Spec,
     /// The architecture candidates are compiled for (the device must run its CUBINs).
     pub arch: Arch,
     /// The shape candidates are timed at.
-    pub dispatch: MatmulShape,
+    pub dispatch: S::Shape,
     /// The gate.
     pub plan: TestPlan,
     /// Timing settings.
@@ -124,19 +187,19 @@ pub struct EvalSetup {
     pub ncu: Option<PathBuf>,
 }
 
-/// Evaluates matmul schedules on a GPU.
-pub struct GpuEvaluator {
+/// Evaluates schedules of a family (matmul unless said otherwise) on a GPU.
+pub struct GpuEvaluator<S: Family = matmul::Schedule> {
     name: String,
-    spec: MatmulSpec,
+    spec: S::Spec,
     arch: Arch,
     nvrtc: &'static Nvrtc,
-    dispatch: MatmulShape,
+    dispatch: S::Shape,
     plan: TestPlan,
     timing: TimingPlan,
     client: Client,
     device: Device,
-    shelf: Shelf,
-    queue: Option<Sender<Schedule>>,
+    shelf: Shelf<S>,
+    queue: Option<Sender<S>>,
     pool: Vec<std::thread::JoinHandle<()>>,
     seed: u64,
     count: u64,
@@ -149,13 +212,13 @@ pub struct GpuEvaluator {
     profile_error: Option<String>,
 }
 
-impl GpuEvaluator {
+impl<S: Family> GpuEvaluator<S> {
     /// An evaluator for `setup`; compiles the support module and starts the worker.
     ///
     /// # Errors
     /// [`GpuEvaluatorError`] when the support module does not compile, the worker does not start, or the
     /// device cannot run `setup.arch` CUBINs.
-    pub fn new(nvrtc: &'static Nvrtc, setup: EvalSetup) -> Result<Self, GpuEvaluatorError> {
+    pub fn new(nvrtc: &'static Nvrtc, setup: EvalSetup<S>) -> Result<Self, GpuEvaluatorError> {
         let EvalSetup {
             name,
             spec,
@@ -178,8 +241,8 @@ impl GpuEvaluator {
                 arch,
             });
         }
-        let shelf: Shelf = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
-        let (queue, jobs) = mpsc::channel::<Schedule>();
+        let shelf: Shelf<S> = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
+        let (queue, jobs) = mpsc::channel::<S>();
         let jobs = Arc::new(Mutex::new(jobs));
         let pool = (0..compile_threads.max(1))
             .map(|_| {
@@ -239,7 +302,7 @@ impl GpuEvaluator {
         self.client.restarts()
     }
 
-    fn enqueue(&self, schedule: Schedule) {
+    fn enqueue(&self, schedule: S) {
         let (lock, _) = &*self.shelf;
         let Ok(mut map) = lock.lock() else { return };
         if map.contains_key(&schedule) {
@@ -253,7 +316,7 @@ impl GpuEvaluator {
         }
     }
 
-    fn built(&mut self, schedule: &Schedule) -> Built {
+    fn built(&mut self, schedule: &S) -> Built {
         self.enqueue(*schedule);
         let started = Instant::now();
         // Needed now but still queued behind speculative compiles: compile it here rather than wait its turn.
@@ -286,8 +349,9 @@ impl GpuEvaluator {
     fn measurement(&self, compiled: &Compiled, times: &super::protocol::Timed) -> Measurement {
         let ms = times.median_ms();
         let secs = ms * 1e-3;
-        let tflops = self.dispatch.flops() / secs / 1e12;
-        let tbps = self.dispatch.min_bytes(&self.spec) / secs / 1e12;
+        let (flops, bytes) = S::work(&self.spec, self.dispatch);
+        let tflops = flops / secs / 1e12;
+        let tbps = bytes / secs / 1e12;
         let Ceilings {
             copy_tbps,
             fp32_tflops,
@@ -357,7 +421,7 @@ fn first_error(log: &str) -> String {
         .collect()
 }
 
-impl GpuEvaluator {
+impl<S: Family> GpuEvaluator<S> {
     /// Compiles (on this thread) and evaluates any candidate of the kernel's ABI: an expert's, an LLM's, or a
     /// test's deliberately broken one. Returns the compiled form with the outcome, so a winner can be stored
     /// without compiling it again.
@@ -376,7 +440,7 @@ impl GpuEvaluator {
     }
 
     /// The compiled form of a schedule evaluated (or prepared) earlier.
-    pub fn compiled(&self, schedule: &Schedule) -> Option<(Candidate, Compiled)> {
+    pub fn compiled(&self, schedule: &S) -> Option<(Candidate, Compiled)> {
         let (lock, _) = &*self.shelf;
         match lock.lock().ok()?.get(schedule)? {
             Slot::Done(Ok(b)) => Some((b.0.clone(), b.1.clone())),
@@ -391,12 +455,7 @@ impl GpuEvaluator {
             cubin: compiled.cubin.clone(),
             entry: candidate.entry.to_string(),
             launch: candidate.launch,
-            problem: Problem::Matmul {
-                spec: self.spec.clone(),
-                dispatch: self.dispatch,
-                alpha: 0.75,
-                beta: -0.5,
-            },
+            problem: S::problem(&self.spec, self.dispatch),
             plan: self.plan.clone(),
             timing: self.timing,
             seed: splitmix(self.seed ^ self.count.wrapping_mul(0x9e37_79b9)),
@@ -407,7 +466,7 @@ impl GpuEvaluator {
     ///
     /// # Errors
     /// Why there are none: no `ncu`, counters not permitted, the schedule was never compiled.
-    pub fn counters(&mut self, schedule: &Schedule) -> Result<super::profile::Counters, String> {
+    pub fn counters(&mut self, schedule: &S) -> Result<super::profile::Counters, String> {
         let (candidate, compiled) = self
             .compiled(schedule)
             .ok_or("the schedule was never compiled")?;
@@ -492,8 +551,8 @@ impl GpuEvaluator {
     }
 }
 
-impl Evaluator for GpuEvaluator {
-    fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
+impl<S: Family> Evaluator<S> for GpuEvaluator<S> {
+    fn evaluate(&mut self, schedule: &S) -> Outcome {
         self.stats.evaluated += 1;
         match self.built(schedule) {
             Ok(built) => self.run(&built),
@@ -504,14 +563,14 @@ impl Evaluator for GpuEvaluator {
         }
     }
 
-    fn prepare(&mut self, upcoming: &[Schedule]) {
+    fn prepare(&mut self, upcoming: &[S]) {
         for s in upcoming {
             self.enqueue(*s);
         }
     }
 }
 
-impl Drop for GpuEvaluator {
+impl<S: Family> Drop for GpuEvaluator<S> {
     fn drop(&mut self) {
         // Closing the queue ends the pool once the compiles in flight finish.
         self.queue = None;

@@ -3,7 +3,9 @@
 //! the worker runs it.
 
 pub use crate::search::splitmix;
-use optiml_spec::{Activation, Dim, MatmulSpec};
+use optiml_spec::{
+    Activation, BinaryOp, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, UnaryOp,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -117,6 +119,13 @@ impl Tolerance {
         rel_l2: 1e-5,
         scaled_abs: 1e-5,
     };
+
+    /// fp32 elementwise maps: a few ulps of the largest value of the check (transcendentals in fp32 are not
+    /// correctly rounded; the scale keeps outputs near zero, where relative error means nothing, from failing).
+    pub const F32_ELEMENTWISE: Tolerance = Tolerance {
+        rel_l2: 1e-6,
+        scaled_abs: 2e-6,
+    };
 }
 
 /// What every candidate of one kernel must pass.
@@ -131,6 +140,9 @@ pub struct TestPlan {
     /// Elements of the dispatch shape compared with the reference, after every element was checked to be
     /// written (finite); corners and edges are always among them.
     pub dispatch_samples: usize,
+    /// Lengths checked element by element (elementwise kernels), each with fresh inputs.
+    #[serde(default)]
+    pub lengths: Vec<usize>,
 }
 
 impl TestPlan {
@@ -191,6 +203,33 @@ impl TestPlan {
             ],
             tolerance: Tolerance::F32,
             dispatch_samples: 4096,
+            lengths: Vec::new(),
+        }
+    }
+
+    /// The default plan for an elementwise `spec`: one element, lengths that are no multiple of the vector
+    /// width or of any block, one past a power of two, and `extra` (the user's); a fixed length is kept.
+    pub fn for_elementwise(spec: &ElementwiseSpec, extra: &[usize]) -> Self {
+        let mut lengths: Vec<usize> = Vec::new();
+        for &n in [1, 3, 31, 1000, 4097, 100_003].iter().chain(extra) {
+            let n = match spec.n {
+                Dim::Fixed(f) => f as usize,
+                Dim::Runtime => n,
+            };
+            if !lengths.contains(&n) {
+                lengths.push(n);
+            }
+        }
+        TestPlan {
+            shapes: Vec::new(),
+            distributions: vec![
+                Distribution::Uniform,
+                Distribution::Normal,
+                Distribution::HeavyTailed,
+            ],
+            tolerance: Tolerance::F32_ELEMENTWISE,
+            dispatch_samples: 4096,
+            lengths,
         }
     }
 
@@ -301,6 +340,48 @@ impl Gathered {
         };
         (v, mag)
     }
+}
+
+/// The float64 reference of one element of an elementwise map.
+pub fn elementwise_reference(spec: &ElementwiseSpec, x: f32, y: f32, s: f32) -> f64 {
+    let (x, y, s) = (x as f64, y as f64, s as f64);
+    let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
+    match spec.op {
+        ElementwiseOp::Unary(UnaryOp::Relu) => x.max(0.0),
+        ElementwiseOp::Unary(UnaryOp::Gelu) => {
+            0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
+        }
+        ElementwiseOp::Unary(UnaryOp::Silu) => x * sigmoid(x),
+        ElementwiseOp::Unary(UnaryOp::Sigmoid) => sigmoid(x),
+        ElementwiseOp::Unary(UnaryOp::Tanh) => x.tanh(),
+        ElementwiseOp::Binary(op, operand) => {
+            let w = match operand {
+                Operand::Tensor => y,
+                Operand::Scalar => s,
+            };
+            match op {
+                BinaryOp::Add => x + w,
+                BinaryOp::Mul => x * w,
+            }
+        }
+    }
+}
+
+/// Compares elementwise outputs with their references, the bound scaled by the largest reference of the check.
+///
+/// # Errors
+/// The first wrong element (`at` names it), or the relative error over the check.
+pub fn check_elementwise(
+    tol: &Tolerance,
+    outputs: &[(f32, f64)],
+    at: &dyn Fn(usize) -> String,
+) -> Result<usize, String> {
+    let scale = outputs.iter().fold(0.0f64, |m, (_, r)| m.max(r.abs()));
+    let mut cmp = Comparison::default();
+    for (i, &(out, r)) in outputs.iter().enumerate() {
+        cmp.check(tol, &|| at(i), out, r, scale);
+    }
+    cmp.finish(tol)
 }
 
 /// Running comparison of outputs against references.
@@ -493,6 +574,40 @@ mod tests {
         let mut zeros = Comparison::default();
         zeros.check(&tol, &at, 1e-30, 0.0, 0.0);
         assert!(zeros.finish(&tol).is_err());
+    }
+
+    #[test]
+    fn elementwise_plan_and_reference() {
+        let ew = |text: &str| match parse(text).unwrap().family {
+            optiml_spec::Family::Elementwise(e) => e,
+            other => panic!("{other:?}"),
+        };
+        let p = TestPlan::for_elementwise(&ew("y = gelu(x)"), &[12345]);
+        assert!(p.lengths.contains(&1) && p.lengths.contains(&4097) && p.lengths.contains(&12345));
+        assert!(p.shapes.is_empty());
+        assert_eq!(
+            TestPlan::for_elementwise(&ew("relu, n=64"), &[]).lengths,
+            vec![64]
+        );
+        let gelu = ew("y = gelu(x)");
+        assert!((elementwise_reference(&gelu, 1.0, 0.0, 0.0) - 0.841_344_746).abs() < 1e-8);
+        assert_eq!(elementwise_reference(&ew("z = x + y"), 1.5, 2.0, 9.0), 3.5);
+        assert_eq!(elementwise_reference(&ew("y = x * s"), 1.5, 2.0, 4.0), 6.0);
+        let tol = Tolerance::F32_ELEMENTWISE;
+        assert!(
+            check_elementwise(
+                &tol,
+                &[(0.841_344_7, 0.841_344_746), (0.0, 1e-30)],
+                &|i| format!("{i}")
+            )
+            .is_ok()
+        );
+        let e = check_elementwise(&tol, &[(1.0, 1.0), (f32::NAN, 2.0)], &|i| {
+            format!("out[{i}]")
+        })
+        .unwrap_err();
+        assert!(e.contains("out[1]"), "{e}");
+        assert!(check_elementwise(&tol, &[(1.001, 1.0)], &|i| format!("{i}")).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::plan::{MatmulShape, TestPlan};
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::MatmulSpec;
+use optiml_spec::{ElementwiseSpec, MatmulSpec};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
@@ -59,6 +59,15 @@ pub enum Problem {
         alpha: f32,
         /// The run-time `beta` used in checks (ignored without beta).
         beta: f32,
+    },
+    /// `out[i] = f(x[i])`, `x[i] ⊕ y[i]` or `x[i] ⊕ s`.
+    Elementwise {
+        /// The spec (the operation and its operand).
+        spec: ElementwiseSpec,
+        /// The length it is timed at.
+        n: usize,
+        /// The scalar operand used in checks (ignored without one).
+        s: f32,
     },
 }
 

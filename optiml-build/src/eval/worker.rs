@@ -12,9 +12,10 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, sys,
 };
 use cudarc::nvrtc::Ptx;
+use optiml_runtime::elementwise::{self, ElementwiseArgs};
 use optiml_runtime::matmul::{self, MatmulArgs};
 use optiml_runtime::{Launch, Target, probe};
-use optiml_spec::MatmulSpec;
+use optiml_spec::{ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
 use std::sync::Arc;
 
 /// Set (to any value) in a process's environment to make [`serve_if_requested`] serve as a worker.
@@ -405,22 +406,158 @@ impl Worker {
             launch: job.launch,
             sm_count: self.device.sm_count,
         };
-        let Problem::Matmul {
-            spec,
-            dispatch,
-            alpha,
-            beta,
-        } = &job.problem;
-        for (i, shape) in job.plan.shapes.iter().enumerate() {
-            let seed = plan::splitmix(job.seed ^ (i as u64 + 1));
-            self.check_shape(job, target, spec, shape, *alpha, *beta, seed, i)?;
+        let times = match &job.problem {
+            Problem::Matmul {
+                spec,
+                dispatch,
+                alpha,
+                beta,
+            } => {
+                for (i, shape) in job.plan.shapes.iter().enumerate() {
+                    let seed = plan::splitmix(job.seed ^ (i as u64 + 1));
+                    self.check_shape(job, target, spec, shape, *alpha, *beta, seed, i)?;
+                }
+                self.time_dispatch(job, target, spec, *dispatch, *alpha, *beta)
+            }
+            Problem::Elementwise { spec, n, s } => {
+                for (i, &len) in job.plan.lengths.iter().enumerate() {
+                    let seed = plan::splitmix(job.seed ^ (i as u64 + 1));
+                    self.elementwise_run(job, target, spec, len, *s, seed, i, None)?;
+                }
+                let seed = plan::splitmix(job.seed ^ 0xd15);
+                let mut times = Vec::new();
+                self.elementwise_run(job, target, spec, *n, *s, seed, 0, Some(&mut times))?;
+                Ok(times)
+            }
+        };
+        times.map(|times_ms| Timed {
+            times_ms,
+            blocks_per_sm,
+            function: attributes,
+        })
+    }
+
+    /// One elementwise check on fresh inputs of length `n`. Without `times`, every element is compared with
+    /// the float64 reference. With `times` (the dispatch length), the first run is checked on sampled elements
+    /// after every element was found written, then warm-up and timed runs follow, each from a poisoned output
+    /// and a flushed L2, and the last output is checked again.
+    #[allow(clippy::too_many_arguments)]
+    fn elementwise_run(
+        &mut self,
+        job: &Job,
+        target: Target<'_>,
+        spec: &ElementwiseSpec,
+        n: usize,
+        s: f32,
+        seed: u64,
+        index: usize,
+        times: Option<&mut Vec<f64>>,
+    ) -> Result<(), Stop> {
+        let dist = job.plan.distribution(index + job.seed as usize % 3);
+        let check = format!(
+            "n={n} {dist}{}",
+            if times.is_some() {
+                " (dispatch length)"
+            } else {
+                ""
+            }
+        );
+        let st = self.stream.clone();
+        let alloc = |len: usize| {
+            st.alloc_zeros::<f32>(len.max(1))
+                .map_err(fault("allocating"))
+        };
+        let tensor_y = matches!(spec.op, ElementwiseOp::Binary(_, Operand::Tensor));
+        let (mut x, mut out) = (alloc(n)?, alloc(n)?);
+        let mut y = if tensor_y { Some(alloc(n)?) } else { None };
+        self.fill(&mut x, seed ^ 1, dist)?;
+        if let Some(y) = &mut y {
+            self.fill(y, seed ^ 2, dist)?;
         }
-        self.time_dispatch(job, target, spec, *dispatch, *alpha, *beta)
-            .map(|times_ms| Timed {
-                times_ms,
-                blocks_per_sm,
-                function: attributes,
+        let copy = |buf: &CudaSlice<f32>| st.clone_dtoh(buf).map_err(fault("copying inputs"));
+        let hx = copy(&x)?;
+        let hy = match &y {
+            Some(y) => copy(y)?,
+            None => Vec::new(),
+        };
+        let launch = |w: &Self, out: &mut CudaSlice<f32>| {
+            elementwise::launch_target(
+                "candidate",
+                &w.stream,
+                target,
+                ElementwiseArgs {
+                    x: &x,
+                    y: y.as_ref(),
+                    out,
+                    n: Some(n),
+                    s,
+                },
+            )
+            .map_err(fault(format!("launching `{}`", job.name)))
+        };
+        // Every element when checking, else the first, middle and last plus drawn ones.
+        let positions: Vec<usize> = if times.is_none() {
+            (0..n).collect()
+        } else {
+            let (rows, _) = plan::sample_grid(n, 1, job.plan.dispatch_samples.pow(2), seed);
+            rows
+        };
+        let verify = |w: &Self, out: &CudaSlice<f32>, when: &str| -> Result<(), Stop> {
+            let unwritten = w.count_nonfinite(out)?;
+            if unwritten > 0 {
+                return Err(reject(
+                    check.clone(),
+                    format!("{unwritten} of {n} output elements are NaN or infinite {when}"),
+                ));
+            }
+            let host = copy(out)?;
+            let pairs: Vec<(f32, f64)> = positions
+                .iter()
+                .map(|&i| {
+                    let yi = hy.get(i).copied().unwrap_or(0.0);
+                    (host[i], plan::elementwise_reference(spec, hx[i], yi, s))
+                })
+                .collect();
+            plan::check_elementwise(&job.plan.tolerance, &pairs, &|k| {
+                format!("out[{}] {when}", positions[k])
             })
+            .map(|_| ())
+            .map_err(|reason| reject(check.clone(), reason))
+        };
+        let Some(times) = times else {
+            self.fill_const(&mut out, f32::NAN)?;
+            launch(self, &mut out)?;
+            st.synchronize()
+                .map_err(fault(format!("running `{}` on {check}", job.name)))?;
+            return verify(self, &out, "");
+        };
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        for run in 0..1 + job.timing.warmup + job.timing.runs {
+            self.fill_const(&mut out, f32::NAN)?;
+            if job.timing.flush_l2
+                && let Some(mut flush) = self.flush.take()
+            {
+                let done = self.fill_const(&mut flush, 0.0);
+                self.flush = Some(flush);
+                done?;
+            }
+            let start = st
+                .record_event(flags)
+                .map_err(fault("recording an event"))?;
+            launch(self, &mut out)?;
+            let end = st
+                .record_event(flags)
+                .map_err(fault("recording an event"))?;
+            let ms = start
+                .elapsed_ms(&end)
+                .map_err(fault(format!("running `{}` on {check}", job.name)))?;
+            if run == 0 {
+                verify(self, &out, "after the first run")?;
+            } else if run > job.timing.warmup {
+                times.push(ms as f64);
+            }
+        }
+        verify(self, &out, "after the last timed run")
     }
 
     /// Launches the candidate on `args`-shaped buffers through the runtime's own launcher.
