@@ -11,13 +11,13 @@ use crate::search::{Config, Method};
 use crate::tune::{self, TuneOptions};
 use crate::{experts, nvrtc};
 use optiml_runtime::probe;
-use optiml_spec::{Family, env};
+use optiml_spec::env;
 use std::time::{Duration, Instant};
 
 /// Shortest search worth starting: below this a search measures the default and little else.
 const MIN_SEARCH_S: f64 = 5.0;
 
-/// Tunes the freshly generated matmul entries of `resolved` within the build's time budget; returns what to tell
+/// Tunes the freshly generated entries of `resolved` within the build's time budget; returns what to tell
 /// the user.
 pub(crate) fn run(
     kernels: &[FoundKernel],
@@ -31,10 +31,7 @@ pub(crate) fn run(
         .or(settings.search.build_time_s)
         .unwrap_or(DEFAULT_BUILD_TIME_S);
     let fresh: Vec<usize> = (0..resolved.len())
-        .filter(|&i| {
-            resolved[i].origin == Origin::Generated
-                && matches!(kernels[resolved[i].kernel].spec.family, Family::Matmul(_))
-        })
+        .filter(|&i| resolved[i].origin == Origin::Generated)
         .collect();
     if budget_s <= 0.0 || fresh.is_empty() || !probe::driver_present() {
         return Vec::new();
@@ -62,9 +59,6 @@ pub(crate) fn run(
     for (done, &i) in runnable.iter().enumerate() {
         let kernel = &kernels[resolved[i].kernel];
         let arch = resolved[i].arch;
-        let Family::Matmul(spec) = &kernel.spec.family else {
-            continue;
-        };
         let left = deadline
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
@@ -84,11 +78,7 @@ pub(crate) fn run(
                 continue;
             }
         };
-        let shapes = if ks.shapes.is_empty() {
-            tune::default_shapes(spec)
-        } else {
-            ks.shapes.clone()
-        };
+        let shapes = tune::targets(kernel, &ks, None);
         let per_shape = share / shapes.len() as f64;
         let options = TuneOptions {
             method: settings.search.method.unwrap_or(Method::Mcts),
@@ -108,8 +98,8 @@ pub(crate) fn run(
         };
         let started = Instant::now();
         let mut buckets = Vec::new();
-        for &shape in &shapes {
-            match tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut |_| {}) {
+        for &target in &shapes {
+            match tune::tune(nvrtc, kernel, arch, target, &ks, &options, &mut |_| {}) {
                 Ok(b) => buckets.push(b),
                 Err(e) => notes.push(format!(
                     "`{}`: search failed, the default stays: {e}",

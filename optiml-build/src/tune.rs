@@ -259,6 +259,63 @@ pub fn tune_shape(
     )
 }
 
+/// One search's problem: a matmul shape bucket, or the length an elementwise map is tuned at (its winner
+/// serves every length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A matmul shape.
+    Matmul(MatmulShape),
+    /// An elementwise length.
+    Elementwise(usize),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Matmul(s) => write!(f, "{s}"),
+            Target::Elementwise(n) => write!(f, "n={n}"),
+        }
+    }
+}
+
+/// What to tune `kernel` for: `shapes` (from the command line) if given, else its settings' shapes, else the
+/// family's default. Fixed dimensions of the spec always win.
+pub fn targets(
+    kernel: &FoundKernel,
+    settings: &KernelSettings,
+    shapes: Option<&[MatmulShape]>,
+) -> Vec<Target> {
+    match &kernel.spec.family {
+        Family::Matmul(spec) => shapes
+            .map(<[MatmulShape]>::to_vec)
+            .or_else(|| (!settings.shapes.is_empty()).then(|| settings.shapes.clone()))
+            .unwrap_or_else(|| default_shapes(spec))
+            .into_iter()
+            .map(|s| Target::Matmul(s.fit(spec)))
+            .collect(),
+        Family::Elementwise(_) => vec![Target::Elementwise(DEFAULT_ELEMENTWISE_N)],
+    }
+}
+
+/// Runs one search of `kernel` for `target` on `arch`.
+///
+/// # Errors
+/// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
+pub fn tune(
+    nvrtc: &'static Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    target: Target,
+    settings: &KernelSettings,
+    options: &TuneOptions,
+    report: &mut dyn FnMut(Progress),
+) -> Result<Bucket, TuneError> {
+    match target {
+        Target::Matmul(shape) => tune_shape(nvrtc, kernel, arch, shape, settings, options, report),
+        Target::Elementwise(n) => tune_elementwise(nvrtc, kernel, arch, n, options, report),
+    }
+}
+
 /// The length an elementwise kernel is tuned at when the user names none: 2²⁶ elements (256 MiB per tensor),
 /// far past L2, as a bandwidth-bound map is used.
 pub const DEFAULT_ELEMENTWISE_N: usize = 1 << 26;
@@ -529,6 +586,43 @@ mod tests {
         assert_eq!(now.len(), 20, "{now}");
         assert!(now.starts_with("20") && now.ends_with('Z'));
         assert_eq!(&now[4..5], "-");
+    }
+
+    #[test]
+    fn targets_come_from_the_command_line_then_the_settings_then_the_family() {
+        let root = std::env::temp_dir().join(format!("optiml-targets-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let src = root.join("lib.rs");
+        std::fs::write(
+            &src,
+            "#[optiml::kernel(\"matmul, f32, k=64\")]\npub fn mm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize);\n\
+             #[optiml::kernel(\"y = gelu(x)\")]\npub fn g(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n",
+        )
+        .unwrap();
+        let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
+        let mm = kernels.iter().find(|k| k.name == "mm").unwrap();
+        let g = kernels.iter().find(|k| k.name == "g").unwrap();
+        let shape = |batch, m, n, k| MatmulShape { batch, m, n, k };
+        assert_eq!(
+            targets(mm, &KernelSettings::default(), None),
+            vec![Target::Matmul(shape(1, 1024, 1024, 64))]
+        );
+        let settings = KernelSettings {
+            shapes: vec![shape(1, 32, 32, 32), shape(1, 64, 64, 64)],
+            ..KernelSettings::default()
+        };
+        assert_eq!(targets(mm, &settings, None).len(), 2);
+        assert_eq!(
+            targets(mm, &settings, Some(&[shape(1, 8, 8, 8)])),
+            vec![Target::Matmul(shape(1, 8, 8, 64))]
+        );
+        assert_eq!(
+            targets(g, &settings, None),
+            vec![Target::Elementwise(DEFAULT_ELEMENTWISE_N)]
+        );
+        assert_eq!(Target::Elementwise(5).to_string(), "n=5");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::{experts, nvrtc, scan, targets};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use optiml_runtime::{Arch, probe};
-use optiml_spec::{Family, env};
+use optiml_spec::env;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -72,24 +72,6 @@ pub enum ProfileArg {
     Path,
     /// Counters for every verified candidate (they then steer the search; seconds each).
     Every,
-}
-
-/// One search's problem.
-#[derive(Clone, Copy, Debug)]
-enum Problem {
-    /// A matmul shape bucket.
-    Matmul(MatmulShape),
-    /// An elementwise length.
-    Elementwise(usize),
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Problem::Matmul(s) => write!(f, "{s}"),
-            Problem::Elementwise(n) => write!(f, "n={n}"),
-        }
-    }
 }
 
 /// The package folder holding `file`: its nearest ancestor with a `Cargo.toml`.
@@ -175,18 +157,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         let ks = settings
             .kernel(&kernel.name)
             .map_err(|e| anyhow::anyhow!(e))?;
-        // What to search at: matmul shape buckets, or one length for an elementwise map (its winner serves
-        // every length).
-        let problems: Vec<Problem> = match &kernel.spec.family {
-            Family::Matmul(spec) => cli_shapes
-                .clone()
-                .or_else(|| (!ks.shapes.is_empty()).then(|| ks.shapes.clone()))
-                .unwrap_or_else(|| tune::default_shapes(spec))
-                .into_iter()
-                .map(|s| Problem::Matmul(s.fit(spec)))
-                .collect(),
-            Family::Elementwise(_) => vec![Problem::Elementwise(tune::DEFAULT_ELEMENTWISE_N)],
-        };
+        let problems = tune::targets(kernel, &ks, cli_shapes.as_deref());
         let mut search = settings.search_config();
         if let Some(b) = t.budget {
             search.budget = b;
@@ -235,20 +206,17 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                         ));
                     }
                 };
-                let result = match *problem {
-                    Problem::Matmul(shape) => {
-                        tune::tune_shape(nvrtc, kernel, arch, shape, &ks, &options, &mut report)
-                    }
-                    Problem::Elementwise(n) => {
-                        tune::tune_elementwise(nvrtc, kernel, arch, n, &options, &mut report)
-                    }
-                };
+                let result = tune::tune(nvrtc, kernel, arch, *problem, &ks, &options, &mut report);
                 match result {
                     Ok(b) => {
                         let m = &b.best;
                         let rate = match problem {
-                            Problem::Matmul(_) => format!("{:.1} TFLOP/s", m.tflops.unwrap_or(0.0)),
-                            Problem::Elementwise(_) => format!("{:.2} TB/s", m.tbps.unwrap_or(0.0)),
+                            tune::Target::Matmul(_) => {
+                                format!("{:.1} TFLOP/s", m.tflops.unwrap_or(0.0))
+                            }
+                            tune::Target::Elementwise(_) => {
+                                format!("{:.2} TB/s", m.tbps.unwrap_or(0.0))
+                            }
                         };
                         bar.finish_with_message(format!(
                             "{:.4} ms, {rate}, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",

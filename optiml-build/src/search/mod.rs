@@ -6,10 +6,11 @@
 //! bottleneck──▶ child ──simulate: Evaluator (compile → gate → time → profile)──▶ reward ──backpropagate
 //! ```
 //!
-//! This module is the search logic only. What evaluates a candidate is an [`Evaluator`]; what proposes and judges
-//! edits are the [`Proposer`] and [`Judge`] interfaces (LLM experts plug in there later). The isolated GPU
-//! evaluation worker and its wiring into the build are the rest of the search issue; the logic here is tested
-//! against synthetic evaluators, so GPU-less CI covers it.
+//! This module is the search logic, for any family's schedule ([`Tunable`]): the tree search with progressive
+//! widening, the random and exhaustive baselines, the transformation catalogs and the JSON-lines log. What
+//! evaluates a candidate is an [`Evaluator`] (on a GPU, [`crate::eval::GpuEvaluator`]); what proposes and judges
+//! edits are the [`Proposer`] and [`Judge`] interfaces (LLM experts plug in there later). The logic is tested
+//! against synthetic evaluators, so GPU-less CI covers it; [`crate::tune`] runs it for real.
 
 mod baseline;
 mod log;
