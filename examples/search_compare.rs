@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release -p optiml-examples --example search_compare -- --out bench/results/search [--seeds 5] [--budget 32]
 //!     [--specs bmm-16x1024,small-k] [--exhaustive bmm-16x1024,small-k] [--reference bmm-16x1024=0.7677]
+//!     [--backup mean|max]
 //! ```
 //!
 //! `--replay <out>/logs/<spec>-exhaustive-0.jsonl` runs both methods again over that measured landscape, offline
@@ -20,7 +21,7 @@ use optiml_build::eval::{
 };
 use optiml_build::experts::matmul::Schedule;
 use optiml_build::search::{
-    self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
+    self, Backup, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
     RoutedProposer, Search, SearchLog, Signals, matmul_catalog,
 };
 use optiml_spec::Family;
@@ -86,6 +87,18 @@ const SPECS: [(&str, &str, MatmulShape); 5] = [
     ),
 ];
 
+const USAGE: &str = "search_compare: MCTS against random search (and exhaustive enumeration) on a GPU
+
+  --out DIR                 where the JSON, table, charts and logs go (default: search-compare)
+  --seeds N                 runs per method and spec (default 5)
+  --budget N                candidates per run (default 32)
+  --specs a,b               only these specs (bmm-16x1024, square-4096, tall-skinny, small-k, bt-bias-gelu)
+  --exhaustive a,b          enumerate these specs' whole space (default: bmm-16x1024,small-k)
+  --reference name=ms       an exhaustive best measured earlier, for specs not enumerated now
+  --backup mean|max         how MCTS backs up rewards (default: mean, the seed's)
+  --render FILE.json        re-render an earlier run's table and charts (no GPU)
+  --replay LOG.jsonl        both methods over a landscape an exhaustive run measured (no GPU)";
+
 struct Args {
     out: PathBuf,
     seeds: u64,
@@ -98,6 +111,8 @@ struct Args {
     render: Option<PathBuf>,
     /// Replay MCTS and random search over an exhaustive run's log (no GPU needed).
     replay: Option<PathBuf>,
+    /// How MCTS backs up rewards (`mean`, the seed's, or `max`).
+    backup: Backup,
 }
 
 fn args() -> Result<Args, BoxError> {
@@ -110,11 +125,16 @@ fn args() -> Result<Args, BoxError> {
         references: Vec::new(),
         render: None,
         replay: None,
+        backup: Backup::Mean,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             "--out" => a.out = PathBuf::from(value()?),
             "--seeds" => a.seeds = value()?.parse()?,
             "--budget" => a.budget = value()?.parse()?,
@@ -122,6 +142,13 @@ fn args() -> Result<Args, BoxError> {
             "--exhaustive" => a.exhaustive = value()?.split(',').map(str::to_string).collect(),
             "--render" => a.render = Some(PathBuf::from(value()?)),
             "--replay" => a.replay = Some(PathBuf::from(value()?)),
+            "--backup" => {
+                a.backup = match value()?.as_str() {
+                    "mean" => Backup::Mean,
+                    "max" => Backup::Max,
+                    other => return Err(format!("--backup: `{other}` is not mean or max").into()),
+                }
+            }
             "--reference" => {
                 let v = value()?;
                 let (name, ms) = v.split_once('=').ok_or("--reference takes name=ms")?;
@@ -340,6 +367,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let proposer = RoutedProposer::new(catalog.clone());
     let config = Config {
         budget: args.budget,
+        backup: args.backup,
         ..Config::default()
     };
     let name = records.header.kernel.clone();
@@ -485,6 +513,7 @@ fn main() -> Result<(), BoxError> {
         let config = Config {
             budget: args.budget,
             time_limit: Duration::from_secs(600),
+            backup: args.backup,
             ..Config::default()
         };
         let mut curves = Vec::new();

@@ -52,6 +52,8 @@ pub struct SearchSettings {
     pub max_depth: Option<usize>,
     /// Progressive widening factor (see [`Config::widening`]).
     pub widening: Option<f64>,
+    /// `"mean"` (the seed's) or `"max"` (see [`Config::backup`]).
+    pub backup: Option<crate::search::Backup>,
     /// Seconds of search per kernel during `cargo build` (0: none).
     pub build_time_s: Option<f64>,
     /// Seed of random choices and inputs.
@@ -135,6 +137,7 @@ impl Settings {
             exploration: s.exploration.unwrap_or(d.exploration),
             max_depth: s.max_depth.unwrap_or(d.max_depth),
             widening: s.widening.unwrap_or(d.widening),
+            backup: s.backup.unwrap_or(d.backup),
             ..d
         }
     }

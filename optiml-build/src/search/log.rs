@@ -273,6 +273,7 @@ pub fn config_value(config: &Config) -> serde_json::Value {
         "bottleneck_delta": config.bottleneck_delta,
         "widening": config.widening,
         "widening_exponent": config.widening_exponent,
+        "backup": config.backup,
     })
 }
 

@@ -3,7 +3,7 @@
 
 use super::reward::{Bottleneck, Judge, Measurement, Verdict, reward};
 use super::transform::{Proposer, Transform};
-use super::{Config, Tunable};
+use super::{Backup, Config, Tunable};
 use crate::experts::matmul::Schedule;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -87,6 +87,8 @@ struct Node<S> {
     depth: usize,
     visits: u32,
     total: f64,
+    /// The largest reward at or below this node.
+    best: f64,
     reward: f64,
     children: Vec<usize>,
     untried: Vec<Transform<S>>,
@@ -139,6 +141,7 @@ impl<'a, S: Tunable> Search<'a, S> {
             depth: 0,
             visits: 1,
             total: 0.0,
+            best: f64::NEG_INFINITY,
             reward: 0.0,
             children: Vec::new(),
             untried,
@@ -217,6 +220,7 @@ impl<'a, S: Tunable> Search<'a, S> {
                 depth,
                 visits: 0,
                 total: 0.0,
+                best: f64::NEG_INFINITY,
                 reward: r,
                 children: Vec::new(),
                 untried,
@@ -243,6 +247,7 @@ impl<'a, S: Tunable> Search<'a, S> {
             while let Some(n) = at {
                 nodes[n].visits += 1;
                 nodes[n].total += r;
+                nodes[n].best = nodes[n].best.max(r);
                 at = nodes[n].parent;
             }
             // Prune a parent whose last expansions all lost. Never the root: pruning it would end the search
@@ -338,17 +343,21 @@ impl<'a, S: Tunable> Search<'a, S> {
             // Mean rewards are rescaled to [0, 1] over the tree (as MuZero does for unbounded values): a
             // schedule search sees rewards of a few hundredths, which c = 1.4 would otherwise drown, leaving
             // UCT to balance visit counts only (measured on the H200).
+            let value = |n: &Node<S>| match c.backup {
+                Backup::Mean => n.total / n.visits.max(1) as f64,
+                Backup::Max => n.best,
+            };
             let (lo, hi) = nodes[1..]
                 .iter()
                 .filter(|n| n.visits > 0)
-                .map(|n| n.total / n.visits as f64)
+                .map(value)
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), q| {
                     (lo.min(q), hi.max(q))
                 });
             let uct = |ch: usize| {
                 let n = &nodes[ch];
                 let visits = n.visits.max(1) as f64;
-                let q = n.total / visits;
+                let q = value(n);
                 let q = if hi > lo { (q - lo) / (hi - lo) } else { 0.5 };
                 q + c.exploration * (ln_n / visits).sqrt()
             };
@@ -481,6 +490,33 @@ mod tests {
                 .iter()
                 .any(|s| matches!(s.outcome, Outcome::Rejected(_))),
             "the landscape's rejections were never hit"
+        );
+    }
+
+    #[test]
+    fn max_backup_also_finds_the_best_of_the_landscape() {
+        let (proposer, judge) = (RoutedProposer::new(tile_catalog()), DeterministicJudge);
+        let config = Config {
+            backup: crate::search::Backup::Max,
+            ..Config::default()
+        };
+        let start = Schedule {
+            bm: 64,
+            bn: 64,
+            bk: 8,
+            tm: 4,
+            tn: 4,
+            ..DEFAULT
+        };
+        let log = Search::new(config, &proposer, &judge)
+            .run(start, &mut Landscape { calls: 0 })
+            .unwrap();
+        let (_, best_t) = exhaustive_best();
+        assert!(log.evaluations <= 32);
+        assert!(
+            log.best_measurement.time_ms <= best_t * 1.05,
+            "{:?}",
+            log.path
         );
     }
 

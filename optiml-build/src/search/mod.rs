@@ -71,6 +71,20 @@ pub struct Config {
     pub widening: f64,
     /// See [`Config::widening`].
     pub widening_exponent: f64,
+    /// What a node's value is in UCT: the mean reward below it (the seed's), or the best one (for a search
+    /// whose goal is one fastest kernel, a slow first step before a fast second should not hide it).
+    pub backup: Backup,
+}
+
+/// How rewards back up the tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backup {
+    /// The mean of the rewards below a node.
+    #[default]
+    Mean,
+    /// The largest reward below a node.
+    Max,
 }
 
 impl Default for Config {
@@ -88,6 +102,7 @@ impl Default for Config {
             bottleneck_delta: 7.5,
             widening: 1.0,
             widening_exponent: 0.5,
+            backup: Backup::Mean,
         }
     }
 }
