@@ -392,6 +392,16 @@ mod tests {
         calls: usize,
     }
 
+    /// The far corner of the landscape from its best: four tile transformations away.
+    const SMALLEST: Schedule = Schedule {
+        bm: 64,
+        bn: 64,
+        bk: 8,
+        tm: 4,
+        tn: 4,
+        ..DEFAULT
+    };
+
     fn cost(s: &Schedule) -> f64 {
         let reuse = 1.0 / s.bm as f64 + 1.0 / s.bn as f64;
         let ilp = 1.0 / (s.tm * s.tn) as f64;
@@ -450,14 +460,7 @@ mod tests {
     fn finds_the_exhaustive_best_within_budget_and_never_picks_a_rejected_candidate() {
         let (proposer, judge) = (RoutedProposer::new(tile_catalog()), DeterministicJudge);
         let search = Search::new(Config::default(), &proposer, &judge);
-        let start = Schedule {
-            bm: 64,
-            bn: 64,
-            bk: 8,
-            tm: 4,
-            tn: 4,
-            ..DEFAULT
-        };
+        let start = SMALLEST;
         let mut eval = Landscape { calls: 0 };
         let log = search.run(start, &mut eval).unwrap();
         let (best, best_t) = exhaustive_best();
@@ -500,14 +503,7 @@ mod tests {
             backup: crate::search::Backup::Max,
             ..Config::default()
         };
-        let start = Schedule {
-            bm: 64,
-            bn: 64,
-            bk: 8,
-            tm: 4,
-            tn: 4,
-            ..DEFAULT
-        };
+        let start = SMALLEST;
         let log = Search::new(config, &proposer, &judge)
             .run(start, &mut Landscape { calls: 0 })
             .unwrap();
