@@ -357,6 +357,14 @@ impl<S: Family> GpuEvaluator<S> {
             fp32_tflops,
         } = self.device.ceilings;
         let r = compiled.resources;
+        // ptxas' report when the log had one; else the loaded function's attributes (the compiler log was empty
+        // for pool-compiled candidates on the H200; local bytes then stand in for spills).
+        let (registers, spill_bytes, smem_bytes) = if r.registers > 0 {
+            (r.registers, r.spill_stores + r.spill_loads, r.shared_bytes)
+        } else {
+            let f = times.function;
+            (f.registers, f.local_bytes, f.shared_bytes)
+        };
         Measurement {
             time_ms: ms,
             spread_pct: times.spread_pct(),
@@ -367,23 +375,9 @@ impl<S: Family> GpuEvaluator<S> {
             dram_bytes: None,
             tflops: Some(tflops),
             tbps: Some(tbps),
-            // ptxas' report when the log had one; else the loaded function's attributes (the compiler log was
-            // empty for pool-compiled candidates on the H200; local bytes then stand in for spills).
-            registers: if r.registers > 0 {
-                r.registers
-            } else {
-                times.function.registers
-            },
-            spill_bytes: if r.registers > 0 {
-                r.spill_stores + r.spill_loads
-            } else {
-                times.function.local_bytes
-            },
-            smem_bytes: if r.registers > 0 {
-                r.shared_bytes
-            } else {
-                times.function.shared_bytes
-            },
+            registers,
+            spill_bytes,
+            smem_bytes,
             blocks_per_sm: Some(times.blocks_per_sm),
             signals: Signals::Derived,
         }

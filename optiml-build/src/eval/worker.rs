@@ -328,6 +328,16 @@ impl Worker {
             .map_err(fault("poisoning the output"))
     }
 
+    /// Overwrites the flush buffer, so the next run starts with nothing of its inputs in L2.
+    fn flush_l2(&mut self) -> Result<(), Stop> {
+        let Some(mut flush) = self.flush.take() else {
+            return Ok(());
+        };
+        let done = self.fill_const(&mut flush, 0.0);
+        self.flush = Some(flush);
+        done
+    }
+
     fn count_nonfinite(&self, buf: &CudaSlice<f32>) -> Result<u64, Stop> {
         let mut count = self
             .stream
@@ -534,12 +544,8 @@ impl Worker {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         for run in 0..1 + job.timing.warmup + job.timing.runs {
             self.fill_const(&mut out, f32::NAN)?;
-            if job.timing.flush_l2
-                && let Some(mut flush) = self.flush.take()
-            {
-                let done = self.fill_const(&mut flush, 0.0);
-                self.flush = Some(flush);
-                done?;
+            if job.timing.flush_l2 {
+                self.flush_l2()?;
             }
             let start = st
                 .record_event(flags)
@@ -834,12 +840,8 @@ impl Worker {
                 Some(c0) => s.memcpy_dtod(c0, &mut d.c).map_err(fault("restoring C"))?,
                 None => self.fill_const(&mut d.c, f32::NAN)?,
             }
-            if job.timing.flush_l2
-                && let Some(mut flush) = self.flush.take()
-            {
-                let done = self.fill_const(&mut flush, 0.0);
-                self.flush = Some(flush);
-                done?;
+            if job.timing.flush_l2 {
+                self.flush_l2()?;
             }
             let start = s.record_event(flags).map_err(fault("recording an event"))?;
             self.launch(
