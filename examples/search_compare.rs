@@ -95,7 +95,7 @@ const USAGE: &str = "search_compare: MCTS against random search (and exhaustive 
   --specs a,b               only these specs (bmm-16x1024, square-4096, tall-skinny, small-k, bt-bias-gelu)
   --exhaustive a,b          enumerate these specs' whole space (default: bmm-16x1024,small-k)
   --reference name=ms       an exhaustive best measured earlier, for specs not enumerated now
-  --backup mean|max         how MCTS backs up rewards (default: mean, the seed's)
+  --backup max|mean         how MCTS backs up rewards (default: max; mean is textbook UCT)
   --render FILE.json        re-render an earlier run's table and charts (no GPU)
   --replay LOG.jsonl        both methods over a landscape an exhaustive run measured (no GPU)";
 
@@ -125,7 +125,7 @@ fn args() -> Result<Args, BoxError> {
         references: Vec::new(),
         render: None,
         replay: None,
-        backup: Backup::Mean,
+        backup: Backup::Max,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -321,22 +321,37 @@ fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
 /// as large as that measurement's spread, so search strategies can be compared offline, on any machine, against
 /// real GPU numbers.
 struct Replay {
-    landscape: HashMap<Schedule, (f64, f64)>,
+    landscape: HashMap<Schedule, Measurement>,
     seed: u64,
 }
 
 impl Evaluator for Replay {
     fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
-        let Some(&(ms, spread_pct)) = self.landscape.get(schedule) else {
+        let Some(&m) = self.landscape.get(schedule) else {
             return Outcome::Rejected("rejected (or absent) in the measured landscape".into());
         };
         let h = search::splitmix(self.seed ^ search::splitmix(schedule_hash(schedule)));
-        // Uniform in ±spread/2: the measured runs of this schedule spanned `spread_pct` of its median.
+        // Uniform in ±spread/2: the measured runs of this schedule spanned `spread_pct` of its median. The
+        // figures derived from the time move with it; the rest (SOL, registers, occupancy) is replayed as
+        // measured, so the search routes and rewards as it did on the GPU.
         let u = (h >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        let scale = 1.0 + u * m.spread_pct / 100.0;
+        let rate = |x: Option<f64>| x.map(|x| x / scale);
         Outcome::Measured(Measurement {
-            time_ms: ms * (1.0 + u * spread_pct / 100.0),
-            signals: Signals::TimeOnly,
-            ..Measurement::default()
+            time_ms: m.time_ms * scale,
+            tflops: rate(m.tflops),
+            tbps: rate(m.tbps),
+            sm_sol: if m.signals == Signals::Derived {
+                rate(m.sm_sol)
+            } else {
+                m.sm_sol
+            },
+            dram_sol: if m.signals == Signals::Derived {
+                rate(m.dram_sol)
+            } else {
+                m.dram_sol
+            },
+            ..m
         })
     }
 }
@@ -355,13 +370,13 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let mut landscape = HashMap::new();
     for step in &records.steps {
         if let Some(m) = step.outcome.measurement() {
-            landscape.insert(step.schedule_as::<Schedule>()?, (m.time_ms, m.spread_pct));
+            landscape.insert(step.schedule_as::<Schedule>()?, *m);
         }
     }
     let root: Schedule = records.steps[0].schedule_as()?;
     let reference = landscape
         .values()
-        .map(|v| v.0)
+        .map(|m| m.time_ms)
         .fold(f64::INFINITY, f64::min);
     let (judge, catalog) = (DeterministicJudge, matmul_catalog());
     let proposer = RoutedProposer::new(catalog.clone());
@@ -393,7 +408,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
             curves.push(c);
         }
     }
-    let default = landscape.get(&root).map_or(f64::NAN, |v| v.0);
+    let default = landscape.get(&root).map_or(f64::NAN, |m| m.time_ms);
     let mut table = String::from(TABLE_HEAD);
     table.push_str(&rows(
         &name,

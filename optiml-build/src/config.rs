@@ -52,7 +52,7 @@ pub struct SearchSettings {
     pub max_depth: Option<usize>,
     /// Progressive widening factor (see [`Config::widening`]).
     pub widening: Option<f64>,
-    /// `"mean"` (the seed's) or `"max"` (see [`Config::backup`]).
+    /// `"max"` (the default) or `"mean"` (see [`Config::backup`]).
     pub backup: Option<crate::search::Backup>,
     /// Seconds of search per kernel during `cargo build` (0: none).
     pub build_time_s: Option<f64>,

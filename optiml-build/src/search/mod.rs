@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! root = default schedule ──select (UCT, c = 1.4)──▶ leaf ──expand: transformations routed by the leaf's
-//! bottleneck──▶ child ──simulate: Evaluator (compile → gate → time → profile)──▶ reward ──backpropagate
+//! bottleneck, best measured gain first──▶ child ──simulate: Evaluator (compile → gate → time → profile)──▶
+//! reward ──backpropagate (max)
 //! ```
 //!
 //! This module is the search logic, for any family's schedule ([`Tunable`]): the tree search with progressive
-//! widening, the random and exhaustive baselines, the transformation catalogs and the JSON-lines log. What
+//! widening and transformation statistics shared across the tree, the random and exhaustive baselines, the transformation catalogs and the JSON-lines log. What
 //! evaluates a candidate is an [`Evaluator`] (on a GPU, [`crate::eval::GpuEvaluator`]); what proposes and judges
 //! edits are the [`Proposer`] and [`Judge`] interfaces (LLM experts plug in there later). The logic is tested
 //! against synthetic evaluators, so GPU-less CI covers it; [`crate::tune`] runs it for real.
@@ -71,8 +72,10 @@ pub struct Config {
     pub widening: f64,
     /// See [`Config::widening`].
     pub widening_exponent: f64,
-    /// What a node's value is in UCT: the mean reward below it (the seed's), or the best one (for a search
-    /// whose goal is one fastest kernel, a slow first step before a fast second should not hide it).
+    /// What a node's value is in UCT: the best reward below it (the default), or the mean (the textbook UCT
+    /// the seed describes). A schedule search wants one fastest kernel, so a branch is worth its best leaf:
+    /// replayed over the landscape measured on the H200 (bmm 16×1024³, 1638 schedules, 20 seeds), the max
+    /// backup came within 5% of the exhaustive best after 11 evaluations and the mean after 28–30.
     pub backup: Backup,
 }
 
@@ -81,9 +84,9 @@ pub struct Config {
 #[serde(rename_all = "lowercase")]
 pub enum Backup {
     /// The mean of the rewards below a node.
-    #[default]
     Mean,
     /// The largest reward below a node.
+    #[default]
     Max,
 }
 
@@ -102,7 +105,7 @@ impl Default for Config {
             bottleneck_delta: 7.5,
             widening: 1.0,
             widening_exponent: 0.5,
-            backup: Backup::Mean,
+            backup: Backup::Max,
         }
     }
 }
