@@ -21,12 +21,11 @@ use optiml_build::eval::{
 };
 use optiml_build::experts::matmul::Schedule;
 use optiml_build::search::{
-    self, Backup, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
-    RoutedProposer, Search, SearchLog, Signals, matmul_catalog,
+    self, Backup, Config, DeterministicJudge, Header, Method, Replay, RoutedProposer, Search,
+    SearchLog, Signals, matmul_catalog,
 };
 use optiml_spec::Family;
 use serde_json::json;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -317,67 +316,11 @@ fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Serves schedules from a landscape measured earlier (an exhaustive run's log), each time scaled by seeded noise
-/// as large as that measurement's spread, so search strategies can be compared offline, on any machine, against
-/// real GPU numbers.
-struct Replay {
-    landscape: HashMap<Schedule, Measurement>,
-    seed: u64,
-}
-
-impl Evaluator for Replay {
-    fn evaluate(&mut self, schedule: &Schedule) -> Outcome {
-        let Some(&m) = self.landscape.get(schedule) else {
-            return Outcome::Rejected("rejected (or absent) in the measured landscape".into());
-        };
-        let h = search::splitmix(self.seed ^ search::splitmix(schedule_hash(schedule)));
-        // Uniform in ±spread/2: the measured runs of this schedule spanned `spread_pct` of its median. The
-        // figures derived from the time move with it; the rest (SOL, registers, occupancy) is replayed as
-        // measured, so the search routes and rewards as it did on the GPU.
-        let u = (h >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-        let scale = 1.0 + u * m.spread_pct / 100.0;
-        let rate = |x: Option<f64>| x.map(|x| x / scale);
-        Outcome::Measured(Measurement {
-            time_ms: m.time_ms * scale,
-            tflops: rate(m.tflops),
-            tbps: rate(m.tbps),
-            sm_sol: if m.signals == Signals::Derived {
-                rate(m.sm_sol)
-            } else {
-                m.sm_sol
-            },
-            dram_sol: if m.signals == Signals::Derived {
-                rate(m.dram_sol)
-            } else {
-                m.dram_sol
-            },
-            ..m
-        })
-    }
-}
-
-fn schedule_hash(s: &Schedule) -> u64 {
-    format!("{s:?}")
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        })
-}
-
 /// `--replay`: MCTS against random search over a landscape measured by an exhaustive run.
 fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let records = search::read_jsonl(path)?;
-    let mut landscape = HashMap::new();
-    for step in &records.steps {
-        if let Some(m) = step.outcome.measurement() {
-            landscape.insert(step.schedule_as::<Schedule>()?, *m);
-        }
-    }
-    let root: Schedule = records.steps[0].schedule_as()?;
-    let reference = landscape
-        .values()
-        .map(|m| m.time_ms)
-        .fold(f64::INFINITY, f64::min);
+    let landscape: Replay<Schedule> = Replay::new(&records, 0)?;
+    let (root, reference) = (landscape.root(), landscape.best_ms());
     let (judge, catalog) = (DeterministicJudge, matmul_catalog());
     let proposer = RoutedProposer::new(catalog.clone());
     let config = Config {
@@ -390,10 +333,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let mut curves = Vec::new();
     for seed in 0..args.seeds {
         for method in [Method::Mcts, Method::Random] {
-            let mut e = Replay {
-                landscape: landscape.clone(),
-                seed,
-            };
+            let mut e = Replay::new(&records, seed)?;
             let log = match method {
                 Method::Mcts => Search::new(config.clone(), &proposer, &judge).run(root, &mut e)?,
                 _ => search::random_search(&config, &judge, &catalog, root, &mut e, seed)?,
@@ -408,7 +348,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
             curves.push(c);
         }
     }
-    let default = landscape.get(&root).map_or(f64::NAN, |m| m.time_ms);
+    let default = landscape.measured_ms(&root).unwrap_or(f64::NAN);
     let mut table = String::from(TABLE_HEAD);
     table.push_str(&rows(
         &name,

@@ -256,6 +256,9 @@ pub enum LogError {
     /// The search log names no best node the steps hold.
     #[error("the search log's best schedule was never measured by any step")]
     NoBestStep,
+    /// A step's schedule is not one of the family asked for.
+    #[error("a schedule in the search log is not of the expected family: {0}")]
+    OtherFamily(#[source] serde_json::Error),
 }
 
 /// The config as a header records it: the settings a reader needs to reproduce or compare a search.

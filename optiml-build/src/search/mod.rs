@@ -16,6 +16,7 @@
 mod baseline;
 mod log;
 mod mcts;
+mod replay;
 mod reward;
 mod transform;
 
@@ -25,6 +26,7 @@ pub use log::{
     config_value, read_header, read_jsonl, records, write_jsonl, write_records,
 };
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
+pub use replay::Replay;
 pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
 pub use transform::{
     Proposer, RoutedProposer, Transform, claimed_gain, elementwise_catalog, matmul_catalog,
