@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Renders the batched_matmul example's JSON (`-- --json FILE`) as the markdown table kept in bench/results/."""
+"""Renders the batched_matmul example's JSON (`-- --json FILE`) as the markdown table kept in bench/results/.
+
+    python3 bench/render.py FILE.json ["which kernel the example embedded: default, or tuned (and how)"]
+"""
 import json
 import sys
 
 
-def main(path):
+def main(path, kernel=None):
     doc = json.load(open(path))
     print(f"# Batched matmul f32 — {doc['gpu']}, {doc['date']}\n")
-    print(f"Method: {doc['method']}. Kernel: the default schedule (no search).\n")
+    print(f"Method: {doc['method']}." + (f" Kernel: {kernel}." if kernel else "") + "\n")
     print("| batch × size | optiml ms (min–max) | TFLOP/s | cuBLAS ms (min–max) | TFLOP/s | naive TFLOP/s | optiml / cuBLAS | max sampled rel. error |")
     print("|---|---|---|---|---|---|---|---|")
     for r in doc["rows"]:
@@ -21,4 +24,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
