@@ -177,9 +177,16 @@ impl Builder {
             cargo(format!("rerun-if-changed={}", file.display()));
         }
         // A folder makes cargo watch everything below it, so the crate root itself (which may hold `target/`)
-        // is never listed; its subfolders are.
+        // is never listed; its subfolders are. A new source file at the root comes with a new target in the
+        // manifest (an `[[example]]`, a `[[bin]]`), so the manifest stands in for the root.
         for dir in scan.dirs.iter().filter(|d| !roots.contains(d)) {
             cargo(format!("rerun-if-changed={}", dir.display()));
+        }
+        if self.sources.is_empty() {
+            cargo(format!(
+                "rerun-if-changed={}",
+                manifest_dir.join("Cargo.toml").display()
+            ));
         }
 
         let mut report = Report::default();
