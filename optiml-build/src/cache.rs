@@ -261,6 +261,16 @@ impl Cache {
         }
     }
 
+    /// Whether an entry for `inputs` here says it is tuned, from its manifest alone (nothing is checksummed:
+    /// [`Cache::lookup`] still verifies an entry before it is used). Lets a reader that already has an untuned
+    /// entry skip verifying other caches' untuned copies.
+    pub fn holds_tuned(&self, inputs: &KeyInputs) -> bool {
+        std::fs::read(self.entry_dir(inputs).join("manifest.bin"))
+            .ok()
+            .and_then(|bytes| decode(&bytes).ok())
+            .is_some_and(|m| m.key == inputs.key() && m.variants.iter().any(|v| v.tuning.is_some()))
+    }
+
     /// Writes an entry of `variants` under `inputs`, atomically. With `replace` false, an existing valid entry
     /// (another process stored it first) is kept; with `replace` true (a tuned entry superseding the default)
     /// it is swapped out under the lock, so a reader sees the old entry or the new one, never a mix.
@@ -732,6 +742,7 @@ mod tests {
             .store(&inputs, &[variant([16, 1024, 1024, 1024])], false)
             .unwrap();
         assert_eq!(kept.manifest.variants[0].shape, None);
+        assert!(!cache.holds_tuned(&inputs));
         let tuned = cache
             .store(
                 &inputs,
@@ -745,6 +756,7 @@ mod tests {
         let Lookup::Hit(hit) = cache.lookup(&inputs) else {
             panic!("the tuned entry does not verify")
         };
+        assert!(cache.holds_tuned(&inputs));
         assert_eq!(hit.manifest, tuned.manifest);
         assert_eq!(hit.manifest.variants.len(), 2);
         let t = hit.manifest.variants[1].tuning.as_ref().unwrap();

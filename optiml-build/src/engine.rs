@@ -63,6 +63,11 @@ pub fn resolve(
             let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found: Option<Resolved> = None;
             for cache in &policy.read {
+                // With an entry in hand, a later cache matters only for a tuned one: a look at its manifest
+                // spares reading and checksumming every file of an untuned copy on each build-script run.
+                if found.is_some() && !cache.holds_tuned(&inputs) {
+                    continue;
+                }
                 match cache.lookup(&inputs) {
                     Lookup::Hit(entry) => {
                         // A tuned entry beats an untuned one wherever it sits: `target/optiml/` is read first,
