@@ -100,10 +100,62 @@ static void fill_host(float* p, size_t n, uint64_t seed, int dist) {
 }
 
 // ------------------------------------------------------------ launching ---
+// Epilogue parameters handed to every launch (ignored by the kernel unless
+// the matching OPTIML_HAS_* is set).
+struct Epi {
+    const float* bias;
+    float alpha, beta;
+};
+
+#if OPTIML_TMA
+// Tensor maps for the TMA producer (OPTIML_TMA=1). The driver's
+// cuTensorMapEncodeTiled is fetched through the runtime (no -lcuda); cuda.h
+// only supplies the types. A launch uses TMA when every map can be built
+// (16-byte aligned bases, row and batch strides multiples of 4 elements,
+// K > 0), else the cp.async path (use_tma = 0).
+#include <cuda.h>
+typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeTiledFn g_encode = nullptr;
+static long long g_tma_launches = 0, g_plain_launches = 0;
+static EncodeTiledFn get_encode() {
+    if (!g_encode) {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
+            printf("CUDA ERROR cuTensorMapEncodeTiled not found (query result %d)\n", (int)q);
+            exit(2);
+        }
+        g_encode = (EncodeTiledFn)fn;
+    }
+    return g_encode;
+}
+// 3-D map {cols, rows, batch} of a row-major operand (cols contiguous), batch
+// items `stride` elements apart (stride 0: one item, coordinate 0), box
+// {box0, box1, 1}, 128-byte swizzle, out-of-bounds elements read as zero.
+static bool make_map(optiml_wg::TmaMap* m, const float* base, long long cols, long long rows, int batch,
+                     long long stride, unsigned box0, unsigned box1) {
+    if ((reinterpret_cast<uintptr_t>(base) & 15) || (cols & 3) || (stride & 3) || cols <= 0 || rows <= 0) return false;
+    const bool bc = stride == 0;
+    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)(bc ? 1 : batch)};
+    const cuuint64_t strides[2] = {(cuuint64_t)cols * 4, (cuuint64_t)(bc ? cols * rows * 4 : stride * 4)};
+    const cuuint32_t box[3] = {box0, box1, 1};
+    const cuuint32_t estr[3] = {1, 1, 1};
+    const CUresult r = get_encode()(reinterpret_cast<CUtensorMap*>(m), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3,
+                                    const_cast<float*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+static_assert(sizeof(optiml_wg::TmaMap) == sizeof(CUtensorMap), "TmaMap must be a CUtensorMap");
+#endif
 static void launch_optiml(const float* A, const float* B, float* C, int batch, int M, int N, int K, long long sA,
-                          long long sB, long long sC, bool persistent, cudaStream_t st = 0) {
+                          long long sB, long long sC, bool persistent, Epi e = {nullptr, 1.f, 0.f},
+                          cudaStream_t st = 0) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
-    const long long tn = (N + OPTIML_BN - 1) / OPTIML_BN, tm = (M + OPTIML_BM - 1) / OPTIML_BM;
+    const long long tn = (N + OPTIML_TILE_N - 1) / OPTIML_TILE_N, tm = (M + OPTIML_TILE_M - 1) / OPTIML_TILE_M;
     dim3 grid;
     if (persistent) {
         const long long tiles = tn * tm * (long long)batch;
@@ -111,8 +163,24 @@ static void launch_optiml(const float* A, const float* B, float* C, int batch, i
     } else {
         grid = dim3((unsigned)tn, (unsigned)tm, (unsigned)std::min(batch, 65535));
     }
-    optiml_matmul<<<grid, OPTIML_THREADS, OPTIML_DYN_SMEM_BYTES, st>>>(A, B, C, nullptr, batch, M, N, K, sA, sB, sC,
-                                                                       1.f, 0.f);
+#if OPTIML_TMA
+    // Q: rows of K (NN: A, M x K; TT: B, N x K); P: stored K x Pdim (NN: B; TT: A)
+    optiml_wg::TmaMap tq, tp;
+    memset(&tq, 0, sizeof(tq));
+    memset(&tp, 0, sizeof(tp));
+    const float* Qb = OPTIML_SWAP ? A : B;
+    const float* Pb = OPTIML_SWAP ? B : A;
+    const long long sQ = OPTIML_SWAP ? sA : sB, sP = OPTIML_SWAP ? sB : sA;
+    const int Qdim = OPTIML_SWAP ? M : N, Pdim = OPTIML_SWAP ? N : M;
+    const int use = K > 0 && make_map(&tq, Qb, K, Qdim, batch, sQ, 32, OPTIML_QN) &&
+                    make_map(&tp, Pb, Pdim, K, batch, sP, 32, 32);
+    ++(use ? g_tma_launches : g_plain_launches);
+    optiml_matmul<<<grid, OPTIML_THREADS, OPTIML_DYN_SMEM_BYTES, st>>>(A, B, C, e.bias, batch, M, N, K, sA, sB, sC,
+                                                                       e.alpha, e.beta, tq, tp, use);
+#else
+    optiml_matmul<<<grid, OPTIML_THREADS, OPTIML_DYN_SMEM_BYTES, st>>>(A, B, C, e.bias, batch, M, N, K, sA, sB, sC,
+                                                                       e.alpha, e.beta);
+#endif
 }
 
 // ------------------------------------------------------------ probe ---
@@ -198,6 +266,92 @@ static bool run_probe() {
     return ok;
 }
 
+// SS probe: one wgmma.m64n16k8 with BOTH operands from shared memory
+// descriptors (the form the kernel uses for a K-major or transposed P):
+// A (64 x 32, K-major, 128-byte swizzle) holds A[r][k] = 32 r + k (exact in
+// TF32), B the 0/1 selection above, so D[r][j] = 32 r + 8 ks + (j & 7).
+__device__ __forceinline__ void probe_ss_n16(float (&d)[8], unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n\t}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(da), "l"(db), "r"(1)
+        : "memory");
+}
+__global__ void __launch_bounds__(128) probe_ss_kernel(float* out, int ks) {
+    __shared__ __align__(1024) float sa[64 * 32];
+    __shared__ __align__(1024) float sb[16 * 32];
+    const int tid = threadIdx.x;
+    for (int i = tid; i < 64 * 32; i += 128) {
+        const int r = i / 32, k = i % 32;
+        sa[r * 32 + (((k >> 2) ^ (r & 7)) << 2) + (k & 3)] = (float)(32 * r + k);
+    }
+    for (int i = tid; i < 16 * 32; i += 128) {
+        const int n = i / 32, k = i % 32;
+        sb[n * 32 + (((k >> 2) ^ (n & 7)) << 2) + (k & 3)] = (k == 8 * ks + (n & 7)) ? 1.f : 0.f;
+    }
+    __syncthreads();
+    optiml_wg::fence_proxy_async();
+    __syncthreads();
+    float d[8];
+    for (int i = 0; i < 8; ++i) d[i] = 0.f;
+    const unsigned long long da = optiml_wg::make_desc(optiml_wg::smem_u32(sa)) + 2ull * ks;
+    const unsigned long long db = optiml_wg::make_desc(optiml_wg::smem_u32(sb)) + 2ull * ks;
+    optiml_wg::wgmma_fence();
+    probe_ss_n16(d, da, db);
+    optiml_wg::wgmma_commit();
+    optiml_wg::wgmma_wait<0>();
+    const int w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+    for (int j = 0; j < 2; ++j)
+        for (int q = 0; q < 4; ++q) {
+            const int row = 16 * w + g + 8 * (q >> 1), col = 8 * j + 2 * t + (q & 1);
+            out[row * 16 + col] = d[4 * j + q];
+        }
+    if (tid == 0)
+        out[1024] = ((optiml_wg::smem_u32(sa) | optiml_wg::smem_u32(sb)) & 1023u) ? 1.f : 0.f;
+}
+
+static bool run_probe_ss() {
+    float* d;
+    CK(cudaMalloc(&d, 1025 * sizeof(float)));
+    bool ok = true;
+    for (int ks = 0; ks < 4; ++ks) {
+        CK(cudaMemset(d, 0xFF, 1025 * sizeof(float)));
+        probe_ss_kernel<<<1, 128>>>(d, ks);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<float> h(1025);
+        CK(cudaMemcpy(h.data(), d, 1025 * sizeof(float), cudaMemcpyDeviceToHost));
+        if (h[1024] != 0.f) {
+            printf("   probe_ss ks=%d: shared arrays not 1024-byte aligned, probe invalid\n", ks);
+            ok = false;
+            continue;
+        }
+        int bad = 0;
+        for (int r = 0; r < 64; ++r)
+            for (int j = 0; j < 16; ++j) {
+                const float want = (float)(32 * r + 8 * ks + (j & 7)), got = h[r * 16 + j];
+                if (got != want) {
+                    if (bad < 12) {
+                        if (std::isfinite(got) && got >= 0.f && got < 2048.f && got == floorf(got))
+                            printf("   probe_ss ks=%d D[%d][%d] = %g (A row %d, k %d), expected row %d k %d\n", ks, r, j,
+                                   got, (int)got / 32, (int)got % 32, r, 8 * ks + (j & 7));
+                        else
+                            printf("   probe_ss ks=%d D[%d][%d] = %g, expected %g\n", ks, r, j, got, want);
+                    }
+                    ++bad;
+                }
+            }
+        printf("   probe_ss ks=%d: %s (%d of 1024 mismatches)\n", ks, bad ? "MISMATCH" : "ok", bad);
+        if (bad) ok = false;
+    }
+    CK(cudaFree(d));
+    printf("-- probe_ss (both operands from smem descriptors) %s\n", ok ? "PASSED" : "FAILED");
+    fflush(stdout);
+    return ok;
+}
+
 // ------------------------------------------------------------ test cases ---
 struct Case {
     const char* name;
@@ -225,6 +379,30 @@ static std::vector<int> sample_idx(int n, bool full) {
 
 static double g_worst_rel = 0.0, g_worst_scaled = 0.0;
 
+// op(A)[m][k] and op(B)[k][n] of one batch item in the stored layouts
+static inline double elt_a(const float* Az, int M, int K, int m, int k) {
+    return OPTIML_TRANS_A ? (double)Az[(long long)k * M + m] : (double)Az[(long long)m * K + k];
+}
+static inline double elt_b(const float* Bz, int N, int K, int k, int n) {
+    return OPTIML_TRANS_B ? (double)Bz[(long long)n * K + k] : (double)Bz[(long long)k * N + n];
+}
+// the epilogue in float64 (alpha, beta already 1 / 0 where the kernel has no such flag)
+static inline double epi_ref(double acc, double alpha, double beta, double old, double bias) {
+    double v = alpha * acc;
+    if (OPTIML_HAS_BETA) v += beta * old;
+    if (OPTIML_HAS_BIAS) v += bias;
+    if (OPTIML_ACT == 1) v = v > 0.0 ? v : 0.0;
+    if (OPTIML_ACT == 2) v = 0.5 * v * erfc(-v / sqrt(2.0));
+    return v;
+}
+// Per-element allowance: (|alpha| sum_k |a_k b_k| * L) * bound for the
+// product (L = 1.13 bounds gelu's slope) plus 2e-6 of the epilogue's terms
+// for its fp32 arithmetic; "scaled" = (|out - ref| - the latter) / the former.
+static const double kActSlope = OPTIML_ACT == 2 ? 1.13 : 1.0;
+// Both smem operands are truncated to TF32 (< 2^-10 each); the register
+// operand is rounded (<= 2^-11) in the RS form with OPTIML_TF32_ROUND.
+static const bool kTruncBoth = OPTIML_P_SMEM || !OPTIML_TF32_ROUND;
+
 static bool run_case(const Case& c, uint64_t seed, bool persistent) {
     const long long MK = (long long)c.M * c.K, KN = (long long)c.K * c.N, MN = (long long)c.M * c.N;
     const long long sA = c.bcastA ? 0 : MK + c.padA;
@@ -233,28 +411,43 @@ static bool run_case(const Case& c, uint64_t seed, bool persistent) {
     const size_t nA = (size_t)(c.offA + (c.bcastA ? MK : (c.batch - 1) * sA + MK)) + 1;
     const size_t nB = (size_t)(c.offB + (c.bcastB ? KN : (c.batch - 1) * sB + KN)) + 1;
     const size_t nC = (size_t)(c.offC + (c.batch - 1) * sC + MN) + 67;  // + tail guard
+    const size_t nBias = (size_t)c.N + 2;
 
-    std::vector<float> hA(nA), hB(nB), hC0(nC), hC(nC);
+    std::vector<float> hA(nA), hB(nB), hC0(nC), hC(nC), hBias(nBias);
     fill_host(hA.data(), nA, seed * 8 + 0, c.dist);
     fill_host(hB.data(), nB, seed * 8 + 1, c.dist);
-    memset(hC0.data(), 0xFF, nC * 4);  // 0xFFFFFFFF = NaN
+    fill_host(hBias.data(), nBias, seed * 8 + 2, 0);
+    memset(hC0.data(), 0xFF, nC * 4);  // 0xFFFFFFFF = NaN: poison (and the guards)
+    if (OPTIML_HAS_BETA) {  // C_old must be finite: random values in the outputs, NaN guards around them
+        std::vector<float> r(nC);
+        fill_host(r.data(), nC, seed * 8 + 3, 0);
+        for (int z = 0; z < c.batch; ++z)
+            for (long long i = 0; i < MN; ++i) hC0[c.offC + z * sC + i] = r[c.offC + z * sC + i];
+    }
+    const double alpha = OPTIML_HAS_ALPHA ? -1.25 : 1.0;
+    const double beta = OPTIML_HAS_BETA ? 0.75 : 0.0;
 
-    float *A, *B, *C;
+    float *A, *B, *C, *Bias;
     CK(cudaMalloc(&A, nA * 4));
     CK(cudaMalloc(&B, nB * 4));
     CK(cudaMalloc(&C, nC * 4));
+    CK(cudaMalloc(&Bias, nBias * 4));
     CK(cudaMemcpy(A, hA.data(), nA * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(B, hB.data(), nB * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(C, hC0.data(), nC * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(Bias, hBias.data(), nBias * 4, cudaMemcpyHostToDevice));
     CK(cudaDeviceSynchronize());
 
-    launch_optiml(A + c.offA, B + c.offB, C + c.offC, c.batch, c.M, c.N, c.K, sA, sB, sC, persistent);
+    // bias at an odd offset (+1): only 4-byte aligned
+    const Epi e = {OPTIML_HAS_BIAS ? Bias + 1 : nullptr, (float)alpha, (float)beta};
+    launch_optiml(A + c.offA, B + c.offB, C + c.offC, c.batch, c.M, c.N, c.K, sA, sB, sC, persistent, e);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(hC.data(), C, nC * 4, cudaMemcpyDeviceToHost));
     CK(cudaFree(A));
     CK(cudaFree(B));
     CK(cudaFree(C));
+    CK(cudaFree(Bias));
 
     unsigned long long nans = 0, guard = 0, checked = 0;
     for (size_t i = 0; i < nC; ++i) {
@@ -283,9 +476,10 @@ static bool run_case(const Case& c, uint64_t seed, bool persistent) {
     const float* Ap = hA.data() + c.offA;
     const float* Bp = hB.data() + c.offB;
     const float* Cp = hC.data() + c.offC;
+    const float* C0p = hC0.data() + c.offC;
+    const float* biasp = hBias.data() + 1;
     double d2 = 0, r2 = 0, maxs = 0;
-    // truncation of A (< 2^-10) + rounding of B (<= 2^-11), or truncation of both with OPTIML_TF32_ROUND=0
-    const double bound = (OPTIML_TF32_ROUND ? 1.5e-3 : 2.0e-3) + (double)(c.K + 16) * ldexp(1.0, -22);
+    const double bound = (kTruncBoth ? 2.0e-3 : 1.5e-3) + (double)(c.K + 16) * ldexp(1.0, -22);
     std::vector<double> acc(ns.size()), absum(ns.size());
     for (int z : zs) {
         const float* Az = Ap + (long long)z * sA;
@@ -294,10 +488,9 @@ static bool run_case(const Case& c, uint64_t seed, bool persistent) {
             std::fill(acc.begin(), acc.end(), 0.0);
             std::fill(absum.begin(), absum.end(), 0.0);
             for (int k = 0; k < c.K; ++k) {
-                const double a = Az[(long long)m * c.K + k];
-                const float* brow = Bz + (long long)k * c.N;
+                const double a = elt_a(Az, c.M, c.K, m, k);
                 for (size_t q = 0; q < ns.size(); ++q) {
-                    const double p = a * (double)brow[ns[q]];
+                    const double p = a * elt_b(Bz, c.N, c.K, k, ns[q]);
                     acc[q] += p;
                     absum[q] += fabs(p);
                 }
@@ -307,10 +500,15 @@ static bool run_case(const Case& c, uint64_t seed, bool persistent) {
                 const float o = Cp[idx];
                 ++checked;
                 if (!std::isfinite(o)) continue;  // counted in nans already
-                const double d = (double)o - acc[q];
+                const double old = OPTIML_HAS_BETA ? (double)C0p[idx] : 0.0;
+                const double bi = OPTIML_HAS_BIAS ? (double)biasp[ns[q]] : 0.0;
+                const double ref = epi_ref(acc[q], alpha, beta, old, bi);
+                const double d = (double)o - ref;
                 d2 += d * d;
-                r2 += acc[q] * acc[q];
-                maxs = std::max(maxs, fabs(d) / (absum[q] + 1e-30));
+                r2 += ref * ref;
+                const double epi_allow = 2e-6 * (fabs(alpha * acc[q]) + fabs(beta * old) + fabs(bi));
+                const double ex = std::max(0.0, fabs(d) - epi_allow);
+                maxs = std::max(maxs, ex > 0.0 ? ex / (fabs(alpha) * absum[q] * kActSlope + 1e-30) : 0.0);
             }
         }
     }
@@ -357,6 +555,9 @@ static bool run_correctness(uint64_t seed0) {
         {"positive inputs", 2, 200, 136, 300, 0, 0, 0, 0, 0, 0, false, false, 1},
         {"exponent spread 2^+-8", 2, 160, 96, 200, 0, 0, 0, 0, 0, 0, false, false, 2},
         {"ints, K=4097", 1, 96, 80, 4097, 0, 0, 0, 0, 0, 0, false, false, 3},
+        {"M%4!=0, N%4==0, K%4==0", 2, 130, 132, 64, 0, 0, 0, 0, 0, 0, false, false, 0},
+        {"all odd, multi tile b3", 3, 257, 129, 33, 0, 0, 0, 0, 0, 0, false, false, 0},
+        {"exact 2 tiles each way", 1, 512, 256, 64, 0, 0, 0, 0, 0, 0, false, false, 0},
     };
     bool all = true;
     uint64_t seed = seed0;
@@ -435,27 +636,40 @@ static double rel_diff(const float* x, const float* y, size_t n) {
     return h[1] > 0 ? sqrt(h[0] / h[1]) : sqrt(h[0]);
 }
 
-// float64 check of rows `rows` of batch item z of the 1024^3 problem (device buffers)
+// float64 check of rows `rows` of batch item z of the 1024^3 problem (device
+// buffers; op(A), op(B) per OPTIML_TRANS_A/B; the epilogue with the timing
+// run's parameters alpha = 1, beta = 0 (C_old = 0), bias hbias).
 static double sampled_rel(const float* A, const float* B, const float* C, int z, int M, int N, int K,
-                          const std::vector<int>& rows) {
-    const size_t per = (size_t)M * K;
-    std::vector<float> hB((size_t)K * N), hA(K), hC(N);
+                          const std::vector<int>& rows, const std::vector<float>& hbias) {
+    const size_t per = (size_t)M * K;  // M = N = K here: every operand item has M K elements
+    std::vector<float> hA(per), hB((size_t)K * N), hC(N);
+    CK(cudaMemcpy(hA.data(), A + z * per, per * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hB.data(), B + z * per, (size_t)K * N * 4, cudaMemcpyDeviceToHost));
     double d2 = 0, r2 = 0;
+    std::vector<double> acc(N), arow(K);
     for (int m : rows) {
-        CK(cudaMemcpy(hA.data(), A + z * per + (size_t)m * K, (size_t)K * 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(hC.data(), C + z * per + (size_t)m * N, (size_t)N * 4, cudaMemcpyDeviceToHost));
-        std::vector<double> acc(N, 0.0);
-        for (int k = 0; k < K; ++k) {
-            const double a = hA[k];
-            const float* br = hB.data() + (size_t)k * N;
-            for (int n = 0; n < N; ++n) acc[n] += a * (double)br[n];
+        for (int k = 0; k < K; ++k) arow[k] = elt_a(hA.data(), M, K, m, k);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        if (OPTIML_TRANS_B) {
+            for (int n = 0; n < N; ++n) {
+                const float* bn = hB.data() + (size_t)n * K;
+                double sacc = 0.0;
+                for (int k = 0; k < K; ++k) sacc += arow[k] * (double)bn[k];
+                acc[n] = sacc;
+            }
+        } else {
+            for (int k = 0; k < K; ++k) {
+                const float* br = hB.data() + (size_t)k * N;
+                for (int n = 0; n < N; ++n) acc[n] += arow[k] * (double)br[n];
+            }
         }
         for (int n = 0; n < N; ++n) {
             if (!std::isfinite(hC[n])) return 1e30;
-            const double d = (double)hC[n] - acc[n];
+            const double ref = epi_ref(acc[n], 1.0, 0.0, 0.0, OPTIML_HAS_BIAS ? (double)hbias[n] : 0.0);
+            const double d = (double)hC[n] - ref;
             d2 += d * d;
-            r2 += acc[n] * acc[n];
+            r2 += ref * ref;
         }
     }
     return r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
@@ -516,9 +730,15 @@ int main(int argc, char** argv) {
     g_sms = prop.multiProcessorCount;
     cudaFuncAttributes fa;
     CK(cudaFuncGetAttributes(&fa, optiml_matmul));
-    printf("== config %s: BM=%d BN=%d BK=%d CONSUMERS=%d STAGES=%d THREADS=%d WAIT_DEPTH=%d ROUND=%d SETMAXNREG=%d\n",
-           HARNESS_NAME, OPTIML_BM, OPTIML_BN, OPTIML_BK, OPTIML_CONSUMERS, OPTIML_STAGES, OPTIML_THREADS,
-           OPTIML_WAIT_DEPTH, OPTIML_TF32_ROUND, OPTIML_SETMAXNREG);
+    printf("== config %s: tile %dx%d (QN=%d PW=%d) BK=%d CONSUMERS=%d STAGES=%d THREADS=%d WAIT_DEPTH=%d ROUND=%d "
+           "SETMAXNREG=%d (%d/%d) | TRANS_A=%d TRANS_B=%d -> %s, P %s | ALPHA=%d BETA=%d BIAS=%d ACT=%d\n",
+           HARNESS_NAME, OPTIML_TILE_M, OPTIML_TILE_N, OPTIML_QN, OPTIML_PW, OPTIML_BK, OPTIML_CONSUMERS,
+           OPTIML_STAGES, OPTIML_THREADS, OPTIML_WAIT_DEPTH, OPTIML_TF32_ROUND, OPTIML_SETMAXNREG,
+           OPTIML_PRODUCER_REGS, OPTIML_CONSUMER_REGS, OPTIML_TRANS_A, OPTIML_TRANS_B,
+           OPTIML_SWAP ? "C^T = B^T A^T" : "C = A B",
+           OPTIML_P_SMEM ? (OPTIML_P_KMAJOR ? "SS (K-major in memory)" : "SS (producer transposes)")
+                         : "RS (registers)",
+           OPTIML_HAS_ALPHA, OPTIML_HAS_BETA, OPTIML_HAS_BIAS, OPTIML_ACT);
     if ((size_t)OPTIML_DYN_SMEM_BYTES + fa.sharedSizeBytes > prop.sharedMemPerBlockOptin) {
         printf("   needs %d + %zu B shared memory, device allows %zu: FAILED\n", (int)OPTIML_DYN_SMEM_BYTES,
                fa.sharedSizeBytes, prop.sharedMemPerBlockOptin);
@@ -533,14 +753,24 @@ int main(int argc, char** argv) {
            (int)OPTIML_DYN_SMEM_BYTES, fa.localSizeBytes, occ, (unsigned long long)seed);
     fflush(stdout);
 
-    const bool probe_ok = run_probe();
+    const bool probe_rs = run_probe();
+    const bool probe_ss = run_probe_ss();
+    const bool probe_ok = probe_rs && probe_ss;
     if (probe_only) return probe_ok ? 0 : 1;
 
     printf("-- correctness (rel tol %.0e; per-element bound see header)\n", kRelTol);
     fflush(stdout);
-    const bool cases_ok = run_correctness(seed * 1000);
+    bool cases_ok = run_correctness(seed * 1000);
     printf("-- correctness %s (worst rel %.2e, worst scaled %.2e)\n", cases_ok ? "PASSED" : "FAILED", g_worst_rel,
            g_worst_scaled);
+#if OPTIML_TMA
+    printf("   TMA producer in %lld of %lld correctness launches (the rest: cp.async fallback)\n", g_tma_launches,
+           g_tma_launches + g_plain_launches);
+    if (g_tma_launches == 0) {
+        printf("   FAIL: the TMA path was never taken\n");
+        cases_ok = false;
+    }
+#endif
     bool correct = probe_ok && cases_ok;
     fflush(stdout);
 
@@ -564,14 +794,30 @@ int main(int argc, char** argv) {
         CB(cublasCreate(&h));
         const float one = 1.f, zero = 0.f;
         const long long s = (long long)per;
-        // Row-major C = A B  <=>  column-major C^T = B^T A^T: B first, m = N, n = M.
+        // Row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T: B first, m = N, n = M.
+        // B stored K x N row-major = column-major N x K (ld N): OP_N; stored N x K = column-major K x N
+        // (ld K): OP_T. A stored M x K = column-major K x M (ld K): OP_N; stored K x M (ld M): OP_T.
+        const cublasOperation_t opB = OPTIML_TRANS_B ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const cublasOperation_t opA = OPTIML_TRANS_A ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const int ldb = OPTIML_TRANS_B ? K : N, lda = OPTIML_TRANS_A ? M : K;
+        // the timing runs use the compiled epilogue with alpha = 1, beta = 0 and a random bias;
+        // cuBLAS (alpha 1, beta 0) computes the same only without bias and activation
+        const bool plain = !OPTIML_HAS_BIAS && OPTIML_ACT == 0;
+        std::vector<float> hbias(N);
+        fill_host(hbias.data(), N, seed + 103, 0);
+        float* dbias;
+        CK(cudaMalloc(&dbias, N * 4));
+        CK(cudaMemcpy(dbias, hbias.data(), N * 4, cudaMemcpyHostToDevice));
+        const Epi te = {OPTIML_HAS_BIAS ? dbias : nullptr, 1.f, 0.f};
+        // with OPTIML_HAS_BETA the kernel reads C: start from finite values (beta = 0)
+        CK(cudaMemset(C, 0, per * maxb * 4));
         {  // clocks up
             cudaEvent_t w0, w1;
             CK(cudaEventCreate(&w0));
             CK(cudaEventCreate(&w1));
             CK(cudaEventRecord(w0));
             for (float el = 0.f; el < 500.f;) {
-                for (int r = 0; r < 4; ++r) launch_optiml(A, B, C, maxb, M, N, K, s, s, s, true);
+                for (int r = 0; r < 4; ++r) launch_optiml(A, B, C, maxb, M, N, K, s, s, s, true, te);
                 CK(cudaEventRecord(w1));
                 CK(cudaEventSynchronize(w1));
                 CK(cudaEventElapsedTime(&el, w0, w1));
@@ -582,11 +828,11 @@ int main(int argc, char** argv) {
         }
         for (int bi = 0; bi < 2; ++bi) {
             const int batch = batches[bi];
-            auto run_opt = [&]() { launch_optiml(A, B, C, batch, M, N, K, s, s, s, true); };
-            auto run_grid = [&]() { launch_optiml(A, B, C, batch, M, N, K, s, s, s, false); };
+            auto run_opt = [&]() { launch_optiml(A, B, C, batch, M, N, K, s, s, s, true, te); };
+            auto run_grid = [&]() { launch_optiml(A, B, C, batch, M, N, K, s, s, s, false, te); };
             auto run_cub = [&]() {
-                CB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_32F, N, s, A,
-                                              CUDA_R_32F, K, s, &zero, C2, CUDA_R_32F, N, s, batch,
+                CB(cublasGemmStridedBatchedEx(h, opB, opA, N, M, K, &one, B, CUDA_R_32F, ldb, s, A,
+                                              CUDA_R_32F, lda, s, &zero, C2, CUDA_R_32F, N, s, batch,
                                               CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
             };
             Timing t;
@@ -600,15 +846,15 @@ int main(int argc, char** argv) {
             t.tf_grid = flop / (t.grid.med * 1e-3) / 1e12;
             t.tf_cub = flop / (t.cub.med * 1e-3) / 1e12;
             // full output check against cuBLAS TF32 (fresh poisoned output, persistent grid)
-            CK(cudaMemset(C, 0xFF, per * batch * 4));
+            CK(cudaMemset(C, OPTIML_HAS_BETA ? 0x00 : 0xFF, per * batch * 4));  // poison (0 with beta: 0 * NaN)
             run_opt();
             CK(cudaGetLastError());
             run_cub();
             CK(cudaDeviceSynchronize());
-            t.rel_vs_cublas = rel_diff(C, C2, per * batch);
-            t.rel_sampled = std::max(sampled_rel(A, B, C, 0, M, N, K, {0, 1, 127, 128, 511, 1023}),
-                                     sampled_rel(A, B, C, batch - 1, M, N, K, {0, 255, 256, 1000, 1023}));
-            const bool ok = t.rel_vs_cublas <= 2e-3 && t.rel_sampled <= kRelTol;
+            t.rel_vs_cublas = plain ? rel_diff(C, C2, per * batch) : -1.0;  // -1: not comparable
+            t.rel_sampled = std::max(sampled_rel(A, B, C, 0, M, N, K, {0, 1, 127, 128, 511, 1023}, hbias),
+                                     sampled_rel(A, B, C, batch - 1, M, N, K, {0, 255, 256, 1000, 1023}, hbias));
+            const bool ok = t.rel_vs_cublas <= 2e-3 && t.rel_sampled <= kRelTol;  // (-1 passes)
             if (!ok) {
                 printf("   FAIL full 1024^3 batch %d check: rel vs cuBLAS TF32 %.3e (<= 2e-3), sampled vs float64 "
                        "%.3e (<= 1e-3)\n",
@@ -625,21 +871,27 @@ int main(int argc, char** argv) {
             timings.push_back(t);
         }
         CB(cublasDestroy(h));
+        CK(cudaFree(dbias));
         CK(cudaFree(A));
         CK(cudaFree(B));
         CK(cudaFree(C));
         CK(cudaFree(C2));
     }
 
+#if OPTIML_TMA
+    printf("   TMA producer in %lld of %lld launches in all\n", g_tma_launches, g_tma_launches + g_plain_launches);
+#endif
     std::string js;
-    char buf[1024];
+    char buf[2048];
     snprintf(buf, sizeof(buf),
              "{\"config\":\"%s\",\"BM\":%d,\"BN\":%d,\"BK\":%d,\"consumers\":%d,\"stages\":%d,\"threads\":%d,"
+             "\"trans_a\":%d,\"trans_b\":%d,\"ss\":%d,\"alpha\":%d,\"beta\":%d,\"bias\":%d,\"act\":%d,"
              "\"wait_depth\":%d,\"round\":%d,\"setmaxnreg\":%d,\"regs\":%d,\"local_bytes\":%zu,\"smem_bytes\":%d,"
              "\"device\":\"%s\",\"seed\":%llu,\"probe\":%s,\"correct\":%s,\"worst_rel\":%.3e,\"worst_scaled\":%.3e,"
              "\"timings\":[",
-             HARNESS_NAME, OPTIML_BM, OPTIML_BN, OPTIML_BK, OPTIML_CONSUMERS, OPTIML_STAGES, OPTIML_THREADS,
-             OPTIML_WAIT_DEPTH, OPTIML_TF32_ROUND, OPTIML_SETMAXNREG, fa.numRegs, fa.localSizeBytes,
+             HARNESS_NAME, OPTIML_TILE_M, OPTIML_TILE_N, OPTIML_BK, OPTIML_CONSUMERS, OPTIML_STAGES, OPTIML_THREADS,
+             OPTIML_TRANS_A, OPTIML_TRANS_B, OPTIML_P_SMEM, OPTIML_HAS_ALPHA, OPTIML_HAS_BETA, OPTIML_HAS_BIAS,
+             OPTIML_ACT, OPTIML_WAIT_DEPTH, OPTIML_TF32_ROUND, OPTIML_SETMAXNREG, fa.numRegs, fa.localSizeBytes,
              (int)OPTIML_DYN_SMEM_BYTES, prop.name, (unsigned long long)seed, probe_ok ? "true" : "false",
              correct ? "true" : "false", g_worst_rel, g_worst_scaled);
     js += buf;

@@ -5,68 +5,120 @@
 // the descriptor math worked out). No #include, inline PTX only, so NVRTC
 // compiles it as is (-arch=sm_90a); macros specialise it.
 //
-// Entry point (same ABI as matmul_tf32.cu; bias / alpha / beta are accepted
-// and ignored: no epilogue yet):
+// Entry point (the ABI of optiml-build/src/experts/templates/matmul_tf32.cu):
 //   extern "C" __global__ void optiml_matmul(A, B, C, bias, batch, M, N, K,
 //                                            strideA, strideB, strideC,
 //                                            alpha, beta)
-//   C[z] (M x N, ldc = N) = A[z] (M x K, lda = K) * B[z] (K x N, ldb = N),
-//   X[z] = X + z * strideX (stride 0 = broadcast). Any M, N, K >= 0, any
-//   4-byte alignment; K = 0 gives C = 0.
+//   C[z] (M x N, ldc = N) = epilogue(op(A[z]) * op(B[z]))
+//     OPTIML_TRANS_A 0: A is M x K (lda = K); 1: A stored K x M (lda = M)
+//     OPTIML_TRANS_B 0: B is K x N (ldb = N); 1: B stored N x K (ldb = K)
+//     X[z] = X + z * strideX (stride 0 = broadcast that operand)
+//   Epilogue per element: v = acc; v *= alpha (OPTIML_HAS_ALPHA); v += beta *
+//   C_old (OPTIML_HAS_BETA; otherwise C is never read); v += bias[n]
+//   (OPTIML_HAS_BIAS); v = act(v) (OPTIML_ACT 0 none, 1 relu, 2 exact gelu
+//   0.5 v erfc(-v / sqrt 2)). Any M, N, K >= 0, any 4-byte alignment; K = 0
+//   gives C = epilogue(0).
 //   block = OPTIML_THREADS (1-D), dynamic shared memory = OPTIML_DYN_SMEM_BYTES
 //   (raise cudaFuncAttributeMaxDynamicSharedMemorySize to it first).
-//   grid: ANY grid. Output tiles (BM x BN of one batch item) are numbered
-//   t = (z * tiles_m + tile_m) * tiles_n + tile_n and block b (linear index
-//   x + gx * (y + gy * z)) does t = b, b + #blocks, ... So both the
-//   matmul_tf32.cu grid (ceil(N/BN), ceil(M/BM), min(batch, 65535)) and a
-//   persistent 1-D grid of (#SMs) blocks are valid; the persistent grid lets
-//   the producer fetch the next tile while the consumers store the last.
+//   grid: ANY grid. The block tile is OPTIML_TILE_M x OPTIML_TILE_N of C; the
+//   tiles are numbered t = (z * tiles_q + tile_q) * tiles_p + tile_p (P, Q
+//   below) and block b (linear index x + gx * (y + gy * z)) does t = b,
+//   b + #blocks, ... So both the matmul_tf32.cu grid (ceil(N/TILE_N),
+//   ceil(M/TILE_M), min(batch, 65535)) and a persistent 1-D grid of (#SMs)
+//   blocks (the default the launcher should use) are valid.
 //
-// Why the operands are swapped. wgmma with .tf32 needs both shared-memory
-// operands K-major (the transpose immediates exist only for f16/bf16), and
-// operand B of wgmma must come from shared memory. Row-major A (M x K) is
-// K-major; row-major B (K x N) is N-major. So each block computes the
-// TRANSPOSED tile, C^T (BN x BM) = B^T (BN x K) * A^T (K x BM):
-//   * wgmma operand "A" (64 x 8 per instruction) = B^T, loaded by the
-//     consumers from shared memory into registers (any layout can be read
-//     that way), rounded to TF32 there (cvt.rna);
-//   * wgmma operand "B" (8 x BM) = A^T, which is exactly row-major A:
-//     K-major, read by the tensor cores from shared memory through a matrix
-//     descriptor (128-byte swizzle). These elements are not rounded: the
-//     tensor core reads the top 19 bits of each fp32 (truncation).
-//   * the accumulator holds C^T: each thread owns 2x2 blocks of C (rows m,
-//     m+1, columns n, n+1), stored with 8-byte stores.
+// Operands "P" and "Q". wgmma computes D (64 x n) += A (64 x 8) * B (8 x n)
+// per warpgroup; for .tf32 both shared-memory operands must be K-major (the
+// transpose immediates exist for f16/bf16 only), and wgmma's B must be in
+// shared memory; wgmma's A may come from registers (any smem layout can be
+// read into registers). Call wgmma's A operand P (64 rows per consumer
+// warpgroup, PW = 64 * CONSUMERS rows per block) and its B operand Q (QN
+// rows, the wide side). Per layout (WGMMA_NOTES.md has the reasoning):
+//   TA TB  orientation        Q (smem, K-major)     P
+//   0  0   C^T = B^T A^T     A, stored K-major      B^T, N-major: registers (RS),
+//                                                   or SS after a transposing load
+//   0  1   C^T = B^T A^T     A, stored K-major      B^T, stored K-major: SS
+//   1  1   C   = A B          B^T, stored K-major   A, M-major: registers (RS)
+//                                                   or SS after a transposing load
+//   1  0   C^T = B^T A^T     A, M-major: the        B^T as in 0 0
+//                             producer transposes it
+//   OPTIML_SWAP = !(TA && TB): 1 -> the accumulator holds C^T (P = n, Q = m).
+// Register (RS) form: the consumers load their P fragments from shared memory
+// (LDS.64) and round them to TF32 (cvt.rna); Q reaches the tensor core
+// unrounded (it uses the top 19 bits: truncation). SS form: both operands
+// from shared memory descriptors, both truncated, no LDS/cvt per k-tile.
 //
-// Block: OPTIML_CONSUMERS consumer warpgroups (each 64 columns of C =
-// one m64 wgmma row block, all BM rows of C = the wgmma N), then one producer
-// warpgroup (128 threads). BN = 64 * OPTIML_CONSUMERS, BK = 32 (one 128-byte
-// swizzle atom of fp32). STAGES-deep ring of (A, B) k-tiles with full/empty
-// mbarriers. The producer fills a stage with cp.async (16-byte chunks when
-// the operand's rows are 16-byte aligned, else 4-byte elements; zero fill
-// outside the matrix) straight into the swizzled layouts, and its copies
-// arrive on the stage's full barrier (cp.async.mbarrier.arrive.noinc). See
-// WGMMA_NOTES.md for why cp.async rather than TMA.
+// Block: OPTIML_CONSUMERS consumer warpgroups (each 64 P rows = one m64
+// wgmma row block x all QN columns), then one producer warpgroup (128
+// threads). BK = 32 (one 128-byte swizzle atom of fp32). STAGES-deep ring of
+// (Q, P) k-tiles with full/empty mbarriers. The producer fills a stage with
+// cp.async (16-byte chunks when the operand's rows are 16-byte aligned, else
+// 4-byte elements; zero fill outside the matrix; 4-byte transposing copies
+// for an MN-major operand that must be K-major in smem) and its copies arrive
+// on the stage's full barrier (cp.async.mbarrier.arrive.noinc).
 //
 // Macros:
-//   OPTIML_BM          rows of C per block = wgmma N: 64, 128 or 256 (default 256)
-//   OPTIML_CONSUMERS   consumer warpgroups, 1 or 2 (default 2); BN = 64 * this
+//   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: the ABI above
+//   OPTIML_QN          Q rows per block = wgmma N: 64, 128 or 256 (default 256;
+//                      OPTIML_BM is accepted as the old name)
+//   OPTIML_CONSUMERS   consumer warpgroups, 1 or 2 (default 2); PW = 64 * this
 //   OPTIML_STAGES      ring depth, 1..8 (default 4)
 //   OPTIML_WAIT_DEPTH  wgmma groups left in flight across k-tiles: 1 (default)
 //                      or 0 (wait for each k-tile's MMAs before the next)
-//   OPTIML_TF32_ROUND  1 (default): cvt.rna the register operand (B);
-//                      0: raw fp32 bits (truncation, like operand A)
+//   OPTIML_SS          0 (default): P from registers where it is MN-major in
+//                      memory, SS where it is K-major (TRANS_B = 1 with
+//                      TRANS_A = 0); 1: always SS (an MN-major P is
+//                      transposed by the producer: 4-byte cp.async)
+//   OPTIML_TMA         1: the kernel takes three more parameters after beta,
+//                      (const __grid_constant__ TmaMap tmQ, tmP, int use_tma):
+//                      with use_tma != 0 one producer thread loads each stage
+//                      with cp.async.bulk.tensor (3-D maps built on the host:
+//                      Q {K, Qdim, batch} box {32, QN, 1}, P {Pdim, K, batch}
+//                      box {32, 32, 1}, both SWIZZLE_128B, fp32, OOB zero
+//                      fill; batch coordinate 0 when that stride is 0), the
+//                      full barrier completing on the transaction bytes;
+//                      use_tma == 0: the cp.async path. RS with a K-major Q
+//                      only (NN and TT). WGMMA_NOTES.md has the host side.
+//   OPTIML_TF32_ROUND  1 (default): cvt.rna the register operand (RS only);
+//                      2: cvt.rn (ties to even, one F2FP on sm_90);
+//                      0: raw fp32 bits (truncation, like the smem operands)
 //   OPTIML_SETMAXNREG  1: producer drops to OPTIML_PRODUCER_REGS registers,
 //                      consumers rise to OPTIML_CONSUMER_REGS (default on
-//                      for BM = 256 with 2 consumers, needed for 128
-//                      accumulators + fragments under the 168 cap)
+//                      for QN = 256 with 2 consumers, needed for 128
+//                      accumulators (+ fragments) under the 168 cap).
+//                      Defaults 40 / 232 for RS with a K-major Q (the
+//                      original m256), else 72 / 216.
 //
-// Shared memory: OPTIML_SMEM_BYTES = STAGES * (BM + BN) * 128 + 1024 (the
+// Tile of C: OPTIML_TILE_M x OPTIML_TILE_N = QN x PW (SWAP) or PW x QN.
+// Shared memory: OPTIML_SMEM_BYTES = STAGES * (QN + PW) * 128 + 1024 (the
 // 1024 is for aligning the ring to the 128-byte-swizzle period at run time)
 // dynamic, plus 16 * STAGES bytes of static mbarriers.
-// Default BM 256, 2 consumers, 4 stages: 197632 B dynamic, 384 threads.
+// Default QN 256, 2 consumers, 4 stages: 197632 B dynamic, 384 threads.
 
-#ifndef OPTIML_BM
-#define OPTIML_BM 256
+#ifndef OPTIML_TRANS_A
+#define OPTIML_TRANS_A 0
+#endif
+#ifndef OPTIML_TRANS_B
+#define OPTIML_TRANS_B 0
+#endif
+#ifndef OPTIML_HAS_ALPHA
+#define OPTIML_HAS_ALPHA 0
+#endif
+#ifndef OPTIML_HAS_BETA
+#define OPTIML_HAS_BETA 0
+#endif
+#ifndef OPTIML_HAS_BIAS
+#define OPTIML_HAS_BIAS 0
+#endif
+#ifndef OPTIML_ACT
+#define OPTIML_ACT 0
+#endif
+#ifndef OPTIML_QN
+#ifdef OPTIML_BM
+#define OPTIML_QN OPTIML_BM
+#else
+#define OPTIML_QN 256
+#endif
 #endif
 #ifndef OPTIML_CONSUMERS
 #define OPTIML_CONSUMERS 2
@@ -80,30 +132,62 @@
 #ifndef OPTIML_TF32_ROUND
 #define OPTIML_TF32_ROUND 1
 #endif
+#ifndef OPTIML_SS
+#define OPTIML_SS 0
+#endif
+#ifndef OPTIML_TMA
+#define OPTIML_TMA 0
+#endif
+
+// orientation and operand storage (see the table above)
+#define OPTIML_SWAP ((OPTIML_TRANS_A && OPTIML_TRANS_B) ? 0 : 1)
+#if OPTIML_SWAP
+#define OPTIML_P_KMAJOR (OPTIML_TRANS_B ? 1 : 0)   // P = B^T: B stored N x K
+#define OPTIML_Q_KMAJOR (OPTIML_TRANS_A ? 0 : 1)   // Q = A: A stored M x K
+#else
+#define OPTIML_P_KMAJOR 0                          // P = A stored K x M
+#define OPTIML_Q_KMAJOR 1                          // Q = B^T: B stored N x K
+#endif
+#define OPTIML_P_SMEM ((OPTIML_P_KMAJOR || OPTIML_SS) ? 1 : 0)  // SS form
+
 #ifndef OPTIML_SETMAXNREG
-#if OPTIML_BM == 256 && OPTIML_CONSUMERS == 2
+#if OPTIML_QN == 256 && OPTIML_CONSUMERS == 2
 #define OPTIML_SETMAXNREG 1
 #else
 #define OPTIML_SETMAXNREG 0
 #endif
 #endif
+#if !OPTIML_P_SMEM && OPTIML_Q_KMAJOR
+#define OPTIML_DEF_PRODUCER_REGS 40
+#define OPTIML_DEF_CONSUMER_REGS 232
+#else
+#define OPTIML_DEF_PRODUCER_REGS 72
+#define OPTIML_DEF_CONSUMER_REGS 216
+#endif
 #ifndef OPTIML_PRODUCER_REGS
-#define OPTIML_PRODUCER_REGS 40
+#define OPTIML_PRODUCER_REGS OPTIML_DEF_PRODUCER_REGS
 #endif
 #ifndef OPTIML_CONSUMER_REGS
-#define OPTIML_CONSUMER_REGS 232
+#define OPTIML_CONSUMER_REGS OPTIML_DEF_CONSUMER_REGS
 #endif
 
-#define OPTIML_BN (64 * OPTIML_CONSUMERS)
+#define OPTIML_PW (64 * OPTIML_CONSUMERS)
 #define OPTIML_BK 32
 #define OPTIML_THREADS (128 * (OPTIML_CONSUMERS + 1))
-#define OPTIML_A_STAGE_BYTES (OPTIML_BM * 128)
-#define OPTIML_B_STAGE_BYTES (OPTIML_BN * 128)
-#define OPTIML_SMEM_BYTES (OPTIML_STAGES * (OPTIML_A_STAGE_BYTES + OPTIML_B_STAGE_BYTES) + 1024)
+#define OPTIML_Q_STAGE_BYTES (OPTIML_QN * 128)
+#define OPTIML_P_STAGE_BYTES (OPTIML_PW * 128)
+#define OPTIML_SMEM_BYTES (OPTIML_STAGES * (OPTIML_Q_STAGE_BYTES + OPTIML_P_STAGE_BYTES) + 1024)
 #define OPTIML_DYN_SMEM_BYTES OPTIML_SMEM_BYTES
+#if OPTIML_SWAP
+#define OPTIML_TILE_M OPTIML_QN
+#define OPTIML_TILE_N OPTIML_PW
+#else
+#define OPTIML_TILE_M OPTIML_PW
+#define OPTIML_TILE_N OPTIML_QN
+#endif
 
-#if OPTIML_BM != 64 && OPTIML_BM != 128 && OPTIML_BM != 256
-#error "OPTIML_BM must be 64, 128 or 256"
+#if OPTIML_QN != 64 && OPTIML_QN != 128 && OPTIML_QN != 256
+#error "OPTIML_QN must be 64, 128 or 256"
 #endif
 #if OPTIML_CONSUMERS != 1 && OPTIML_CONSUMERS != 2
 #error "OPTIML_CONSUMERS must be 1 or 2"
@@ -117,6 +201,12 @@
 #if OPTIML_WAIT_DEPTH == 1 && OPTIML_STAGES < 2
 #error "OPTIML_WAIT_DEPTH 1 holds a stage across the next k-tile: needs OPTIML_STAGES >= 2"
 #endif
+#if OPTIML_TMA && (OPTIML_P_SMEM || !OPTIML_Q_KMAJOR)
+#error "OPTIML_TMA is implemented for the RS form with a K-major Q only (TRANS_A == TRANS_B, OPTIML_SS 0)"
+#endif
+#if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
+#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#endif
 #if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
 #error "setmaxnreg budget exceeds 64K registers"
 #endif
@@ -128,13 +218,18 @@
 
 namespace optiml_wg {
 
-constexpr int BM = OPTIML_BM;
-constexpr int BN = OPTIML_BN;
+constexpr int QN = OPTIML_QN;
+constexpr int PW = OPTIML_PW;
 constexpr int BK = OPTIML_BK;
 constexpr int STAGES = OPTIML_STAGES;
 constexpr int NCONS = OPTIML_CONSUMERS;
-constexpr unsigned A_STAGE = OPTIML_A_STAGE_BYTES;
-constexpr unsigned B_STAGE = OPTIML_B_STAGE_BYTES;
+constexpr unsigned Q_STAGE = OPTIML_Q_STAGE_BYTES;
+constexpr unsigned P_STAGE = OPTIML_P_STAGE_BYTES;
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned (built by cuTensorMapEncodeTiled on the host)
+struct __align__(64) TmaMap {
+    unsigned long long v[16];
+};
 
 // ---------------------------------------------------------------- PTX wrappers
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -171,6 +266,22 @@ __device__ __forceinline__ void cp_async_arrive_noinc(unsigned bar) {
 __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+// Arrives on the barrier (one of its expected arrivals) and adds `bytes` to
+// the transaction count the current phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t}\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+// TMA: box at coordinates (c0, c1, c2) of the 3-D tensor map into shared
+// memory at dst; completes `box bytes` of transactions on the barrier.
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, int c0, int c1, int c2, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+            dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
 // 16-byte copy; bytes past src_size are zero-filled (src_size 0: no read).
 __device__ __forceinline__ void cp16(unsigned dst, const float* src, unsigned src_size) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_size) : "memory");
@@ -206,7 +317,11 @@ __device__ __forceinline__ void lds64(unsigned addr, float& x, float& y) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
 }
 __device__ __forceinline__ unsigned to_tf32(float x) {
-#if OPTIML_TF32_ROUND
+#if OPTIML_TF32_ROUND == 2
+    unsigned r;  // round to nearest even: one instruction on sm_90 (cvt.rna takes ~3)
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+#elif OPTIML_TF32_ROUND
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
@@ -316,15 +431,99 @@ __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], unsigned a0, unsi
         : "memory");
 }
 
-// One k8 step for the whole block tile of this warpgroup: D (64 x BM) += a (64 x 8) * desc (8 x BM).
-__device__ __forceinline__ void mma_k8(float (&acc)[BM / 2], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+
+// ---------------------------------------------------------------- wgmma (both operands from shared memory)
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long descA, unsigned long long descB) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1;\n\t}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(descA), "l"(descB), "r"(1)
+        : "memory");
+}
+
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long descA, unsigned long long descB) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1;\n\t}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(descA), "l"(descB), "r"(1)
+        : "memory");
+}
+
+__device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long descA, unsigned long long descB) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1;\n\t}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(descA), "l"(descB), "r"(1)
+        : "memory");
+}
+
+// One k8 step for the whole block tile of this warpgroup: D (64 x QN) += a (64 x 8) * desc (8 x QN).
+__device__ __forceinline__ void mma_k8(float (&acc)[QN / 2], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                        unsigned long long desc) {
-#if OPTIML_BM == 256
+#if OPTIML_QN == 256
     wgmma_rs_n256(acc, a0, a1, a2, a3, desc);
-#elif OPTIML_BM == 128
+#elif OPTIML_QN == 128
     wgmma_rs_n128(acc, a0, a1, a2, a3, desc);
 #else
     wgmma_rs_n64(acc, a0, a1, a2, a3, desc);
+#endif
+}
+// The same, both operands from shared memory (SS form).
+__device__ __forceinline__ void mma_ss_k8(float (&acc)[QN / 2], unsigned long long descP, unsigned long long descQ) {
+#if OPTIML_QN == 256
+    wgmma_ss_n256(acc, descP, descQ);
+#elif OPTIML_QN == 128
+    wgmma_ss_n128(acc, descP, descQ);
+#else
+    wgmma_ss_n64(acc, descP, descQ);
 #endif
 }
 
@@ -340,20 +539,33 @@ __device__ __forceinline__ const float* opaque_ptr(const float* p) {
     asm volatile("" : "+l"(p));
     return p;
 }
+__device__ __forceinline__ bool aligned16(const void* p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0ull;
+}
 
-// A k-tile of A (BM rows of M x 32 of K) into one stage: row r (m) at
-// r * 128 bytes, its 16-byte chunk c (k = 4c .. 4c+3) at chunk position
-// c ^ (r & 7) (the 128-byte swizzle the descriptor names). Thread p
-// (0..127) owns chunk c = p & 7 of rows r0 + 16 i, r0 = p >> 3: a warp reads
-// 4 whole 128-byte row segments per pass. (r0 + 16 i) & 7 == r0 & 7, so the
-// thread's swizzled offset is the same for every i.
-//   dst: stage + this thread's offset; src: &A[m0 + r0][k0 + 4c];
-//   step16 = 16 * K (elements); rows_left = M - m0 - r0; kleft = K - k0 - 4c.
-template <bool VEC>
-__device__ __forceinline__ void load_A(unsigned dst, const float* src, long long step16, int rows_left, int kleft,
-                                       const float* dummy) {
+// Row permutation of the SS P stage (within each 16 rows): stage row R holds
+// P row perm(R) = 16 (R / 16) + 2 (R % 8) + (R % 16) / 8, so that wgmma rows
+// g and g + 8 of each warp (stage rows 16w + g, 16w + g + 8) are P rows
+// 16w + 2g and 16w + 2g + 1: every thread owns adjacent pairs of P (8-byte
+// stores of C when P = n).
+__device__ __forceinline__ constexpr int perm16(int r) { return 2 * (r & 7) + ((r >> 3) & 1); }
+
+// A k-tile of a K-major operand (ROWS rows x 32 of K, row r of the source at
+// src0 + r * K) into one stage: stage row R at R * 128 bytes, its 16-byte
+// chunk c (k = 4c .. 4c+3) at chunk position c ^ (R & 7) (the 128-byte
+// swizzle the descriptor names). Thread p (0..127) owns chunk c = p & 7 of
+// stage rows R = r0 + 16 i, r0 = p >> 3: a warp reads 4 whole 128-byte row
+// segments per pass. (r0 + 16 i) & 7 == r0 & 7, so the thread's swizzled
+// offset is the same for every i. PERM: stage row R holds source row
+// 16 (R / 16) + perm16(R % 16) (the SS P layout), else row R.
+//   dst: stage + this thread's offset; src: &X[row0 + srow(r0)][k0 + 4c];
+//   step16 = 16 * K (elements); rows_left = rows - row0 - srow(r0);
+//   kleft = K - k0 - 4c.
+template <int ROWS, bool VEC>
+__device__ __forceinline__ void load_kmajor(unsigned dst, const float* src, long long step16, int rows_left,
+                                            int kleft, const float* dummy) {
 #pragma unroll
-    for (int i = 0; i < BM / 16; ++i) {
+    for (int i = 0; i < ROWS / 16; ++i) {
         const bool rok = 16 * i < rows_left;
         if (VEC) {  // K % 4 == 0: a chunk is wholly inside or outside
             const bool ok = rok && kleft > 0;
@@ -369,25 +581,54 @@ __device__ __forceinline__ void load_A(unsigned dst, const float* src, long long
     }
 }
 
-// A k-tile of B (32 of K x BN of N) into one stage as BN / 32 boxes of
-// 32 k-rows x 128 bytes (32 n): box b at b * 4096, k-row r at r * 128, its
-// 16-byte chunk c (n = 32 b + 4c .. +3) at chunk position c ^ (r & 7).
-// Thread p owns chunk cn = p % (BN/4) (box cn >> 3, c = cn & 7) of k-rows
-// r0 + RSTEP i, r0 = p / (BN/4): a warp reads whole 128-byte row segments.
-// RSTEP is 4 or 8, so (r0 + RSTEP i) & 7 is r0 & 7 for even multiples of 4
-// and (r0 & 7) ^ 4 for odd ones: two precomputed offsets dstE / dstO.
-//   src: &B[k0 + r0][n0 + 4cn]; stepR = RSTEP * N; krows_left = K - k0 - r0;
-//   cols_left = N - n0 - 4cn.
-constexpr int B_CPR = BN / 4;         // 16-byte chunks per k-row of the tile
-constexpr int B_RSTEP = 128 / B_CPR;  // k-rows per pass (4 or 8)
-template <bool VEC>
-__device__ __forceinline__ void load_B(unsigned dstE, unsigned dstO, const float* src, long long stepR,
-                                       int krows_left, int cols_left, const float* dummy) {
+// A k-tile of an MN-major operand (stored K rows x `ld` contiguous, element
+// (r, k) at k * ld + r) TRANSPOSED into the K-major stage layout above
+// (ROWS stage rows x 32 of K), with 4-byte cp.async. Producer warp wi, lane
+// (dr = lane & 7, kk = lane >> 3): one copy per (j, c) puts element
+// (row(R), k0 + 4c + kk) at stage row R = 32 j + 8 wi + dr, chunk c, word kk.
+// Smem: the 32 lanes write 8 rows x 4 words of swizzled chunk c ^ dr: all 32
+// banks. Global: 4 k-rows x 8 rows (32 bytes each, 64 with PERM).
+// Source row(R) = R (identity) or 16 (R / 16) + perm16(R % 16) (PERM) =
+// 32 j + [16 (wi >> 1) + (wi & 1) + 2 dr] for R = 32 j + 8 wi + dr.
+//   dst: stage + (8 wi + dr) * 128 + 4 kk; xr = dr << 4 (the swizzle term);
+//   src: &X[k0 + kk][row0 + row(8 wi + dr)]; ld4 = 4 * ld;
+//   rows_left = rows - row0 - row(8 wi + dr); kleft = K - k0 - kk.
+template <int ROWS>
+__device__ __forceinline__ void load_transposed(unsigned dst, unsigned xr, const float* src, long long ld4,
+                                                int rows_left, int kleft, const float* dummy) {
 #pragma unroll
-    for (int i = 0; i < BK / B_RSTEP; ++i) {
-        const unsigned dst = (((B_RSTEP * i) & 4) ? dstO : dstE) + (unsigned)(B_RSTEP * i * 128);
-        const bool rok = B_RSTEP * i < krows_left;
-        if (VEC) {  // N % 4 == 0
+    for (int c = 0; c < 8; ++c) {
+        const unsigned d = dst + (((unsigned)c << 4) ^ xr);
+        const bool kok = 4 * c < kleft;
+#pragma unroll
+        for (int j = 0; j < ROWS / 32; ++j) {
+            const bool ok = kok && 32 * j < rows_left;
+            cp4(d + (unsigned)(j * 4096), ok ? src + 32 * j : dummy, ok ? 4u : 0u);
+        }
+        src += ld4;
+    }
+}
+
+// A k-tile of the MN-major P operand for the register (RS) path: 32 of K x
+// PW of P, as PW / 32 boxes of 32 k-rows x 128 bytes (32 P rows): box b at
+// b * 4096, k-row r at r * 128, its 16-byte chunk c (P rows 32 b + 4c .. +3)
+// at chunk position c ^ (r & 7). Thread p owns chunk cn = p % (PW/4) (box
+// cn >> 3, c = cn & 7) of k-rows r0 + RSTEP i, r0 = p / (PW/4): a warp reads
+// whole 128-byte row segments. RSTEP is 4 or 8, so (r0 + RSTEP i) & 7 is
+// r0 & 7 for even multiples of 4 and (r0 & 7) ^ 4 for odd ones: two
+// precomputed offsets dstE / dstO.
+//   src: &X[k0 + r0][p0 + 4cn] (stored K x ld); stepR = RSTEP * ld;
+//   krows_left = K - k0 - r0; cols_left = ld - p0 - 4cn.
+#define OPTIML_P_CPR (OPTIML_PW / 4)          // 16-byte chunks per k-row of the tile
+#define OPTIML_P_RSTEP (128 / OPTIML_P_CPR)   // k-rows per pass (4 or 8)
+template <bool VEC>
+__device__ __forceinline__ void load_boxes(unsigned dstE, unsigned dstO, const float* src, long long stepR,
+                                           int krows_left, int cols_left, const float* dummy) {
+#pragma unroll
+    for (int i = 0; i < BK / OPTIML_P_RSTEP; ++i) {
+        const unsigned dst = (((OPTIML_P_RSTEP * i) & 4) ? dstO : dstE) + (unsigned)(OPTIML_P_RSTEP * i * 128);
+        const bool rok = OPTIML_P_RSTEP * i < krows_left;
+        if (VEC) {  // ld % 4 == 0
             const bool ok = rok && cols_left > 0;
             cp16(dst, ok ? src : dummy, ok ? 16u : 0u);
         } else {
@@ -401,80 +642,148 @@ __device__ __forceinline__ void load_B(unsigned dstE, unsigned dstO, const float
     }
 }
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0ull;
-}
-
 // ---------------------------------------------------------------- consumer k-tile
 // Makes the 16 registers look used here, so that they stay allocated (and
 // untouched) until this point. wgmma reads its register operand A
 // asynchronously, until the wgmma.wait_group that retires it; ptxas does not
 // extend the operand's live range for that (seen in SASS: with one fragment
 // set, the next k-tile's LDS overwrote the registers of the group still in
-// flight). So the k loop is unrolled by two with two fragment sets, and each
-// step keeps the OTHER set alive until after the wait that retires the group
-// reading it.
+// flight). So the RS k loop is unrolled by two with two fragment sets, and
+// each step keeps the OTHER set alive until after the wait that retires the
+// group reading it.
 __device__ __forceinline__ void keep_alive(const unsigned (&f)[16]) {
     asm volatile("" ::"r"(f[0]), "r"(f[1]), "r"(f[2]), "r"(f[3]), "r"(f[4]), "r"(f[5]), "r"(f[6]), "r"(f[7]),
                  "r"(f[8]), "r"(f[9]), "r"(f[10]), "r"(f[11]), "r"(f[12]), "r"(f[13]), "r"(f[14]), "r"(f[15]));
 }
 
-// One k-tile: wait for the stage, load this thread's register-operand
-// fragments (B^T) into `cur`, issue the 4 k8 wgmmas against the A stage,
-// then retire the previous k-tile's group (WAIT_DEPTH 1) or this one (0) and
-// release the retired group's stage to the producer (lane 0 of each warp).
 struct Consumer {
-    unsigned full0, empty0, sA0, sB0, off0, off1;
+    unsigned full0, empty0, sQ0, sP0, off0, off1;
     bool leader;   // lane 0 of the warp
     unsigned it;   // k-tiles consumed by this block so far (ring position)
     unsigned prev; // stage of the group still in flight (WAIT_DEPTH 1)
 
-    __device__ __forceinline__ void step(float (&acc)[BM / 2], unsigned (&cur)[16], const unsigned (&other)[16],
-                                         bool first) {
-        const unsigned s = it % STAGES;
-        const unsigned ph = (it / STAGES) & 1u;
-        mbar_wait(full0 + 8u * s, ph);
-        fence_proxy_async();
-        const unsigned sb = sB0 + s * B_STAGE;
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-            float x0, y0, x1, y1;
-            lds64(sb + off0 + ks * 1024u, x0, y0);
-            lds64(sb + off1 + ks * 1024u, x1, y1);
-            cur[4 * ks + 0] = to_tf32(x0);  // (row g,     k t)
-            cur[4 * ks + 1] = to_tf32(y0);  // (row g + 8, k t)
-            cur[4 * ks + 2] = to_tf32(x1);  // (row g,     k t + 4)
-            cur[4 * ks + 3] = to_tf32(y1);  // (row g + 8, k t + 4)
-        }
-        const unsigned long long desc = make_desc(sA0 + s * A_STAGE);
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], desc + 2ull * ks);
-        wgmma_commit();
+    // retire the previous group (WAIT_DEPTH 1) or this one (0), release its stage
+    __device__ __forceinline__ void retire(unsigned s, bool first) {
 #if OPTIML_WAIT_DEPTH == 1
-        wgmma_wait<1>();  // the previous k-tile's group is done:
-        keep_alive(other);  // its fragments may be overwritten from here on,
-        mbar_arrive_if(empty0 + 8u * prev, leader && !first);  // and its stage refilled
+        wgmma_wait<1>();
+        mbar_arrive_if(empty0 + 8u * prev, leader && !first);
 #else
         wgmma_wait<0>();
-        keep_alive(other);
         mbar_arrive_if(empty0 + 8u * s, leader);
 #endif
         (void)first;
         prev = s;
         ++it;
     }
+
+    // RS k-tile: load this thread's register-operand fragments (P rows from
+    // the box layout) into `cur`, issue the 4 k8 wgmmas against the Q stage.
+    __device__ __forceinline__ void step_rs(float (&acc)[QN / 2], unsigned (&cur)[16], const unsigned (&other)[16],
+                                            bool first) {
+        const unsigned s = it % STAGES;
+        const unsigned ph = (it / STAGES) & 1u;
+        mbar_wait(full0 + 8u * s, ph);
+        fence_proxy_async();
+        const unsigned sp = sP0 + s * P_STAGE;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            float x0, y0, x1, y1;
+            lds64(sp + off0 + ks * 1024u, x0, y0);
+            lds64(sp + off1 + ks * 1024u, x1, y1);
+            cur[4 * ks + 0] = to_tf32(x0);  // (row g,     k t)
+            cur[4 * ks + 1] = to_tf32(y0);  // (row g + 8, k t)
+            cur[4 * ks + 2] = to_tf32(x1);  // (row g,     k t + 4)
+            cur[4 * ks + 3] = to_tf32(y1);  // (row g + 8, k t + 4)
+        }
+        const unsigned long long desc = make_desc(sQ0 + s * Q_STAGE);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], desc + 2ull * ks);
+        wgmma_commit();
+        retire(s, first);
+        keep_alive(other);  // the group reading `other` is retired: it may be overwritten from here on
+    }
+
+    // SS k-tile: off0 = this warpgroup's 64-row slice of the P stage.
+    __device__ __forceinline__ void step_ss(float (&acc)[QN / 2], bool first) {
+        const unsigned s = it % STAGES;
+        const unsigned ph = (it / STAGES) & 1u;
+        mbar_wait(full0 + 8u * s, ph);
+        fence_proxy_async();
+        const unsigned long long dq = make_desc(sQ0 + s * Q_STAGE);
+        const unsigned long long dp = make_desc(sP0 + s * P_STAGE + off0);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dq + 2ull * ks);
+        wgmma_commit();
+        retire(s, first);
+    }
 };
 
 // ---------------------------------------------------------------- consumer epilogue
-__device__ __forceinline__ void store2(float* __restrict__ row, int n, int N, bool vec2, float x, float y) {
-    if (vec2) {  // N even, row 8-byte aligned, n even: n < N implies n + 1 < N
-        if (n < N) *reinterpret_cast<float2*>(row + n) = make_float2(x, y);
+__device__ __forceinline__ float epilogue_act(float v) {
+#if OPTIML_ACT == 1
+    return fmaxf(v, 0.f);
+#elif OPTIML_ACT == 2
+    return 0.5f * v * erfcf(-v * 0.70710678f);  // exact gelu; erfc keeps it accurate for negative v
+#else
+    return v;
+#endif
+}
+__device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float old, float bias) {
+    float v = acc;
+#if OPTIML_HAS_ALPHA
+    v *= alpha;
+#endif
+#if OPTIML_HAS_BETA
+    v += beta * old;
+#endif
+#if OPTIML_HAS_BIAS
+    v += bias;
+#endif
+    (void)alpha; (void)beta; (void)old; (void)bias;
+    return epilogue_act(v);
+}
+// Columns n, n + 1 of one row of C: x, y (+ bias bx, by). vec2: N even and
+// the row 8-byte aligned (n is even), so n < N implies n + 1 < N.
+__device__ __forceinline__ void store2(float* __restrict__ row, int n, int N, bool vec2, float x, float y, float bx,
+                                       float by, float alpha, float beta) {
+    if (vec2) {
+        if (n < N) {
+            float ox = 0.f, oy = 0.f;
+#if OPTIML_HAS_BETA
+            const float2 o = *reinterpret_cast<const float2*>(row + n);
+            ox = o.x;
+            oy = o.y;
+#endif
+            *reinterpret_cast<float2*>(row + n) =
+                make_float2(epilogue(x, alpha, beta, ox, bx), epilogue(y, alpha, beta, oy, by));
+        }
     } else {
-        if (n < N) row[n] = x;
-        if (n + 1 < N) row[n + 1] = y;
+        if (n < N) {
+            float o = 0.f;
+#if OPTIML_HAS_BETA
+            o = row[n];
+#endif
+            row[n] = epilogue(x, alpha, beta, o, bx);
+        }
+        if (n + 1 < N) {
+            float o = 0.f;
+#if OPTIML_HAS_BETA
+            o = row[n + 1];
+#endif
+            row[n + 1] = epilogue(y, alpha, beta, o, by);
+        }
     }
+}
+__device__ __forceinline__ float bias_at(const float* __restrict__ bias, int n, int N) {
+#if OPTIML_HAS_BIAS
+    return n < N ? bias[n] : 0.f;
+#else
+    (void)bias; (void)n; (void)N;
+    return 0.f;
+#endif
 }
 
 }  // namespace optiml_wg
@@ -484,32 +793,50 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
     const float* __restrict__ bias,
     int batch, int M, int N, int K,
     long long strideA, long long strideB, long long strideC,
-    float alpha, float beta) {
+    float alpha, float beta
+#if OPTIML_TMA
+    , const __grid_constant__ optiml_wg::TmaMap tmQ, const __grid_constant__ optiml_wg::TmaMap tmP, int use_tma
+#endif
+    ) {
     using namespace optiml_wg;
-    (void)bias; (void)alpha; (void)beta;
+#if !OPTIML_TMA
+    const int use_tma = 0;
+#endif
     __shared__ __align__(8) unsigned long long bars[2 * STAGES];  // full[0..S-1], empty[0..S-1]
     extern __shared__ __align__(16) unsigned char optiml_dsmem[];  // aligned to 1024 below
 
     const int tid = (int)threadIdx.x;
     const unsigned ring = (smem_u32(optiml_dsmem) + 1023u) & ~1023u;  // 1024-aligned (swizzle period)
-    const unsigned sA0 = ring;                                         // STAGES x A_STAGE
-    const unsigned sB0 = ring + STAGES * A_STAGE;                      // STAGES x B_STAGE
+    const unsigned sQ0 = ring;                                         // STAGES x Q_STAGE
+    const unsigned sP0 = ring + STAGES * Q_STAGE;                      // STAGES x P_STAGE
     const unsigned full0 = smem_u32(&bars[0]);
     const unsigned empty0 = smem_u32(&bars[STAGES]);
 
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full0 + 8u * s, 128u);          // one (async) arrival per producer thread
+            mbar_init(full0 + 8u * s, use_tma ? 1u : 128u);  // TMA: one thread; else one (async) arrival per producer thread
             mbar_init(empty0 + 8u * s, 4u * NCONS);   // one arrival per consumer warp
         }
     }
     __syncthreads();
 
     if (M <= 0 || N <= 0 || batch <= 0) return;
-    const long long tiles_n = (N + BN - 1) / BN;
-    const long long tiles_m = (M + BM - 1) / BM;
-    const long long per_item = tiles_n * tiles_m;
+    // P / Q operands (see the table at the top)
+#if OPTIML_SWAP
+    const int Pdim = N, Qdim = M;
+    const float* const Pbase = B;
+    const float* const Qbase = A;
+    const long long strideP = strideB, strideQ = strideA;
+#else
+    const int Pdim = M, Qdim = N;
+    const float* const Pbase = A;
+    const float* const Qbase = B;
+    const long long strideP = strideA, strideQ = strideB;
+#endif
+    const long long tiles_p = (Pdim + PW - 1) / PW;
+    const long long tiles_q = (Qdim + QN - 1) / QN;
+    const long long per_item = tiles_p * tiles_q;
     const long long total = per_item * (long long)batch;
     const long long nblk = (long long)gridDim.x * gridDim.y * gridDim.z;
     const long long bid = (long long)blockIdx.x + (long long)gridDim.x * ((long long)blockIdx.y + (long long)gridDim.y * blockIdx.z);
@@ -521,45 +848,128 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         setmaxnreg_dec<OPTIML_PRODUCER_REGS>();
 #endif
         const int p = tid - 128 * NCONS;
-        // this thread's fixed offsets inside a stage (see load_A / load_B)
-        const int ac = p & 7, ar0 = p >> 3;
-        const unsigned offA = (unsigned)(ar0 * 128) + ((unsigned)(ac ^ (ar0 & 7)) << 4);
-        const int bcn = p % B_CPR, br0 = p / B_CPR;
+        const int pw = p >> 5, plane = p & 31;
+        // this thread's fixed offsets / rows inside a stage
+        // K-major direct loads (load_kmajor): chunk kc of stage rows kr0 + 16 i
+        const int kc = p & 7, kr0 = p >> 3;
+        const unsigned offK = (unsigned)(kr0 * 128) + ((unsigned)(kc ^ (kr0 & 7)) << 4);
+        // transposing loads (load_transposed): stage row 8 pw + tdr (+ 32 j), word tkk of the chunk
+        const int tdr = plane & 7, tkk = plane >> 3;
+        const unsigned offT = (unsigned)((8 * pw + tdr) * 128 + 4 * tkk);
+        const unsigned xrT = (unsigned)tdr << 4;
+        (void)offK; (void)offT; (void)xrT;
+#if !OPTIML_P_SMEM
+        // P boxes for the register path (load_boxes)
+        const int bcn = p % OPTIML_P_CPR, br0 = p / OPTIML_P_CPR;
         const int bbox = bcn >> 3, bc = bcn & 7;
         const unsigned offBE = (unsigned)(bbox * 4096 + br0 * 128) + ((unsigned)(bc ^ (br0 & 7)) << 4);
         const unsigned offBO = (unsigned)(bbox * 4096 + br0 * 128) + ((unsigned)(bc ^ ((br0 & 7) ^ 4)) << 4);
+#endif
         unsigned it = 0;
+#if OPTIML_TMA
+        if (use_tma) {
+            // one thread issues every copy: Q as one box {32 k, QN rows}, P as
+            // PW / 32 boxes {32 p, 32 k rows} (the RS box layout, which is
+            // TMA's 128-byte swizzle of a 128-byte-wide box)
+            if (p == 0) {
+                for (long long tile = bid; tile < total; tile += nblk) {
+                    const long long z = tile / per_item;
+                    const long long r = tile - z * per_item;
+                    const int q0 = (int)(r / tiles_p) * QN;
+                    const int p0 = (int)(r % tiles_p) * PW;
+                    const int zq = strideQ != 0 ? (int)z : 0;
+                    const int zp = strideP != 0 ? (int)z : 0;
+                    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                        const unsigned s = it % STAGES;
+                        const unsigned ph = (it / STAGES) & 1u;
+                        const unsigned bar = full0 + 8u * s;
+                        mbar_wait(empty0 + 8u * s, ph ^ 1u);
+                        mbar_arrive_expect_tx(bar, Q_STAGE + P_STAGE);
+                        tma_load_3d(sQ0 + s * Q_STAGE, &tmQ, kt * BK, q0, zq, bar);
+#pragma unroll
+                        for (int b = 0; b < PW / 32; ++b)
+                            tma_load_3d(sP0 + s * P_STAGE + 4096u * b, &tmP, p0 + 32 * b, kt * BK, zp, bar);
+                    }
+                }
+            }
+        } else
+#endif
         for (long long tile = bid; tile < total; tile += nblk) {
             const long long z = tile / per_item;
             const long long r = tile - z * per_item;
-            const int m0 = (int)(r / tiles_n) * BM;
-            const int n0 = (int)(r % tiles_n) * BN;
-            const float* Az = A + z * strideA;
-            const float* Bz = B + z * strideB;
-            const bool vecA = (K & 3) == 0 && aligned16(Az);
-            const bool vecB = (N & 3) == 0 && aligned16(Bz);
-            const float* Arow = Az + (long long)(m0 + ar0) * K + 4 * ac;   // k0 = 0
-            const float* Brow = Bz + (long long)br0 * N + n0 + 4 * bcn;    // k0 = 0
-            const int rows_left = M - m0 - ar0;
-            const int cols_left = N - n0 - 4 * bcn;
+            const int q0 = (int)(r / tiles_p) * QN;
+            const int p0 = (int)(r % tiles_p) * PW;
+            const float* Pz = Pbase + z * strideP;
+            const float* Qz = Qbase + z * strideQ;
+            // ---- Q: QN rows of Qdim (identity row order)
+#if OPTIML_Q_KMAJOR
+            const bool vecQ = (K & 3) == 0 && aligned16(Qz);
+            const float* Qrow = Qz + (long long)(q0 + kr0) * K + 4 * kc;  // k0 = 0
+            const int qrows_left = Qdim - q0 - kr0;
+#else
+            const float* Qrow = Qz + (long long)tkk * Qdim + q0 + 8 * pw + tdr;  // k0 = 0
+            const int qrows_left = Qdim - q0 - (8 * pw + tdr);
+#endif
+            // ---- P: PW rows of Pdim
+#if OPTIML_P_SMEM && OPTIML_P_KMAJOR
+            const bool vecP = (K & 3) == 0 && aligned16(Pz);
+            const int psr = perm16(kr0);  // source row of stage row kr0 (kr0 < 16)
+            const float* Prow = Pz + (long long)(p0 + psr) * K + 4 * kc;
+            const int prows_left = Pdim - p0 - psr;
+#elif OPTIML_P_SMEM
+            const int psr = 16 * (pw >> 1) + (pw & 1) + 2 * tdr;  // source row of stage row 8 pw + tdr
+            const float* Prow = Pz + (long long)tkk * Pdim + p0 + psr;
+            const int prows_left = Pdim - p0 - psr;
+#else
+            const bool vecP = (Pdim & 3) == 0 && aligned16(Pz);
+            const float* Prow = Pz + (long long)br0 * Pdim + p0 + 4 * bcn;
+            const int pcols_left = Pdim - p0 - 4 * bcn;
+#endif
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const unsigned s = it % STAGES;
                 const unsigned ph = (it / STAGES) & 1u;
                 const int k0 = kt * BK;
                 mbar_wait(empty0 + 8u * s, ph ^ 1u);
-                const unsigned sa = sA0 + s * A_STAGE + offA;
-                const unsigned sbE = sB0 + s * B_STAGE + offBE;
-                const unsigned sbO = sB0 + s * B_STAGE + offBO;
-                const float* srcA = opaque_ptr(Arow) + k0;
-                const float* srcB = opaque_ptr(Brow) + (long long)k0 * N;
-                const long long stepA = opaque64(16ll * K);
-                const long long stepB = opaque64((long long)B_RSTEP * N);
-                const int kleftA = K - k0 - 4 * ac;
-                const int krowsB = K - k0 - br0;
-                if (vecA) load_A<true>(sa, srcA, stepA, rows_left, kleftA, Az);
-                else      load_A<false>(sa, srcA, stepA, rows_left, kleftA, Az);
-                if (vecB) load_B<true>(sbE, sbO, srcB, stepB, krowsB, cols_left, Bz);
-                else      load_B<false>(sbE, sbO, srcB, stepB, krowsB, cols_left, Bz);
+                const unsigned sq = sQ0 + s * Q_STAGE;
+                const unsigned sp = sP0 + s * P_STAGE;
+#if OPTIML_Q_KMAJOR
+                {
+                    const float* src = opaque_ptr(Qrow) + k0;
+                    const long long step = opaque64(16ll * K);
+                    const int kleft = K - k0 - 4 * kc;
+                    if (vecQ) load_kmajor<QN, true>(sq + offK, src, step, qrows_left, kleft, Qz);
+                    else      load_kmajor<QN, false>(sq + offK, src, step, qrows_left, kleft, Qz);
+                }
+#else
+                {
+                    const float* src = opaque_ptr(Qrow) + (long long)k0 * Qdim;
+                    const long long ld4 = opaque64(4ll * Qdim);
+                    load_transposed<QN>(sq + offT, xrT, src, ld4, qrows_left, K - k0 - tkk, Qz);
+                }
+#endif
+#if OPTIML_P_SMEM && OPTIML_P_KMAJOR
+                {
+                    const float* src = opaque_ptr(Prow) + k0;
+                    const long long step = opaque64(16ll * K);
+                    const int kleft = K - k0 - 4 * kc;
+                    if (vecP) load_kmajor<PW, true>(sp + offK, src, step, prows_left, kleft, Pz);
+                    else      load_kmajor<PW, false>(sp + offK, src, step, prows_left, kleft, Pz);
+                }
+#elif OPTIML_P_SMEM
+                {
+                    const float* src = opaque_ptr(Prow) + (long long)k0 * Pdim;
+                    const long long ld4 = opaque64(4ll * Pdim);
+                    load_transposed<PW>(sp + offT, xrT, src, ld4, prows_left, K - k0 - tkk, Pz);
+                }
+#else
+                {
+                    const float* src = opaque_ptr(Prow) + (long long)k0 * Pdim;
+                    const long long stepR = opaque64((long long)OPTIML_P_RSTEP * Pdim);
+                    const int krows = K - k0 - br0;
+                    if (vecP) load_boxes<true>(sp + offBE, sp + offBO, src, stepR, krows, pcols_left, Pz);
+                    else      load_boxes<false>(sp + offBE, sp + offBO, src, stepR, krows, pcols_left, Pz);
+                }
+#endif
                 cp_async_arrive_noinc(full0 + 8u * s);
             }
         }
@@ -571,64 +981,104 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #endif
         const int wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
         const int g = lane >> 2, t = lane & 3;
-        // Register operand (B^T, 64 x 8 per k8 step, rows = n): warp w of
-        // warpgroup wg reads box 2wg + (w >> 1), n-offset 8 (w & 1) in it.
-        // Fragment row g is column nb of the box, row g + 8 is column nb + 1,
-        // nb = 8(w&1) + 16((g>>1)&1) + 4(g>>2) + 2(g&1), so (a0, a1) and
-        // (a2, a3) are 8-byte words at k-rows t and t + 4 (conflict-free:
+        Consumer cons;
+        cons.full0 = full0; cons.empty0 = empty0; cons.sQ0 = sQ0; cons.sP0 = sP0;
+        cons.leader = lane == 0;
+        cons.it = 0;
+        cons.prev = 0;
+#if OPTIML_P_SMEM
+        // SS: this warpgroup's 64 stage rows; wgmma rows g, g + 8 of warp w
+        // are stage rows 64 wg + 16 w + g (+8) = P rows pl, pl + 1 (perm16).
+        cons.off0 = (unsigned)(wg * 64 * 128);
+        cons.off1 = 0u;
+        const int pl = 64 * wg + 16 * w + 2 * g;
+#else
+        // RS: warp w of warpgroup wg reads box 2wg + (w >> 1), P offset
+        // 8 (w & 1) in it. Fragment row g is P row nb of the box, row g + 8 is
+        // nb + 1, nb = 8(w&1) + 16((g>>1)&1) + 4(g>>2) + 2(g&1), so (a0, a1)
+        // and (a2, a3) are 8-byte words at k-rows t and t + 4 (conflict-free:
         // see WGMMA_NOTES.md).
         const int box = 2 * wg + (w >> 1);
         const int nb = 8 * (w & 1) + 16 * ((g >> 1) & 1) + 4 * (g >> 2) + 2 * (g & 1);
         const int ch = nb >> 2;
         const unsigned within = (unsigned)(nb & 3) * 4u;
-        const unsigned off0 = (unsigned)(box * 4096 + t * 128) + ((unsigned)(ch ^ t) << 4) + within;
-        const unsigned off1 = (unsigned)(box * 4096 + (t + 4) * 128) + ((unsigned)(ch ^ (t + 4)) << 4) + within;
-
-        Consumer cons;
-        cons.full0 = full0; cons.empty0 = empty0; cons.sA0 = sA0; cons.sB0 = sB0;
-        cons.off0 = off0; cons.off1 = off1;
-        cons.leader = lane == 0;
-        cons.it = 0;
-        cons.prev = 0;
-        float acc[BM / 2];
+        cons.off0 = (unsigned)(box * 4096 + t * 128) + ((unsigned)(ch ^ t) << 4) + within;
+        cons.off1 = (unsigned)(box * 4096 + (t + 4) * 128) + ((unsigned)(ch ^ (t + 4)) << 4) + within;
+        const int pl = 32 * box + nb;
         unsigned fa[16], fb[16];
 #pragma unroll
         for (int i = 0; i < 16; ++i) fa[i] = fb[i] = 0u;
+#endif
+        float acc[QN / 2];
         for (long long tile = bid; tile < total; tile += nblk) {
             const long long z = tile / per_item;
             const long long r = tile - z * per_item;
-            const int m0 = (int)(r / tiles_n) * BM;
-            const int n0 = (int)(r % tiles_n) * BN;
+            const int q0 = (int)(r / tiles_p) * QN;
+            const int p0 = (int)(r % tiles_p) * PW;
 #pragma unroll
-            for (int i = 0; i < BM / 2; ++i) acc[i] = 0.f;
+            for (int i = 0; i < QN / 2; ++i) acc[i] = 0.f;
+#if OPTIML_P_SMEM
+            // pairs of k-tiles, then an odd last one (the RS loop's shape; a
+            // plain loop made ptxas serialise the wgmmas, C7515)
+            int kt = 0;
+            for (; kt + 1 < ktiles; kt += 2) {
+                cons.step_ss(acc, kt == 0);
+                cons.step_ss(acc, false);
+            }
+            if (kt < ktiles) cons.step_ss(acc, kt == 0);
+#if OPTIML_WAIT_DEPTH == 1
+            wgmma_wait<0>();
+            mbar_arrive_if(empty0 + 8u * cons.prev, ktiles > 0 && lane == 0);
+#endif
+#else
             // Pairs of k-tiles, then an odd last one: on every path through
             // this code a fragment set is rewritten only after the wait that
             // retires the group reading it (fa and fb alternate strictly).
             int kt = 0;
             for (; kt + 1 < ktiles; kt += 2) {
-                cons.step(acc, fa, fb, kt == 0);
-                cons.step(acc, fb, fa, false);
+                cons.step_rs(acc, fa, fb, kt == 0);
+                cons.step_rs(acc, fb, fa, false);
             }
-            if (kt < ktiles) cons.step(acc, fa, fb, kt == 0);
+            if (kt < ktiles) cons.step_rs(acc, fa, fb, kt == 0);
 #if OPTIML_WAIT_DEPTH == 1
             wgmma_wait<0>();
             keep_alive(fa);
             keep_alive(fb);
             mbar_arrive_if(empty0 + 8u * cons.prev, ktiles > 0 && lane == 0);
 #endif
-            // ---- epilogue: accumulator element (row, col) of this warpgroup
-            // is C[m0 + col][n0 + 64 wg + row]; thread holds rows g, g+8 ->
-            // columns n, n+1 of C, and cols 8j + 2t, +1 -> rows m, m+1.
+#endif
+            // ---- epilogue. Accumulator d[4j + e] is (P row pl + (e >> 1),
+            // Q row 8j + 2t + (e & 1)) of the tile: this thread owns P rows
+            // pp, pp + 1 and Q rows qq, qq + 1 for each j.
             float* Cz = C + z * strideC;
             const bool vec2 = (N & 1) == 0 && (reinterpret_cast<unsigned long long>(Cz) & 7ull) == 0ull;
-            const int n = n0 + 32 * box + nb;
-            const int mb = m0 + 2 * t;
+            const int pp = p0 + pl;
+            const int qb = q0 + 2 * t;
+#if OPTIML_SWAP
+            // C[q][p]: row q gets (d0, d2) at columns pp, pp + 1; row q + 1 (d1, d3)
+            const float b0 = bias_at(bias, pp, N), b1 = bias_at(bias, pp + 1, N);
 #pragma unroll
-            for (int j = 0; j < BM / 8; ++j) {
-                const int m = mb + 8 * j;
-                if (m < M) store2(Cz + (long long)m * N, n, N, vec2, acc[4 * j + 0], acc[4 * j + 2]);
-                if (m + 1 < M) store2(Cz + (long long)(m + 1) * N, n, N, vec2, acc[4 * j + 1], acc[4 * j + 3]);
+            for (int j = 0; j < QN / 8; ++j) {
+                const int m = qb + 8 * j;
+                if (m < M)
+                    store2(Cz + (long long)m * N, pp, N, vec2, acc[4 * j + 0], acc[4 * j + 2], b0, b1, alpha, beta);
+                if (m + 1 < M)
+                    store2(Cz + (long long)(m + 1) * N, pp, N, vec2, acc[4 * j + 1], acc[4 * j + 3], b0, b1, alpha,
+                           beta);
             }
+#else
+            // C[p][q]: row pp gets (d0, d1) at columns q, q + 1; row pp + 1 (d2, d3)
+#pragma unroll
+            for (int j = 0; j < QN / 8; ++j) {
+                const int n = qb + 8 * j;
+                const float b0 = bias_at(bias, n, N), b1 = bias_at(bias, n + 1, N);
+                if (pp < M)
+                    store2(Cz + (long long)pp * N, n, N, vec2, acc[4 * j + 0], acc[4 * j + 1], b0, b1, alpha, beta);
+                if (pp + 1 < M)
+                    store2(Cz + (long long)(pp + 1) * N, n, N, vec2, acc[4 * j + 2], acc[4 * j + 3], b0, b1, alpha,
+                           beta);
+            }
+#endif
         }
     }
 }
