@@ -15,6 +15,9 @@
 #   CONFIGS  space-separated config names to run (default: the ORDER list below)
 #   HUGE     configs that also run the 64-bit offset cases (several GB;
 #            default "default tAtB"; HUGE=' ' for none)
+#   Config names: old_* = the original fragment scheme (OPTIML_FRAG_LOAD=0
+#            OPTIML_KLOOP=0 OPTIML_ZFILL=0); *_rn = OPTIML_TF32_ROUND=2;
+#            see bench/harness/TF32_NOTES.md for what each one tests.
 #   SEED     input seed passed to every binary (default: time-based per binary)
 #   EXTRA_DEFS  extra nvcc flags for every config (e.g. -DOPTIML_MIN_BLOCKS=2)
 #   EXTRA_CONFIGS="name1:flags1;name2:flags2"  ad-hoc configs, run after CONFIGS
@@ -39,29 +42,62 @@ flags() { # TRANS_A TRANS_B ALPHA BETA BIAS ACT
   echo "-DOPTIML_TRANS_A=$1 -DOPTIML_TRANS_B=$2 -DOPTIML_HAS_ALPHA=$3 -DOPTIML_HAS_BETA=$4 -DOPTIML_HAS_BIAS=$5 -DOPTIML_ACT=$6"
 }
 declare -A CFG
-ORDER=(default s4 s2 bk16s4 m128n256 m256n128 w64x32 m64n64 tA tB tAtB epilogue epi_tAtB_relu noround)
+# The original scheme (64-bit LDS fragments with register shuffles, barrier at
+# the top of each k-tile, predicated zero stores): reproducible via OLD.
+OLD="-DOPTIML_FRAG_LOAD=0 -DOPTIML_KLOOP=0 -DOPTIML_ZFILL=0"
+RN="-DOPTIML_TF32_ROUND=2"   # cvt.rn (one F2FP on sm_90) instead of cvt.rna (FSETP + IADD)
+ORDER=(old_default old_tAtB old_epilogue
+       default rn noround kloop0 kloop0_rn zfill0 s2 s4
+       tA tB tAtB rn_tB epilogue epilogue_rn epi_tAtB_relu
+       m128n256 m256n128 m128n256_rn m256n128_rn m128n256_k0 m128n256s4 m128n256_tAtB
+       w64x32mb2 w64x32mb2_rn)
+CFG[old_default]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) $OLD"
+CFG[old_tAtB]="$(tile 128 128 32 64 64 3) $(flags 1 1 0 0 0 0) $OLD"
+CFG[old_epilogue]="$(tile 128 128 32 64 64 3) $(flags 0 0 1 1 1 2) $OLD"
+# new defaults: ldmatrix / in-place fragments (P/Q role swap for A K-contiguous
+# + B N-contiguous), barrier before the last k8 step, cp.async zero-fill
 CFG[default]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0)"
-CFG[s4]="$(tile 128 128 32 64 64 4) $(flags 0 0 0 0 0 0)"
+CFG[rn]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) $RN"
+# raw fp32 bits into the MMA (hardware truncation): speed of skipping cvt;
+# fails the strict rounding check by design
+CFG[noround]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_TF32_ROUND=0"
+CFG[kloop0]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_KLOOP=0"
+CFG[kloop0_rn]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_KLOOP=0 $RN"
+CFG[zfill0]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_ZFILL=0"
 CFG[s2]="$(tile 128 128 32 64 64 2) $(flags 0 0 0 0 0 0)"
-CFG[bk16s4]="$(tile 128 128 16 64 64 4) $(flags 0 0 0 0 0 0)"
-CFG[m128n256]="$(tile 128 256 32 64 64 3) $(flags 0 0 0 0 0 0)"
-CFG[m256n128]="$(tile 256 128 32 64 64 3) $(flags 0 0 0 0 0 0)"
-# 8 warps of 64x32: ~120 registers, 2 blocks/SM by smem
-CFG[w64x32]="$(tile 128 128 32 64 32 3) $(flags 0 0 0 0 0 0)"
-CFG[m64n64]="$(tile 64 64 32 32 32 3) $(flags 0 0 0 0 0 0)"
+# 4 stages of 128x128x32 = 143 KB: 1 block (4 warps) per SM
+CFG[s4]="$(tile 128 128 32 64 64 4) $(flags 0 0 0 0 0 0)"
 CFG[tA]="$(tile 128 128 32 64 64 3) $(flags 1 0 0 0 0 0)"
 CFG[tB]="$(tile 128 128 32 64 64 3) $(flags 0 1 0 0 0 0)"
 CFG[tAtB]="$(tile 128 128 32 64 64 3) $(flags 1 1 0 0 0 0)"
+CFG[rn_tB]="$(tile 128 128 32 64 64 3) $(flags 0 1 0 0 0 0) $RN"
 CFG[epilogue]="$(tile 128 128 32 64 64 3) $(flags 0 0 1 1 1 2)"
+CFG[epilogue_rn]="$(tile 128 128 32 64 64 3) $(flags 0 0 1 1 1 2) $RN"
 CFG[epi_tAtB_relu]="$(tile 128 128 32 64 64 3) $(flags 1 1 1 1 1 1)"
-# raw fp32 bits into the MMA (hardware truncation): speed of skipping cvt
-CFG[noround]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_TF32_ROUND=0"
+# 8 warps of 64x64, one block per SM: a quarter less L2->SM traffic per FLOP
+CFG[m128n256]="$(tile 128 256 32 64 64 3) $(flags 0 0 0 0 0 0)"
+CFG[m256n128]="$(tile 256 128 32 64 64 3) $(flags 0 0 0 0 0 0)"
+CFG[m128n256_rn]="$(tile 128 256 32 64 64 3) $(flags 0 0 0 0 0 0) $RN"
+CFG[m256n128_rn]="$(tile 256 128 32 64 64 3) $(flags 0 0 0 0 0 0) $RN"
+CFG[m128n256_k0]="$(tile 128 256 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_KLOOP=0"
+CFG[m128n256s4]="$(tile 128 256 32 64 64 4) $(flags 0 0 0 0 0 0)"
+CFG[m128n256_tAtB]="$(tile 128 256 32 64 64 3) $(flags 1 1 0 0 0 0)"
+# 8 warps of 64x32 capped at 128 registers: 2 blocks = 16 warps per SM (the
+# OPTIML_KLOOP 1 loop spills under that cap)
+CFG[w64x32mb2]="$(tile 128 128 32 64 32 3) $(flags 0 0 0 0 0 0) -DOPTIML_MIN_BLOCKS=2 -DOPTIML_KLOOP=0"
+CFG[w64x32mb2_rn]="$(tile 128 128 32 64 32 3) $(flags 0 0 0 0 0 0) -DOPTIML_MIN_BLOCKS=2 -DOPTIML_KLOOP=0 $RN"
 # not run by default (select with CONFIGS=...)
-CFG[nopipe]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_FRAG_PIPE=0"
+CFG[bk16s4]="$(tile 128 128 16 64 64 4) $(flags 0 0 0 0 0 0)"
+CFG[w64x32]="$(tile 128 128 32 64 32 3) $(flags 0 0 0 0 0 0)"
+CFG[m64n64]="$(tile 64 64 32 32 32 3) $(flags 0 0 0 0 0 0)"
+CFG[nopipe]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_FRAG_PIPE=0 -DOPTIML_KLOOP=0"
 CFG[group8]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_GROUP_M=8"
-CFG[w64x32_mb2]="$(tile 128 128 32 64 32 3) $(flags 0 0 0 0 0 0) -DOPTIML_MIN_BLOCKS=2"
+CFG[w64x32_mb2]="${CFG[w64x32mb2]}"
 CFG[small]="$(tile 32 32 16 16 16 2) $(flags 0 0 0 0 0 0)"
 CFG[s4_tB]="$(tile 128 128 32 64 64 4) $(flags 0 1 0 0 0 0)"
+CFG[old_tA]="$(tile 128 128 32 64 64 3) $(flags 1 0 0 0 0 0) $OLD"
+CFG[old_tB]="$(tile 128 128 32 64 64 3) $(flags 0 1 0 0 0 0) $OLD"
+CFG[old_noround]="$(tile 128 128 32 64 64 3) $(flags 0 0 0 0 0 0) -DOPTIML_TF32_ROUND=0 $OLD"
 
 if [ -n "${EXTRA_CONFIGS:-}" ]; then
   IFS=';' read -r -a _extra <<< "$EXTRA_CONFIGS"
@@ -101,7 +137,7 @@ summary=()
 for name in "${ORDER[@]}"; do
   if [ ! -x "$WORK/h_$name" ]; then
     status=1
-    summary+=("$(printf '%-14s BUILD FAILED' "$name")")
+    summary+=("$(printf '%-15s BUILD FAILED' "$name")")
     tail -20 "$LOGDIR/build_$name.log"
     continue
   fi
@@ -121,7 +157,7 @@ for name in "${ORDER[@]}"; do
   corr=$(grep -q -- '-- correctness PASSED' "$LOGDIR/run_$name.log" && echo PASS || echo FAIL)
   nfail=$(grep -cE '^  FAIL |^   FAIL ' "$LOGDIR/run_$name.log")
   worst=$(grep -E '^  (ok|FAIL) ' "$LOGDIR/run_$name.log" | sed -n 's/.* rel=\([0-9.e+-]*\).*/\1/p' | sort -g | tail -1)
-  line=$(printf '%-14s rc=%d corr=%s fails=%s worst_rel=%s' "$name" "$rc" "$corr" "$nfail" "${worst:-?}")
+  line=$(printf '%-15s rc=%d corr=%s fails=%s worst_rel=%s' "$name" "$rc" "$corr" "$nfail" "${worst:-?}")
   while read -r tl; do
     b=$(echo "$tl" | sed -n 's/.*batch=\([0-9]*\).*/\1/p')
     o=$(echo "$tl" | sed -n 's/.*optiml *[0-9.]* ms *\([0-9.]*\) TFLOP.*/\1/p')

@@ -31,7 +31,9 @@
 //     accumulation, with slack for gelu's slope <= 1.13).
 // Also printed: the relative error against a float64 reference over inputs
 // rounded to TF32 exactly as cvt.rna does ("rel_t32"): ~1e-7 when the kernel
-// rounds like cvt.rna, ~1e-4 with OPTIML_TF32_ROUND=0 (truncation).
+// rounds like cvt.rna (OPTIML_TF32_ROUND=1; =2, cvt.rn, differs only on exact
+// ties, about one input in 8192, by one TF32 ulp), ~1e-4 with
+// OPTIML_TF32_ROUND=0 (truncation).
 //
 // Timing (design.md §5): batched 1024^3 at batch 16 and 256, CUDA events on
 // the default stream, median of 20 after 5 warm-up runs and a clock warm-up;
@@ -472,10 +474,11 @@ int main(int argc, char** argv) {
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, optiml_matmul, OPTIML_THREADS, OPTIML_DYN_SMEM_BYTES));
     printf("== config %s: BM=%d BN=%d BK=%d WM=%d WN=%d STAGES=%d THREADS=%d TRANS_A=%d TRANS_B=%d ALPHA=%d BETA=%d "
-           "BIAS=%d ACT=%d ROUND=%d FRAG_PIPE=%d GROUP_M=%d MIN_BLOCKS=%d\n",
+           "BIAS=%d ACT=%d ROUND=%d FRAG_PIPE=%d GROUP_M=%d MIN_BLOCKS=%d FRAG_LOAD=%d KLOOP=%d ZFILL=%d\n",
            HARNESS_NAME, OPTIML_BM, OPTIML_BN, OPTIML_BK, OPTIML_WM, OPTIML_WN, OPTIML_STAGES, OPTIML_THREADS,
            OPTIML_TRANS_A, OPTIML_TRANS_B, OPTIML_HAS_ALPHA, OPTIML_HAS_BETA, OPTIML_HAS_BIAS, OPTIML_ACT,
-           OPTIML_TF32_ROUND, OPTIML_FRAG_PIPE, OPTIML_GROUP_M, OPTIML_MIN_BLOCKS);
+           OPTIML_TF32_ROUND, OPTIML_FRAG_PIPE, OPTIML_GROUP_M, OPTIML_MIN_BLOCKS, OPTIML_FRAG_LOAD, OPTIML_KLOOP,
+           OPTIML_ZFILL);
     printf("   device %s (sm_%d%d, %d SMs); kernel: %d regs, %zu B static smem, %d B dynamic smem, %zu B local, "
            "%d blocks/SM; seed %llu\n",
            prop.name, prop.major, prop.minor, prop.multiProcessorCount, fa.numRegs, fa.sharedSizeBytes,
@@ -601,11 +604,13 @@ int main(int argc, char** argv) {
     snprintf(buf, sizeof(buf),
              "{\"config\":\"%s\",\"BM\":%d,\"BN\":%d,\"BK\":%d,\"WM\":%d,\"WN\":%d,\"stages\":%d,\"threads\":%d,"
              "\"trans_a\":%d,\"trans_b\":%d,\"alpha\":%d,\"beta\":%d,\"bias\":%d,\"act\":%d,\"round\":%d,"
-             "\"frag_pipe\":%d,\"group_m\":%d,\"regs\":%d,\"local_bytes\":%zu,\"smem_bytes\":%d,\"blocks_per_sm\":%d,"
+             "\"frag_pipe\":%d,\"group_m\":%d,\"frag_load\":%d,\"kloop\":%d,\"zfill\":%d,\"min_blocks\":%d,"
+             "\"regs\":%d,\"local_bytes\":%zu,\"smem_bytes\":%d,\"blocks_per_sm\":%d,"
              "\"device\":\"%s\",\"seed\":%llu,\"correct\":%s,\"timings\":[",
              HARNESS_NAME, OPTIML_BM, OPTIML_BN, OPTIML_BK, OPTIML_WM, OPTIML_WN, OPTIML_STAGES, OPTIML_THREADS,
              OPTIML_TRANS_A, OPTIML_TRANS_B, OPTIML_HAS_ALPHA, OPTIML_HAS_BETA, OPTIML_HAS_BIAS, OPTIML_ACT,
-             OPTIML_TF32_ROUND, OPTIML_FRAG_PIPE, OPTIML_GROUP_M, fa.numRegs, fa.localSizeBytes,
+             OPTIML_TF32_ROUND, OPTIML_FRAG_PIPE, OPTIML_GROUP_M, OPTIML_FRAG_LOAD, OPTIML_KLOOP, OPTIML_ZFILL,
+             OPTIML_MIN_BLOCKS, fa.numRegs, fa.localSizeBytes,
              (int)OPTIML_SMEM_BYTES, occ, prop.name, (unsigned long long)seed, correct ? "true" : "false");
     js += buf;
     for (size_t i = 0; i < timings.size(); ++i) {
