@@ -9,7 +9,8 @@
 
 use optiml::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use optiml_examples::{
-    BoxError, Stats, arg_value, describe, gpu_or_explain, naive_bmm, poisoned, random, time,
+    BoxError, Stats, arg_value, check_sampled, describe, gpu_or_explain, naive_bmm, poisoned,
+    random, rel_diff, time,
 };
 use std::sync::Arc;
 
@@ -159,44 +160,18 @@ fn run(
     }))
 }
 
-/// Every element written (no NaN left from the poison), and 4096 sampled elements within 1e-5 (relative to the
-/// row's magnitude) of an f64 CPU reference. Returns the largest sampled error.
+/// Every element written, and 4096 sampled elements within 1e-5 of an f64 CPU reference (relative to the
+/// magnitude of their terms). Returns the largest sampled error.
 fn check(a: &[f32], b: &[f32], c: &[f32], Shape { batch, m, n, k }: Shape) -> Result<f64, String> {
-    if let Some(i) = c.iter().position(|v| !v.is_finite()) {
-        return Err(format!("element {i} is {} (unwritten or wrong)", c[i]));
-    }
-    let (mut worst, mut state) = (0f64, 0x9e3779b97f4a7c15u64);
-    for _ in 0..4096 {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let (z, i, j) = (
-            (state % batch as u64) as usize,
-            ((state >> 20) % m as u64) as usize,
-            ((state >> 40) % n as u64) as usize,
-        );
+    check_sampled(c, (batch, m, n), 4096, |z, i, j| {
         let (mut acc, mut mag) = (0f64, 0f64);
         for l in 0..k {
-            let p = a[z * m * k + i * k + l] as f64 * b[z * k * n + l * n + j] as f64;
+            let p = f64::from(a[z * m * k + i * k + l]) * f64::from(b[z * k * n + l * n + j]);
             acc += p;
             mag += p.abs();
         }
-        let err = (c[z * m * n + i * n + j] as f64 - acc).abs() / mag.max(1e-30);
-        worst = worst.max(err);
-    }
-    if worst > 1e-5 {
-        return Err(format!("sampled relative error {worst:e} > 1e-5"));
-    }
-    Ok(worst)
-}
-
-fn rel_diff(x: &[f32], y: &[f32]) -> f64 {
-    let (mut num, mut den) = (0f64, 0f64);
-    for (a, b) in x.iter().zip(y) {
-        num += (*a as f64 - *b as f64).powi(2);
-        den += (*b as f64).powi(2);
-    }
-    (num / den.max(1e-300)).sqrt()
+        (acc, mag)
+    })
 }
 
 /// cuBLAS is column-major: the row-major `C = A·B` is the column-major `Cᵀ = Bᵀ·Aᵀ`, so B goes first.

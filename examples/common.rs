@@ -153,3 +153,50 @@ pub fn arg_value(flag: &str) -> Option<String> {
         .position(|a| a == flag)
         .and_then(|i| args.get(i + 1).cloned())
 }
+
+/// Checks a batched `m × n` output: every element written (nothing left of the NaN poison), and `samples`
+/// pseudo-random elements within 1e-5 of `reference(item, row, column)`, which returns the float64 value and the
+/// magnitude of its terms (Σ|a·b| + |bias|, the scale an fp32 dot product's rounding error is proportional to).
+/// Returns the largest sampled error relative to that magnitude.
+///
+/// # Errors
+/// The first element not written, or the largest sampled error when it exceeds 1e-5.
+pub fn check_sampled(
+    out: &[f32],
+    (batch, m, n): (usize, usize, usize),
+    samples: usize,
+    reference: impl Fn(usize, usize, usize) -> (f64, f64),
+) -> Result<f64, String> {
+    if let Some(i) = out.iter().position(|v| !v.is_finite()) {
+        return Err(format!("element {i} is {} (unwritten or wrong)", out[i]));
+    }
+    let (mut worst, mut state) = (0f64, 0x9e37_79b9_7f4a_7c15_u64);
+    for _ in 0..samples {
+        // xorshift: the same positions every run, spread over every batch item, row and column.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let (z, i, j) = (
+            (state % batch as u64) as usize,
+            ((state >> 20) % m as u64) as usize,
+            ((state >> 40) % n as u64) as usize,
+        );
+        let (want, mag) = reference(z, i, j);
+        let err = (f64::from(out[z * m * n + i * n + j]) - want).abs() / mag.max(1e-30);
+        worst = worst.max(err);
+    }
+    if worst > 1e-5 {
+        return Err(format!("sampled relative error {worst:e} > 1e-5"));
+    }
+    Ok(worst)
+}
+
+/// ‖x − y‖₂ / ‖y‖₂ in float64: how far a result is from a baseline's.
+pub fn rel_diff(x: &[f32], y: &[f32]) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for (a, b) in x.iter().zip(y) {
+        num += (f64::from(*a) - f64::from(*b)).powi(2);
+        den += f64::from(*b).powi(2);
+    }
+    (num / den.max(1e-300)).sqrt()
+}
