@@ -6,7 +6,8 @@
 //!   sm_90/<key>/               key = sha256(format, kernel id, arch, toolchain, generator)
 //!     v0.cu v0.ptx v0.cubin    one variant: the generated source (for review), PTX (JIT fallback for newer
 //!                              GPUs), CUBIN for sm_90; a tuned entry holds one variant per shape bucket
-//!     search-v0.jsonl          the search log of a tuned variant (`cargo optiml analyze` reads it)
+//!                              (buckets that chose the same kernel share its files)
+//!     search-v0.jsonl          the search log of tuned variant 0 (`cargo optiml analyze` reads it)
 //!     manifest.bin             bincode: key inputs, variants (launch, ptxas report, tuning), checksums
 //!     report.md                the same, for people reviewing a committed cache
 //! ```
@@ -307,15 +308,25 @@ impl Cache {
                 });
                 Ok(())
             };
-            let mut records = Vec::new();
+            let mut records: Vec<VariantRecord> = Vec::new();
             for (i, v) in variants.iter().enumerate() {
-                let stem = format!("v{i}");
-                put(format!("{stem}.cu"), v.candidate.source.as_bytes())?;
-                put(format!("{stem}.ptx"), v.compiled.ptx.as_bytes())?;
-                put(format!("{stem}.cubin"), &v.compiled.cubin)?;
+                // Shape buckets that chose the same kernel share its files (and its CUBIN in the program).
+                let same = variants[..i].iter().position(|w| {
+                    w.candidate.source == v.candidate.source && w.compiled.cubin == v.compiled.cubin
+                });
+                let stem = match same {
+                    Some(j) => records[j].stem.clone(),
+                    None => {
+                        let stem = format!("v{i}");
+                        put(format!("{stem}.cu"), v.candidate.source.as_bytes())?;
+                        put(format!("{stem}.ptx"), v.compiled.ptx.as_bytes())?;
+                        put(format!("{stem}.cubin"), &v.compiled.cubin)?;
+                        stem
+                    }
+                };
                 let tuning = match (v.tuning, v.log) {
                     (Some(t), Some(log)) => {
-                        let name = format!("search-{stem}.jsonl");
+                        let name = format!("search-v{i}.jsonl");
                         put(name.clone(), log)?;
                         Some(Tuning {
                             log: name,
@@ -759,6 +770,9 @@ mod tests {
         assert!(cache.holds_tuned(&inputs));
         assert_eq!(hit.manifest, tuned.manifest);
         assert_eq!(hit.manifest.variants.len(), 2);
+        // Both buckets chose the same kernel: one set of files serves both.
+        assert!(hit.manifest.variants.iter().all(|v| v.stem == "v0"));
+        assert!(!hit.manifest.files.iter().any(|f| f.name.starts_with("v1.")));
         let t = hit.manifest.variants[1].tuning.as_ref().unwrap();
         assert_eq!(t.log, "search-v1.jsonl");
         assert_eq!(std::fs::read(hit.file(&t.log)).unwrap(), log);
