@@ -35,7 +35,7 @@ TMO="${TMO:-90}"
 
 declare -A CFG DESC QK
 # QK[name]=1: probe + correctness only (no timing) for that config.
-ORDER=(m256 m256noround m256rn m256tma ssT nt tn tt epi
+ORDER=(m256 m256noround m256rn m256tma ssT nt tn tt epi epi_old epi_erfc epi_nopf epi_tma epi_beta epi_bias_gelu
        q_dbg q_tma_dbg q_tt_tma q_nt_dbg q_tn_dbg q_tt_dbg q_ssT_dbg q_nt_epi q_tn_epi q_tt_epi q_ssT_tt q_ssT_tn q_m128_nt)
 # ---- timed (1024^3, b16 and b256, next to cuBLAS TF32 in the same layout)
 CFG[m256]="-DOPTIML_BM=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4"
@@ -55,7 +55,14 @@ DESC[tn]="TN (A stored K x M): RS, the producer transposes A (Q) with 4-byte cp.
 CFG[tt]="-DOPTIML_QN=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4 -DOPTIML_TRANS_A=1 -DOPTIML_TRANS_B=1"
 DESC[tt]="TT: C = A B orientation (tile 128x256), Q = B K-major, P = A via registers (RS)"
 CFG[epi]="-DOPTIML_QN=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4 -DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"
-DESC[epi]="m256 + full epilogue (alpha, beta (reads C), bias, exact gelu): cost of the epilogue"
+DESC[epi]="m256 + full epilogue (alpha, beta (reads C), bias, gelu A-S erfc) + L2 prefetch of C by the producer: round 3 default"
+EPI="-DOPTIML_QN=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4 -DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"
+CFG[epi_erfc]="$EPI -DOPTIML_GELU=0"; DESC[epi_erfc]="epi with libdevice erfcf gelu (round 2 math) + prefetch"
+CFG[epi_nopf]="$EPI -DOPTIML_C_PREFETCH=0"; DESC[epi_nopf]="epi without the C prefetch (fast gelu only)"
+CFG[epi_old]="$EPI -DOPTIML_GELU=0 -DOPTIML_C_PREFETCH=0"; DESC[epi_old]="round 2's epi exactly (73 TF)"
+CFG[epi_tma]="$EPI -DOPTIML_TMA=1"; DESC[epi_tma]="epi (fast gelu) with the TMA producer, no C prefetch (it spills the 40-reg producer)"
+CFG[epi_beta]="-DOPTIML_QN=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4 -DOPTIML_HAS_BETA=1"; DESC[epi_beta]="beta only (+ prefetch)"
+CFG[epi_bias_gelu]="-DOPTIML_QN=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"; DESC[epi_bias_gelu]="bias + fast gelu, C never read"
 # ---- correctness only: every layout, the epilogue, small tiles / 1 stage / 1 consumer
 DBG="-DOPTIML_QN=64 -DOPTIML_CONSUMERS=1 -DOPTIML_STAGES=1 -DOPTIML_WAIT_DEPTH=0"
 CFG[q_dbg]="$DBG"; QK[q_dbg]=1; DESC[q_dbg]="NN 64x64, 1 consumer, 1 stage, wait 0 (simplest pipeline)"

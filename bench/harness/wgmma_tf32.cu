@@ -138,6 +138,33 @@
 #ifndef OPTIML_TMA
 #define OPTIML_TMA 0
 #endif
+// Epilogue (WGMMA_NOTES.md, "Round 3"): 2 (EXPERIMENTAL: spills with HAS_BETA) = register passes: old C
+// read for the whole tile before any store (acc = alpha acc + beta C_old in
+// place, branch-free predicated loads), then bias + activation on all
+// accumulators, then the stores; 1 = round 2's per-element path (load old C,
+// compute, store, next row: every load waits behind the previous stores; default).
+#ifndef OPTIML_EPI
+#define OPTIML_EPI 1
+#endif
+// gelu: 1 (default) = 0.5 v erfc(-v/sqrt 2) with erfc from Abramowitz-Stegun
+// 7.1.26 (|error| <= 1.5e-7 on erfc, 7e-8 |v| on gelu; rcp.approx + ex2.approx:
+// 18 instructions, 2 MUFU); 0 = libdevice erfcf (~50 instructions, 3 MUFU).
+#ifndef OPTIML_EPI_JB
+#define OPTIML_EPI_JB 8   // OPTIML_EPI 2: j per batch of old-C loads (2 JB loads of 8 bytes)
+#endif
+#ifndef OPTIML_GELU
+#define OPTIML_GELU 1
+#endif
+// OPTIML_C_PREFETCH 1 (default with HAS_BETA): the producer asks L2 for the
+// tile's C block (cp.async.bulk.prefetch.L2 per row when rows are 16-byte
+// aligned, prefetch.global.L2 per 128 bytes otherwise) when it loads k-tile
+// ktiles - OPTIML_C_PREFETCH_KT of that tile, so the epilogue's C_old loads hit L2.
+#ifndef OPTIML_C_PREFETCH
+#define OPTIML_C_PREFETCH (OPTIML_HAS_BETA && !OPTIML_TMA)  // TMA + prefetch spills the 40-register producer (48 B)
+#endif
+#ifndef OPTIML_C_PREFETCH_KT
+#define OPTIML_C_PREFETCH_KT 8
+#endif
 
 // orientation and operand storage (see the table above)
 #define OPTIML_SWAP ((OPTIML_TRANS_A && OPTIML_TRANS_B) ? 0 : 1)
@@ -203,6 +230,9 @@
 #endif
 #if OPTIML_TMA && (OPTIML_P_SMEM || !OPTIML_Q_KMAJOR)
 #error "OPTIML_TMA is implemented for the RS form with a K-major Q only (TRANS_A == TRANS_B, OPTIML_SS 0)"
+#endif
+#if OPTIML_EPI != 1 && OPTIML_EPI != 2
+#error "OPTIML_EPI must be 1 or 2"
 #endif
 #if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
 #error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
@@ -722,9 +752,37 @@ struct Consumer {
 };
 
 // ---------------------------------------------------------------- consumer epilogue
+__device__ __forceinline__ float rcp_approx(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float ex2_approx(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
+// gelu(v) = 0.5 v erfc(-v / sqrt 2). With a = |v| / sqrt 2 and E = erfc(a)
+// (A-S 7.1.26: t = 1 / (1 + p a), E = t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-a^2),
+// relative accuracy kept for large a), h = 0.5 v E: gelu = h for v < 0,
+// v - h (= 0.5 v (2 - E)) otherwise. v is clamped to +-10 inside h only
+// (|h(10)| < 1e-22), so +inf gives inf and NaN stays NaN (v - h).
+__device__ __forceinline__ float gelu_fast(float v) {
+    const float vc = fminf(fmaxf(v, -10.f), 10.f);
+    const float t = rcp_approx(fmaf(fabsf(vc), 0.3275911f * 0.70710678118654752f, 1.f));
+    float q = fmaf(1.061405429f, t, -1.453152027f);
+    q = fmaf(q, t, 1.421413741f);
+    q = fmaf(q, t, -0.284496736f);
+    q = fmaf(q, t, 0.254829592f);
+    const float e = ex2_approx(vc * vc * -0.72134752044448170f);  // e^(-v^2 / 2)
+    const float h = (0.5f * vc) * (q * t) * e;
+    return v < 0.f ? h : v - h;
+}
 __device__ __forceinline__ float epilogue_act(float v) {
 #if OPTIML_ACT == 1
     return fmaxf(v, 0.f);
+#elif OPTIML_ACT == 2 && OPTIML_GELU
+    return gelu_fast(v);
 #elif OPTIML_ACT == 2
     return 0.5f * v * erfcf(-v * 0.70710678f);  // exact gelu; erfc keeps it accurate for negative v
 #else
@@ -784,6 +842,131 @@ __device__ __forceinline__ float bias_at(const float* __restrict__ bias, int n, 
     (void)bias; (void)n; (void)N;
     return 0.f;
 #endif
+}
+
+
+// ---- OPTIML_EPI 2: the whole tile in register passes.
+// Predicated loads (0 where !ok): no branch, so ptxas can issue a whole
+// batch of them back to back (nothing is stored before the last one).
+__device__ __forceinline__ float2 ldg2_if(const float* p, bool ok) {
+    float2 r;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
+        "@q ld.global.v2.f32 {%0, %1}, [%2];\n\t}\n"
+        : "=f"(r.x), "=f"(r.y)
+        : "l"(p), "r"((int)ok));
+    return r;
+}
+__device__ __forceinline__ float ldg_if(const float* p, bool ok) {
+    float r;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\tmov.b32 %0, 0;\n\t"
+        "@q ld.global.f32 %0, [%1];\n\t}\n"
+        : "=f"(r)
+        : "l"(p), "r"((int)ok));
+    return r;
+}
+// Returns p, made to depend on v (no instruction).
+__device__ __forceinline__ const float* fence_after(const float* p, float v) {
+    asm volatile("" : "+l"(p) : "f"(v));
+    return p;
+}
+// Accumulator pairs. acc[4j + e] is (P row pp + (e >> 1), Q row qb + 8j + (e & 1)).
+// Pair h (0, 1) of j = two adjacent columns of one row of C:
+//   SWAP 1 (C[q][p]): row qb + 8j + h, columns pp, pp + 1: acc[4j + h], acc[4j + 2 + h]
+//   SWAP 0 (C[p][q]): row pp + h, columns qb + 8j, + 1:    acc[4j + 2h], acc[4j + 2h + 1]
+#if OPTIML_SWAP
+#define OPTIML_PAIR_ROW(j, h) (qb + 8 * (j) + (h))
+#define OPTIML_PAIR_COL(j, h) (pp)
+#define OPTIML_PAIR_X(j, h) (4 * (j) + (h))
+#define OPTIML_PAIR_Y(j, h) (4 * (j) + 2 + (h))
+#else
+#define OPTIML_PAIR_ROW(j, h) (pp + (h))
+#define OPTIML_PAIR_COL(j, h) (qb + 8 * (j))
+#define OPTIML_PAIR_X(j, h) (4 * (j) + 2 * (h))
+#define OPTIML_PAIR_Y(j, h) (4 * (j) + 2 * (h) + 1)
+#endif
+// v = act(alpha acc + beta C_old + bias) for the tile, stored to C[z] (Cz).
+// vec2: N even and Cz 8-byte aligned (columns come in even pairs).
+__device__ __forceinline__ void epilogue_tile(float (&acc)[QN / 2], float* __restrict__ Cz,
+                                              const float* __restrict__ bias, int M, int N, int pp, int qb,
+                                              float alpha, float beta) {
+    (void)bias; (void)alpha; (void)beta;
+    // pass 1: acc = alpha acc + beta C_old (loads only; no store in between)
+#if OPTIML_HAS_BETA
+#pragma unroll
+    for (int j = 0; j < QN / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = OPTIML_PAIR_ROW(j, h), c = OPTIML_PAIR_COL(j, h);
+            const float2 o = ldg2_if(Cz + (long long)r * N + c, r < M && c < N);
+#if OPTIML_HAS_ALPHA
+            acc[OPTIML_PAIR_X(j, h)] = fmaf(beta, o.x, alpha * acc[OPTIML_PAIR_X(j, h)]);
+            acc[OPTIML_PAIR_Y(j, h)] = fmaf(beta, o.y, alpha * acc[OPTIML_PAIR_Y(j, h)]);
+#else
+            acc[OPTIML_PAIR_X(j, h)] = fmaf(beta, o.x, acc[OPTIML_PAIR_X(j, h)]);
+            acc[OPTIML_PAIR_Y(j, h)] = fmaf(beta, o.y, acc[OPTIML_PAIR_Y(j, h)]);
+#endif
+        }
+    }
+#elif OPTIML_HAS_ALPHA
+#pragma unroll
+    for (int i = 0; i < QN / 2; ++i) acc[i] *= alpha;
+#endif
+    // pass 2: bias, activation, store
+#if OPTIML_SWAP
+    const float b0 = bias_at(bias, pp, N), b1 = bias_at(bias, pp + 1, N);
+#endif
+#pragma unroll
+    for (int j = 0; j < QN / 8; ++j) {
+#if !OPTIML_SWAP
+        const float b0 = bias_at(bias, qb + 8 * j, N), b1 = bias_at(bias, qb + 8 * j + 1, N);
+#endif
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float x = acc[OPTIML_PAIR_X(j, h)], y = acc[OPTIML_PAIR_Y(j, h)];
+#if OPTIML_HAS_BIAS
+            x += b0;
+            y += b1;
+#endif
+            const int r = OPTIML_PAIR_ROW(j, h), c = OPTIML_PAIR_COL(j, h);
+            if (r < M && c < N)
+                *reinterpret_cast<float2*>(Cz + (long long)r * N + c) = make_float2(epilogue_act(x), epilogue_act(y));
+        }
+    }
+}
+
+// ---- L2 prefetch of a tile's C block (issued by the producer, OPTIML_C_PREFETCH)
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+// Rows first, first + step, ... of the tile (tile index `tile`, C tile rows
+// TILE_M from row0, TILE_N columns from col0) of C[z].
+__device__ __forceinline__ void prefetch_c_tile(const float* C, long long strideC, int M, int N, long long tile,
+                                                long long per_item, long long tiles_p, int first, int step) {
+    const long long z = tile / per_item;
+    const long long rr = tile - z * per_item;
+    const int q0 = (int)(rr / tiles_p) * QN;
+    const int p0 = (int)(rr % tiles_p) * PW;
+#if OPTIML_SWAP
+    const int row0 = q0, col0 = p0;
+#else
+    const int row0 = p0, col0 = q0;
+#endif
+    const float* Cz = C + z * strideC;
+    const int nrows = min(OPTIML_TILE_M, M - row0);
+    const int ncols = min(OPTIML_TILE_N, N - col0);
+    const bool bulk = (N & 3) == 0 && aligned16(Cz);  // row0 * N + col0 is a multiple of 4: 16-byte rows
+    for (int r = first; r < nrows; r += step) {
+        const float* p = Cz + (long long)(row0 + r) * N + col0;
+        if (bulk) {
+            prefetch_l2_bulk(p, 4u * (unsigned)ncols);
+        } else {
+            for (int c = 0; c < ncols; c += 32) prefetch_l2(p + c);
+            prefetch_l2(p + ncols - 1);
+        }
+    }
 }
 
 }  // namespace optiml_wg
@@ -866,12 +1049,16 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         const unsigned offBO = (unsigned)(bbox * 4096 + br0 * 128) + ((unsigned)(bc ^ ((br0 & 7) ^ 4)) << 4);
 #endif
         unsigned it = 0;
+#if OPTIML_C_PREFETCH
+        const int pf_kt = ktiles > OPTIML_C_PREFETCH_KT ? ktiles - OPTIML_C_PREFETCH_KT : 0;
+#endif
 #if OPTIML_TMA
         if (use_tma) {
             // one thread issues every copy: Q as one box {32 k, QN rows}, P as
             // PW / 32 boxes {32 p, 32 k rows} (the RS box layout, which is
             // TMA's 128-byte swizzle of a 128-byte-wide box)
-            if (p == 0) {
+            // (warp 0 when it also prefetches C: lane 0 issues the copies)
+            if (OPTIML_C_PREFETCH ? p < 32 : p == 0) {
                 for (long long tile = bid; tile < total; tile += nblk) {
                     const long long z = tile / per_item;
                     const long long r = tile - z * per_item;
@@ -884,11 +1071,16 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
                         const unsigned ph = (it / STAGES) & 1u;
                         const unsigned bar = full0 + 8u * s;
                         mbar_wait(empty0 + 8u * s, ph ^ 1u);
-                        mbar_arrive_expect_tx(bar, Q_STAGE + P_STAGE);
-                        tma_load_3d(sQ0 + s * Q_STAGE, &tmQ, kt * BK, q0, zq, bar);
+                        if (plane == 0) {
+                            mbar_arrive_expect_tx(bar, Q_STAGE + P_STAGE);
+                            tma_load_3d(sQ0 + s * Q_STAGE, &tmQ, kt * BK, q0, zq, bar);
 #pragma unroll
-                        for (int b = 0; b < PW / 32; ++b)
-                            tma_load_3d(sP0 + s * P_STAGE + 4096u * b, &tmP, p0 + 32 * b, kt * BK, zp, bar);
+                            for (int b = 0; b < PW / 32; ++b)
+                                tma_load_3d(sP0 + s * P_STAGE + 4096u * b, &tmP, p0 + 32 * b, kt * BK, zp, bar);
+                        }
+#if OPTIML_C_PREFETCH
+                        if (kt == pf_kt) prefetch_c_tile(C, strideC, M, N, tile, per_item, tiles_p, plane, 32);
+#endif
                     }
                 }
             }
@@ -971,6 +1163,9 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
                 }
 #endif
                 cp_async_arrive_noinc(full0 + 8u * s);
+#if OPTIML_C_PREFETCH
+                if (kt == pf_kt) prefetch_c_tile(C, strideC, M, N, tile, per_item, tiles_p, p, 128);
+#endif
             }
         }
         cp_async_wait_all();
@@ -1047,7 +1242,18 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             mbar_arrive_if(empty0 + 8u * cons.prev, ktiles > 0 && lane == 0);
 #endif
 #endif
-            // ---- epilogue. Accumulator d[4j + e] is (P row pl + (e >> 1),
+#if OPTIML_EPI == 2
+            {
+                float* Cz = C + z * strideC;
+                const bool vec2 = (N & 1) == 0 && (reinterpret_cast<unsigned long long>(Cz) & 7ull) == 0ull;
+                if (vec2) {
+                    epilogue_tile(acc, Cz, bias, M, N, p0 + pl, q0 + 2 * t, alpha, beta);
+                    continue;
+                }
+            }
+#endif
+#if 1
+            // ---- epilogue (OPTIML_EPI 1, and the scalar case of 2). Accumulator d[4j + e] is (P row pl + (e >> 1),
             // Q row 8j + 2t + (e & 1)) of the tile: this thread owns P rows
             // pp, pp + 1 and Q rows qq, qq + 1 for each j.
             float* Cz = C + z * strideC;
@@ -1079,6 +1285,7 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
                            beta);
             }
 #endif
+#endif  // OPTIML_EPI
         }
     }
 }
