@@ -106,3 +106,96 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experts::matmul::Schedule;
+    use crate::search::{Config, DeterministicJudge, Header, Method, exhaustive, records};
+
+    /// A GPU stand-in: time grows with the distance from one corner of the space; every schedule's runs spread
+    /// by 4%; SOL derived from the time; schedules with 64-row blocks rejected.
+    struct Landscape;
+
+    impl Evaluator<Schedule> for Landscape {
+        fn evaluate(&mut self, s: &Schedule) -> Outcome {
+            if s.bm == 64 {
+                return Outcome::Rejected("gate: synthetic".into());
+            }
+            let time_ms = 1.0 + f64::from(s.bk) / 64.0 + f64::from(s.tm * s.tn) / 256.0;
+            Outcome::Measured(Measurement {
+                time_ms,
+                spread_pct: 4.0,
+                sm_sol: Some(60.0 / time_ms),
+                dram_sol: Some(5.0 / time_ms),
+                tflops: Some(40.0 / time_ms),
+                registers: 128,
+                signals: Signals::Derived,
+                ..Measurement::default()
+            })
+        }
+    }
+
+    fn landscape() -> SearchRecords {
+        let space = Schedule::all();
+        let root = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
+        let config = Config {
+            budget: space.len() + 1,
+            ..Config::default()
+        };
+        let log = exhaustive(&config, &DeterministicJudge, root, &space, &mut Landscape).unwrap();
+        let header = Header {
+            kernel: "bmm".into(),
+            spec: "batched matmul, f32".into(),
+            arch: "sm_90".into(),
+            device: "synthetic".into(),
+            shape: "16x1024x1024x1024".into(),
+            method: Method::Exhaustive,
+            seed: None,
+            config: serde_json::Value::Null,
+            started_at: String::new(),
+            signals: Signals::Derived,
+        };
+        records(&header, &log, 0.0).unwrap()
+    }
+
+    #[test]
+    fn serves_what_was_measured_within_its_spread_and_rejects_the_rest() {
+        let records = landscape();
+        let mut replay: Replay<Schedule> = Replay::new(&records, 7).unwrap();
+        assert!(replay.measured_ms(&replay.root()).is_some());
+        let measured: Vec<Schedule> = Schedule::all().into_iter().filter(|s| s.bm != 64).collect();
+        assert_eq!(replay.len(), measured.len());
+        let mut moved = 0;
+        for s in &measured {
+            let truth = replay.measured_ms(s).unwrap();
+            let Outcome::Measured(m) = replay.evaluate(s) else {
+                panic!("{s:?} was measured")
+            };
+            // Within ±spread/2, and the figures derived from time move with it; the rest is as measured.
+            let scale = m.time_ms / truth;
+            assert!((scale - 1.0).abs() <= 0.02 + 1e-12, "{scale}");
+            moved += usize::from(scale != 1.0);
+            let want_sol = 60.0 / truth / scale;
+            assert!((m.sm_sol.unwrap() - want_sol).abs() < 1e-9);
+            assert!((m.tflops.unwrap() * m.time_ms - 40.0).abs() < 1e-9);
+            assert_eq!((m.registers, m.signals), (128, Signals::Derived));
+        }
+        assert!(
+            moved > measured.len() / 2,
+            "the noise should move most times"
+        );
+        let rejected = Schedule::all().into_iter().find(|s| s.bm == 64).unwrap();
+        assert!(matches!(replay.evaluate(&rejected), Outcome::Rejected(_)));
+        // The same seed replays the same noise; another seed, other noise.
+        let again = Replay::<Schedule>::new(&records, 7)
+            .unwrap()
+            .evaluate(&measured[0]);
+        assert_eq!(again, replay.evaluate(&measured[0]));
+        let other = Replay::<Schedule>::new(&records, 8)
+            .unwrap()
+            .evaluate(&measured[0]);
+        assert_ne!(other, replay.evaluate(&measured[0]));
+        assert!((replay.best_ms() - 1.0 - 8.0 / 64.0 - 16.0 / 256.0).abs() < 1e-9);
+    }
+}
