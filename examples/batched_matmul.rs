@@ -9,8 +9,8 @@
 
 use optiml::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use optiml_examples::{
-    BoxError, Stats, arg_value, check_sampled, describe, gpu_or_explain, naive_bmm, poisoned,
-    random, rel_diff, time,
+    BoxError, GemmShape, Stats, arg_value, check_sampled, cublas_gemm, describe, gpu_or_explain,
+    naive_bmm, poisoned, random, rel_diff, time,
 };
 use std::sync::Arc;
 
@@ -114,7 +114,20 @@ fn run(
     let theirs = match blas {
         Some(blas) => {
             let t = time(stream, 5, 20, || {
-                cublas_bmm(blas, (&da, &db, &mut dref), shape)
+                cublas_gemm(
+                    blas,
+                    GemmShape {
+                        batch,
+                        m,
+                        n,
+                        k,
+                        trans_a: false,
+                        trans_b: false,
+                    },
+                    &da,
+                    &db,
+                    &mut dref,
+                )
             })?;
             // The baseline must compute the same thing, or the ratio means nothing.
             let r = stream.clone_dtoh(&dref)?;
@@ -172,38 +185,6 @@ fn check(a: &[f32], b: &[f32], c: &[f32], Shape { batch, m, n, k }: Shape) -> Re
         }
         (acc, mag)
     })
-}
-
-/// cuBLAS is column-major: the row-major `C = A·B` is the column-major `Cᵀ = Bᵀ·Aᵀ`, so B goes first.
-fn cublas_bmm(
-    blas: &cudarc::cublas::CudaBlas,
-    (a, b, c): (&CudaSlice<f32>, &CudaSlice<f32>, &mut CudaSlice<f32>),
-    Shape { batch, m, n, k }: Shape,
-) -> Result<(), BoxError> {
-    use cudarc::cublas::{
-        Gemm, GemmConfig, StridedBatchedConfig, sys::cublasOperation_t::CUBLAS_OP_N,
-    };
-    let cfg = StridedBatchedConfig {
-        gemm: GemmConfig {
-            transa: CUBLAS_OP_N,
-            transb: CUBLAS_OP_N,
-            m: n as i32,
-            n: m as i32,
-            k: k as i32,
-            alpha: 1.0f32,
-            lda: n as i32,
-            ldb: k as i32,
-            beta: 0.0f32,
-            ldc: n as i32,
-        },
-        batch_size: batch as i32,
-        stride_a: (k * n) as i64,
-        stride_b: (m * k) as i64,
-        stride_c: (m * n) as i64,
-    };
-    // SAFETY: every buffer holds `batch` packed matrices of the sizes in `cfg` (allocated above).
-    unsafe { blas.gemm_strided_batched(cfg, b, a, c) }?;
-    Ok(())
 }
 
 fn naive_launch(

@@ -200,3 +200,82 @@ pub fn rel_diff(x: &[f32], y: &[f32]) -> f64 {
     }
     (num / den.max(1e-300)).sqrt()
 }
+
+/// The shape and operand layout of a row-major batched product `C[z] = op(A[z])·op(B[z])`, packed matrices.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmShape {
+    /// Batch items.
+    pub batch: usize,
+    /// Rows of C.
+    pub m: usize,
+    /// Columns of C.
+    pub n: usize,
+    /// The inner dimension.
+    pub k: usize,
+    /// A stored `k × m` (transposed).
+    pub trans_a: bool,
+    /// B stored `n × k` (transposed).
+    pub trans_b: bool,
+}
+
+/// cuBLAS's fp32 gemm (default math mode: exact fp32) for the same row-major problem. cuBLAS is column-major:
+/// the row-major `C = op(A)·op(B)` is the column-major `Cᵀ = op(B)ᵀ·op(A)ᵀ`, so B goes first, and a row-major
+/// operand stored untransposed is a column-major one to use as it is.
+///
+/// # Errors
+/// What cuBLAS reports.
+pub fn cublas_gemm(
+    blas: &cudarc::cublas::CudaBlas,
+    shape: GemmShape,
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+) -> Result<(), BoxError> {
+    use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+    use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
+    let GemmShape {
+        batch,
+        m,
+        n,
+        k,
+        trans_a,
+        trans_b,
+    } = shape;
+    let (transa, lda) = if trans_b {
+        (CUBLAS_OP_T, k)
+    } else {
+        (CUBLAS_OP_N, n)
+    };
+    let (transb, ldb) = if trans_a {
+        (CUBLAS_OP_T, m)
+    } else {
+        (CUBLAS_OP_N, k)
+    };
+    let gemm = GemmConfig {
+        transa,
+        transb,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha: 1.0f32,
+        lda: lda as i32,
+        ldb: ldb as i32,
+        beta: 0.0f32,
+        ldc: n as i32,
+    };
+    if batch == 1 {
+        // SAFETY: the caller's buffers hold matrices of the sizes in `gemm`.
+        unsafe { blas.gemm(gemm, b, a, out) }?;
+    } else {
+        let cfg = StridedBatchedConfig {
+            gemm,
+            batch_size: batch as i32,
+            stride_a: (k * n) as i64,
+            stride_b: (m * k) as i64,
+            stride_c: (m * n) as i64,
+        };
+        // SAFETY: every buffer holds `batch` packed matrices of the sizes in `cfg`.
+        unsafe { blas.gemm_strided_batched(cfg, b, a, out) }?;
+    }
+    Ok(())
+}

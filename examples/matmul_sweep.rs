@@ -10,12 +10,11 @@
 //! `--out DIR` writes `matmul-sweep.json` and `matmul-sweep.md` there. Without a GPU it builds (the kernels come
 //! from the committed cache) and says so.
 
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::cublas::CudaBlas;
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml_examples::{
-    BoxError, Stats, arg_value, check_sampled, describe, gpu_or_explain, poisoned, random,
-    rel_diff, time,
+    BoxError, GemmShape, Stats, arg_value, check_sampled, cublas_gemm, describe, gpu_or_explain,
+    poisoned, random, rel_diff, time,
 };
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -102,6 +101,19 @@ impl Kernel {
     }
     fn trans_b(self) -> bool {
         self == Kernel::Nt
+    }
+}
+
+impl Case {
+    fn gemm_shape(&self) -> GemmShape {
+        GemmShape {
+            batch: self.batch,
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            trans_a: self.kernel.trans_a(),
+            trans_b: self.kernel.trans_b(),
+        }
     }
 }
 
@@ -336,7 +348,9 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
     let ours = time(stream, 5, 20, || launch(&mut dc))?;
 
     let mut dref = poisoned(stream, batch * m * n)?;
-    let cublas = time(stream, 5, 20, || cublas_gemm(blas, c, &da, &db, &mut dref))?;
+    let cublas = time(stream, 5, 20, || {
+        cublas_gemm(blas, c.gemm_shape(), &da, &db, &mut dref)
+    })?;
     if epilogue.is_none() {
         // The baseline must compute the same thing, or the ratio means nothing.
         let theirs = stream.clone_dtoh(&dref)?;
@@ -398,60 +412,4 @@ fn check(c: &Case, a: &[f32], b: &[f32], bias: Option<&[f32]>, out: &[f32]) -> R
         }
         (acc, mag)
     })
-}
-
-/// cuBLAS is column-major: the row-major `C = op(A)·op(B)` is the column-major `Cᵀ = op(B)ᵀ·op(A)ᵀ`, so B goes
-/// first, and a row-major operand stored untransposed is a column-major one to use as it is.
-fn cublas_gemm(
-    blas: &CudaBlas,
-    c: &Case,
-    a: &CudaSlice<f32>,
-    b: &CudaSlice<f32>,
-    out: &mut CudaSlice<f32>,
-) -> Result<(), BoxError> {
-    let Case {
-        batch,
-        m,
-        n,
-        k,
-        kernel,
-        ..
-    } = *c;
-    let (transa, lda) = if kernel.trans_b() {
-        (CUBLAS_OP_T, k)
-    } else {
-        (CUBLAS_OP_N, n)
-    };
-    let (transb, ldb) = if kernel.trans_a() {
-        (CUBLAS_OP_T, m)
-    } else {
-        (CUBLAS_OP_N, k)
-    };
-    let gemm = GemmConfig {
-        transa,
-        transb,
-        m: n as i32,
-        n: m as i32,
-        k: k as i32,
-        alpha: 1.0f32,
-        lda: lda as i32,
-        ldb: ldb as i32,
-        beta: 0.0f32,
-        ldc: n as i32,
-    };
-    if batch == 1 {
-        // SAFETY: the buffers hold matrices of the sizes in `gemm` (allocated by `run`).
-        unsafe { blas.gemm(gemm, b, a, out) }?;
-    } else {
-        let cfg = StridedBatchedConfig {
-            gemm,
-            batch_size: batch as i32,
-            stride_a: (k * n) as i64,
-            stride_b: (m * k) as i64,
-            stride_c: (m * n) as i64,
-        };
-        // SAFETY: every buffer holds `batch` packed matrices of the sizes in `cfg`.
-        unsafe { blas.gemm_strided_batched(cfg, b, a, out) }?;
-    }
-    Ok(())
 }
