@@ -90,13 +90,53 @@ pub fn time(
         let end = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
         times.push(start.elapsed_ms(&end)? as f64);
     }
+    Ok(stats(times))
+}
+
+/// Times `a` and `b` against each other: `warmup` untimed runs of each, then `reps` rounds that time one run of
+/// `a` and one of `b`, alternating which goes first. Timing one after the other lets clock and temperature drift
+/// favour whichever runs first (up to 15% on the H200 for 0.2–10 ms kernels, `bench/results/2026-11-30-h200-tf32.md`).
+pub fn time_pair(
+    stream: &Arc<CudaStream>,
+    warmup: usize,
+    reps: usize,
+    mut a: impl FnMut() -> Result<(), BoxError>,
+    mut b: impl FnMut() -> Result<(), BoxError>,
+) -> Result<(Stats, Stats), BoxError> {
+    for _ in 0..warmup {
+        a()?;
+        b()?;
+    }
+    stream.synchronize()?;
+    let mut times = [Vec::with_capacity(reps), Vec::with_capacity(reps)];
+    let once = |f: &mut dyn FnMut() -> Result<(), BoxError>| -> Result<f64, BoxError> {
+        let start = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        f()?;
+        let end = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        Ok(start.elapsed_ms(&end)? as f64)
+    };
+    for round in 0..reps {
+        if round % 2 == 0 {
+            times[0].push(once(&mut a)?);
+            times[1].push(once(&mut b)?);
+        } else {
+            times[1].push(once(&mut b)?);
+            times[0].push(once(&mut a)?);
+        }
+    }
+    let [ta, tb] = times;
+    Ok((stats(ta), stats(tb)))
+}
+
+fn stats(mut times: Vec<f64>) -> Stats {
     times.sort_by(f64::total_cmp);
-    Ok(Stats {
+    let reps = times.len();
+    Stats {
         median_ms: times[reps / 2],
         min_ms: times[0],
         max_ms: times[reps - 1],
         runs: reps,
-    })
+    }
 }
 
 /// The naive batched matmul of the seed (one thread per output element, 16×16 blocks), compiled at run time

@@ -14,7 +14,7 @@ use cudarc::cublas::CudaBlas;
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml_examples::{
     BoxError, GemmShape, Stats, arg_value, check_sampled, cublas_gemm, describe, gpu_or_explain,
-    poisoned, random, rel_diff, time,
+    poisoned, random, rel_diff, time_pair,
 };
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -233,7 +233,8 @@ fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-const METHOD: &str = "CUDA events on one stream, 5 warm-up runs, median of 20, the same inputs for both; cuBLAS \
+const METHOD: &str = "CUDA events on one stream, 5 warm-up runs each, then 30 rounds timing one optiml and one cuBLAS \
+    run, alternating which goes first (medians); the same inputs for both; cuBLAS \
     through cudarc (sgemm / sgemm_strided_batched, default math mode); every optiml output checked for NaN (the \
     buffer is poisoned first) and 2048 sampled elements against float64 within 1e-5 of their terms' magnitude; \
     cuBLAS's output compared with optiml's (relative L2 ≤ 1e-5) except where optiml fuses an epilogue cuBLAS \
@@ -345,12 +346,14 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
     let epilogue = (kernel == Kernel::BiasGelu).then_some(bias.as_slice());
     let error =
         check(c, &a, &b, epilogue, &out).map_err(|e| format!("{}: {e} ({seeds})", c.label))?;
-    let ours = time(stream, 5, 20, || launch(&mut dc))?;
-
     let mut dref = poisoned(stream, batch * m * n)?;
-    let cublas = time(stream, 5, 20, || {
-        cublas_gemm(blas, c.gemm_shape(), &da, &db, &mut dref)
-    })?;
+    let (ours, cublas) = time_pair(
+        stream,
+        5,
+        30,
+        || launch(&mut dc),
+        || cublas_gemm(blas, c.gemm_shape(), &da, &db, &mut dref),
+    )?;
     if epilogue.is_none() {
         // The baseline must compute the same thing, or the ratio means nothing.
         let theirs = stream.clone_dtoh(&dref)?;

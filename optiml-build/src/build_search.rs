@@ -55,7 +55,6 @@ pub(crate) fn run(
         .filter(|&i| resolved[i].arch.cubin_runs_on(device.arch))
         .collect();
     let deadline = Instant::now() + Duration::from_secs_f64(budget_s);
-    let generator = experts::generator_version();
     for (done, &i) in runnable.iter().enumerate() {
         let kernel = &kernels[resolved[i].kernel];
         let arch = resolved[i].arch;
@@ -110,6 +109,7 @@ pub(crate) fn run(
         if buckets.len() != shapes.len() {
             continue;
         }
+        let generator = experts::generator_version(&kernel.spec);
         match tune::store(cache, kernel, arch, &generator, &buckets) {
             Ok(entry) => {
                 resolved[i].entry = entry;

@@ -82,8 +82,10 @@ fn launch(l: &Launch) -> String {
             bn,
             threads,
             smem_bytes,
+            split_k,
         } => format!(
-            "::optiml::runtime::Launch::Matmul {{ bm: {bm}, bn: {bn}, threads: {threads}, smem_bytes: {smem_bytes} }}"
+            "::optiml::runtime::Launch::Matmul {{ bm: {bm}, bn: {bn}, threads: {threads}, smem_bytes: {smem_bytes}, \
+             split_k: {split_k} }}"
         ),
         Launch::Elementwise {
             threads,

@@ -55,10 +55,10 @@ pub fn resolve(
     policy: &Policy,
     warnings: &mut Vec<Warning>,
 ) -> Result<Vec<Resolved>, Error> {
-    let generator = experts::generator_version();
     let mut done = Vec::new();
     let mut todo = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
+        let generator = experts::generator_version(&kernel.spec);
         for &arch in archs {
             let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found: Option<Resolved> = None;
@@ -220,7 +220,11 @@ mod tests {
         .unwrap();
         let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
         let arch = Arch::new(9, 0);
-        let inputs = KeyInputs::of(&kernels[0], arch, &experts::generator_version());
+        let inputs = KeyInputs::of(
+            &kernels[0],
+            arch,
+            &experts::generator_version(&kernels[0].spec),
+        );
         let candidate = experts::default_candidate(&kernels[0].spec, arch);
         let compiled = nvrtc::Compiled {
             ptx: ".version 9.0\n".into(),

@@ -9,7 +9,7 @@ use optiml_build::eval::{
     EvalSetup, GpuEvaluator, MatmulShape, TestPlan, TimingPlan, WorkerCommand,
 };
 use optiml_build::experts::Candidate;
-use optiml_build::experts::matmul::Schedule;
+use optiml_build::experts::matmul::{self, Schedule};
 use optiml_build::search::{
     Config, DeterministicJudge, Evaluator, Outcome, RoutedProposer, Search, matmul_catalog,
 };
@@ -44,7 +44,19 @@ fn spec() -> MatmulSpec {
 }
 
 fn evaluator(arch: Arch) -> GpuEvaluator {
-    let spec = spec();
+    evaluator_for(
+        arch,
+        spec(),
+        MatmulShape {
+            batch: 4,
+            m: 512,
+            n: 512,
+            k: 512,
+        },
+    )
+}
+
+fn evaluator_for(arch: Arch, spec: MatmulSpec, dispatch: MatmulShape) -> GpuEvaluator {
     GpuEvaluator::new(
         optiml_build::nvrtc::load().expect("NVRTC"),
         EvalSetup {
@@ -52,12 +64,7 @@ fn evaluator(arch: Arch) -> GpuEvaluator {
             plan: TestPlan::for_matmul(&spec, &[]),
             spec,
             arch,
-            dispatch: MatmulShape {
-                batch: 4,
-                m: 512,
-                n: 512,
-                k: 512,
-            },
+            dispatch,
             timing: TimingPlan::default(),
             worker: worker(),
             device: 0,
@@ -83,6 +90,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
             bn: 16,
             threads: 256,
             smem_bytes: 0,
+            split_k: 1,
         },
         schedule: format!("faulty: {what}"),
     }
@@ -130,6 +138,53 @@ fn every_kind_of_broken_candidate_is_rejected_and_the_worker_recovers() {
         "a hang and a trap each cost a worker (an out-of-bounds write usually does too)"
     );
     eprintln!("stats: {:?}, restarts {}", e.stats(), e.restarts());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn split_k_passes_the_gate_in_every_layout_and_fills_the_gpu_on_a_long_reduction() {
+    let arch = arch();
+    let deep = MatmulShape {
+        batch: 1,
+        m: 256,
+        n: 256,
+        k: 32768,
+    };
+    // Every layout and the full epilogue (the reduction applies it), at every split factor; the plan's shapes
+    // run with the launcher's split count (up to 32 on its K = 4099 shape, none on the short ones).
+    for text in [
+        "matmul, f32",
+        "gemm, transposed A and transposed B, alpha, beta, bias, gelu",
+        "batched matmul, A transposed, relu, f32",
+        "C = A·Bᵀ + bias, float32",
+    ] {
+        let spec = match optiml_spec::parse(text).unwrap().family {
+            Family::Matmul(m) => m,
+            other => panic!("{other:?}"),
+        };
+        let mut e = evaluator_for(arch, spec, deep);
+        let mut times = Vec::new();
+        for split_k in matmul::SPLIT_K {
+            let s = Schedule {
+                split_k,
+                ..Schedule::default_for(arch)
+            };
+            match e.evaluate(&s) {
+                Outcome::Measured(m) => times.push((split_k, m.time_ms)),
+                Outcome::Rejected(why) => panic!("{text}, split {split_k}: rejected: {why}"),
+            }
+        }
+        eprintln!("{text}: {times:?}");
+        // 4 tiles of 128×128 on 132 SMs: 32 splits make 128 blocks.
+        let (one, best) = (
+            times[0].1,
+            times.iter().map(|t| t.1).fold(f64::MAX, f64::min),
+        );
+        assert!(
+            best * 4.0 < one,
+            "{text}: splitting K should pay several times over on {deep:?}: {times:?}"
+        );
+    }
 }
 
 /// Serves some schedules with broken kernels, the others honestly.

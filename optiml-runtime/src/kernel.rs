@@ -19,6 +19,10 @@ pub enum Launch {
         threads: u32,
         /// Dynamic shared memory per block, in bytes.
         smem_bytes: u32,
+        /// Split-K factor: above 1, the module also holds
+        /// [`REDUCE_ENTRY`](crate::matmul::REDUCE_ENTRY) and the product takes two launches through a
+        /// workspace (the launcher may use fewer splits for a shape where these would not pay).
+        split_k: u32,
     },
     /// A grid-stride elementwise map.
     Elementwise {
@@ -71,10 +75,21 @@ pub struct KernelModule {
 #[derive(Clone)]
 pub struct Loaded {
     ctx: Arc<CudaContext>,
-    /// Each variant of the architecture that was chosen, with its function in that context.
-    pub functions: Vec<(CudaFunction, &'static Variant)>,
+    /// Each variant of the architecture that was chosen, with its functions in that context.
+    pub functions: Vec<LoadedVariant>,
     /// The device's multiprocessor count, for grid sizing.
     pub sm_count: u32,
+}
+
+/// One variant's functions in one context.
+#[derive(Clone, Debug)]
+pub struct LoadedVariant {
+    /// The entry point.
+    pub function: CudaFunction,
+    /// The split-K reduction, for a matmul variant that splits K.
+    pub reduce: Option<CudaFunction>,
+    /// What was loaded.
+    pub variant: &'static Variant,
 }
 
 /// How far apart two matmul shapes are for dispatch: log-distance of the rows of all batch items, the columns
@@ -91,6 +106,8 @@ fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
 pub struct Target<'a> {
     /// The kernel function.
     pub function: &'a CudaFunction,
+    /// The split-K reduction (from the same module), when the launch splits K.
+    pub reduce: Option<&'a CudaFunction>,
     /// Its launch parameters.
     pub launch: Launch,
     /// The device's multiprocessor count, for grid sizing.
@@ -101,11 +118,12 @@ impl Loaded {
     /// The variant to launch for a problem of `shape` (`None` when the family has no shape buckets): the one
     /// tuned for the nearest shape, else the one for any shape.
     pub fn target(&self, shape: Option<[u64; 4]>) -> Target<'_> {
-        let i = pick(self.functions.iter().map(|(_, v)| v.shape), shape);
-        let (function, variant) = &self.functions[i];
+        let i = pick(self.functions.iter().map(|f| f.variant.shape), shape);
+        let f = &self.functions[i];
         Target {
-            function,
-            launch: variant.launch,
+            function: &f.function,
+            reduce: f.reduce.as_ref(),
+            launch: f.variant.launch,
             sm_count: self.sm_count,
         }
     }
@@ -227,11 +245,17 @@ impl KernelModule {
                 } else {
                     Ptx::from_src(variant.ptx)
                 };
-                match ctx
-                    .load_module(image)
-                    .and_then(|m| m.load_function(self.artifacts.entry))
-                {
-                    Ok(function) => {
+                let loaded = ctx.load_module(image).and_then(|m| {
+                    let reduce = match variant.launch {
+                        Launch::Matmul { split_k, .. } if split_k > 1 => {
+                            Some(m.load_function(crate::matmul::REDUCE_ENTRY)?)
+                        }
+                        _ => None,
+                    };
+                    Ok((m.load_function(self.artifacts.entry)?, reduce))
+                });
+                match loaded {
+                    Ok((function, reduce)) => {
                         if let Launch::Matmul { smem_bytes, .. } = variant.launch
                             && smem_bytes > 48 * 1024
                         {
@@ -242,7 +266,11 @@ impl KernelModule {
                                 )
                                 .map_err(Error::driver(self.name, "raise the dynamic shared-memory limit"))?;
                         }
-                        functions.push((function, variant));
+                        functions.push(LoadedVariant {
+                            function,
+                            reduce,
+                            variant,
+                        });
                     }
                     Err(e) => {
                         last = Some(e);

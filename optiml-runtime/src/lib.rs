@@ -27,7 +27,7 @@ pub mod probe;
 
 pub use arch::{Arch, ArchParseError};
 pub use error::Error;
-pub use kernel::{Artifacts, KernelModule, Launch, Loaded, Target, Variant};
+pub use kernel::{Artifacts, KernelModule, Launch, Loaded, LoadedVariant, Target, Variant};
 
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.
 ///

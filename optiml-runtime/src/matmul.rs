@@ -2,7 +2,7 @@
 
 use crate::kernel::{KernelModule, Launch, Target};
 use crate::{Error, check};
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 
 /// The arguments of one matmul launch. Matrices are row-major and packed: batch item `i` of `A` starts at
 /// `i · m · k`, of `B` at `i · k · n`, of `C` at `i · m · n`.
@@ -31,6 +31,30 @@ pub struct MatmulArgs<'a> {
 
 /// Largest `m`, `n`, `k` or batch the kernels index with 32-bit block coordinates.
 const MAX_DIM: usize = i32::MAX as usize;
+
+/// The split-K reduction's entry point, in every module whose matmul variant splits K.
+pub const REDUCE_ENTRY: &str = "optiml_splitk_reduce";
+
+/// The largest split-K workspace one launch allocates; a shape that would need more runs with fewer splits
+/// (a variant tuned at one shape may be dispatched to a much larger one).
+const MAX_WORKSPACE_BYTES: usize = 1 << 30;
+
+/// The shortest K range per split: below it the second pass and the workspace traffic cost more than the extra
+/// blocks gain (the H200 measurements in `bench/results/2026-11-30-h200-splitk.md` gain from ranges of 250 up).
+const MIN_SPLIT_LEN: usize = 128;
+
+/// The splits to use for a problem with `plane = batch · m · n` outputs and reduction length `k`, from a variant
+/// tuned with `split_k`: halved until each range is long enough and the workspace fits.
+fn splits_for(split_k: u32, plane: usize, k: usize) -> u32 {
+    let mut s = split_k.max(1);
+    while s > 1
+        && ((k / s as usize) < MIN_SPLIT_LEN
+            || plane.saturating_mul(s as usize * 4) > MAX_WORKSPACE_BYTES)
+    {
+        s /= 2;
+    }
+    s
+}
 
 /// Checks `args` against each other and launches `kernel` on `stream`.
 ///
@@ -131,6 +155,7 @@ fn launch_checked(
         bn,
         threads,
         smem_bytes,
+        split_k,
     } = target.launch
     else {
         return Err(Error::NoVariant {
@@ -139,11 +164,13 @@ fn launch_checked(
             available: "a non-matmul variant".into(),
         });
     };
+    let splits = splits_for(split_k, args.batch * args.m * args.n, args.k);
     let cfg = LaunchConfig {
         grid_dim: (
             args.n.div_ceil(bn as usize) as u32,
             args.m.div_ceil(bm as usize) as u32,
-            args.batch.min(65535) as u32,
+            // Split s of batch slot z is block z · S + s; blocks walk the batch in steps of the slots.
+            args.batch.min(65535 / splits as usize) as u32 * splits,
         ),
         block_dim: (threads, 1, 1),
         shared_mem_bytes: smem_bytes,
@@ -168,8 +195,30 @@ fn launch_checked(
         (args.m * args.n) as i64,
     );
     let null: u64 = 0;
+    let splits_arg = splits as i32;
+    // The partial sums of every split, [S][batch][m][n]; every element is written by the first launch, so it
+    // needs no initialisation. Stream-ordered: freed on `stream` after the second launch when it drops.
+    let mut workspace = if splits > 1 {
+        let Some(reduce) = target.reduce else {
+            return Err(Error::NoVariant {
+                kernel: name,
+                device: "this launcher".into(),
+                available: "a split-K variant without its reduction kernel".into(),
+            });
+        };
+        let bytes = splits as usize * args.batch * args.m * args.n * 4;
+        let w = Workspace::new(stream, bytes)
+            .map_err(Error::driver(name, "allocate the split-K workspace"))?;
+        Some((w, reduce))
+    } else {
+        None
+    };
     let mut builder = stream.launch_builder(target.function);
-    builder.arg(args.a).arg(args.b).arg(&mut *args.c);
+    builder.arg(args.a).arg(args.b);
+    match &mut workspace {
+        Some((w, _)) => builder.arg(&w.ptr),
+        None => builder.arg(&mut *args.c),
+    };
     match args.bias {
         Some(bias) => builder.arg(bias),
         None => builder.arg(&null),
@@ -184,9 +233,114 @@ fn launch_checked(
         .arg(&sc)
         .arg(&args.alpha)
         .arg(&args.beta);
+    if split_k > 1 {
+        builder.arg(&splits_arg);
+    }
     // SAFETY: the argument list matches the `optiml_matmul` ABI every matmul template implements (pointers,
-    // i32 dimensions, i64 strides, f32 scales), and every buffer was checked above to hold what the dimensions
-    // address, in the stream's context.
+    // i32 dimensions, i64 strides, f32 scales, and the split count when the variant was compiled with split-K),
+    // and every buffer was checked above to hold what the dimensions address, in the stream's context; the
+    // workspace holds `splits · batch · m · n` elements, what the template's split pass writes.
     unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    if let Some((w, reduce)) = &workspace {
+        let total = args.batch * args.m * args.n.div_ceil(4);
+        let blocks = total
+            .div_ceil(REDUCE_THREADS as usize)
+            .min(target.sm_count as usize * (2048 / REDUCE_THREADS as usize))
+            .max(1);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (REDUCE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut builder = stream.launch_builder(reduce);
+        builder.arg(&w.ptr).arg(&mut *args.c);
+        match args.bias {
+            Some(bias) => builder.arg(bias),
+            None => builder.arg(&null),
+        };
+        builder
+            .arg(&batch)
+            .arg(&m)
+            .arg(&n)
+            .arg(&sc)
+            .arg(&args.alpha)
+            .arg(&args.beta)
+            .arg(&splits_arg);
+        // SAFETY: `optiml_splitk_reduce(const float* W, float* C, const float* bias, int batch, int M, int N,
+        // long long strideC, float alpha, float beta, int splits)` reads the `splits · batch · m · n` workspace
+        // the first launch wrote (same stream, so after it) and writes `batch · m · n` elements of the checked C.
+        unsafe { builder.launch(cfg) }
+            .map_err(Error::driver(name, "launch the split-K reduction"))?;
+    }
     Ok(())
+}
+
+/// Uninitialised device memory ordered on one stream: allocated from the context's memory pool on the stream and
+/// freed on it when dropped, so it outlives the launches queued before the drop and costs no synchronisation.
+/// (Raw rather than a `CudaSlice` because a stream-ordered `CudaSlice` needs the stream's `Arc`, which the
+/// generated wrappers do not ask the caller for.)
+struct Workspace<'s> {
+    ptr: sys::CUdeviceptr,
+    stream: &'s CudaStream,
+    pooled: bool,
+}
+
+impl<'s> Workspace<'s> {
+    fn new(stream: &'s CudaStream, bytes: usize) -> Result<Self, cudarc::driver::DriverError> {
+        let ctx = stream.context();
+        ctx.bind_to_thread()?;
+        let pooled = ctx.has_async_alloc();
+        // SAFETY: plain allocations in the context just bound to this thread, on a live stream of it.
+        let ptr = unsafe {
+            if pooled {
+                result::malloc_async(stream.cu_stream(), bytes)?
+            } else {
+                result::malloc_sync(bytes)?
+            }
+        };
+        Ok(Self {
+            ptr,
+            stream,
+            pooled,
+        })
+    }
+}
+
+impl Drop for Workspace<'_> {
+    fn drop(&mut self) {
+        // A failure here leaves a leak, never a dangling use: nothing else holds the pointer. Without a pool,
+        // the launches that use the memory must finish before a plain free.
+        // SAFETY: `ptr` came from the matching allocation above and is freed once.
+        unsafe {
+            if self.pooled {
+                let _ = result::free_async(self.ptr, self.stream.cu_stream());
+            } else if self.stream.synchronize().is_ok() {
+                let _ = result::free_sync(self.ptr);
+            }
+        }
+    }
+}
+
+/// Threads per block of the split-K reduction (the template's `OPTIML_REDUCE_THREADS` default).
+const REDUCE_THREADS: u32 = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::splits_for;
+
+    #[test]
+    fn splits_shrink_for_short_ranges_and_large_workspaces() {
+        // The measured best cases keep their split.
+        assert_eq!(splits_for(32, 256 * 256, 65536), 32);
+        assert_eq!(splits_for(4, 1000 * 1000, 1000), 4);
+        // A variant tuned for a long K, dispatched to a short one.
+        assert_eq!(splits_for(32, 256 * 256, 1024), 8);
+        assert_eq!(splits_for(4, 4096 * 4096, 128), 1);
+        assert_eq!(splits_for(8, 64, 0), 1);
+        // Dispatched to a huge output: the workspace stays under 1 GiB.
+        assert_eq!(splits_for(4, 16384 * 16384, 65536), 1);
+        assert_eq!(splits_for(16, 8192 * 4096, 65536), 8);
+        assert_eq!(splits_for(1, 1, 1 << 20), 1);
+        assert_eq!(splits_for(0, 1, 1 << 20), 1);
+    }
 }

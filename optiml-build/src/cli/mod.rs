@@ -385,10 +385,12 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         root.display()
     );
 
-    let generator = experts::generator_version();
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
-        .flat_map(|k| archs.iter().map(|&a| KeyInputs::of(k, a, &generator)))
+        .flat_map(|k| {
+            let generator = experts::generator_version(&k.spec);
+            archs.iter().map(move |&a| KeyInputs::of(k, a, &generator))
+        })
         .map(|inputs| cache.entry_dir(&inputs))
         .collect();
     let unused: Vec<PathBuf> = cache
@@ -400,6 +402,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     if p.check {
         let mut bad = 0;
         for k in &kernels {
+            let generator = experts::generator_version(&k.spec);
             for &arch in &archs {
                 let inputs = KeyInputs::of(k, arch, &generator);
                 match cache.lookup(&inputs) {

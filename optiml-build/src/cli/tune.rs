@@ -138,7 +138,6 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         anyhow::bail!("no kernel to tune in `{}`", root.display());
     }
     let nvrtc = nvrtc::load()?;
-    let generator = experts::generator_version();
     let worker = WorkerCommand::current_exe()?;
     eprintln!(
         "tuning {} kernel(s) for {} on {} (device {})",
@@ -253,6 +252,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                 }
             }
             if buckets.len() == problems.len() {
+                let generator = experts::generator_version(&kernel.spec);
                 let entry = tune::store(&cache, kernel, arch, &generator, &buckets)?;
                 eprintln!(
                     "stored `{}` for {arch}: {} variant(s) in `{}`",

@@ -147,7 +147,7 @@ pub struct TestPlan {
 
 impl TestPlan {
     /// The default plan for `spec`: shapes that are multiples of no tile size, a one-element product, an empty
-    /// reduction, and a tall, a wide and a deep one; fixed dimensions of the spec are kept. `extra` shapes (the
+    /// reduction, a tall, a wide and two deep ones; fixed dimensions of the spec are kept. `extra` shapes (the
     /// user's) are appended.
     pub fn for_matmul(spec: &MatmulSpec, extra: &[MatmulShape]) -> Self {
         let base = [
@@ -186,6 +186,13 @@ impl TestPlan {
                 m: 5,
                 n: 300,
                 k: 513,
+            },
+            // Long enough for every split-K factor the launcher uses (ranges of 128 and more).
+            MatmulShape {
+                batch: 2,
+                m: 33,
+                n: 65,
+                k: 4099,
             },
         ];
         let mut shapes: Vec<MatmulShape> = Vec::new();

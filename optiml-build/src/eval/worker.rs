@@ -411,8 +411,25 @@ impl Worker {
             local_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
             shared_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
         };
+        let reduce = match job.launch {
+            Launch::Matmul { split_k, .. } if split_k > 1 => Some(
+                module
+                    .load_function(optiml_runtime::matmul::REDUCE_ENTRY)
+                    .map_err(|e| {
+                        reject(
+                            "load",
+                            format!(
+                                "a split-K schedule without `{}`: {e}",
+                                optiml_runtime::matmul::REDUCE_ENTRY
+                            ),
+                        )
+                    })?,
+            ),
+            _ => None,
+        };
         let target = Target {
             function: &function,
+            reduce: reduce.as_ref(),
             launch: job.launch,
             sm_count: self.device.sm_count,
         };

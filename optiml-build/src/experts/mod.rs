@@ -28,13 +28,16 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
     }
 }
 
-/// Every template the experts use, so their hash can version the generator.
-const TEMPLATES: &[&str] = &[matmul::TEMPLATE, elementwise::TEMPLATE];
-
-/// The generator's version: this crate's version plus a hash of the templates, so that a changed kernel body
-/// invalidates cached entries even when nobody bumps the version (CubeCL hashes only names; we hash code).
-pub fn generator_version() -> String {
-    let hash = sha256_hex(TEMPLATES.concat().as_bytes());
+/// The generator's version for `spec`'s family: this crate's version plus a hash of the templates that family's
+/// kernels are made from, so that a changed kernel body invalidates that family's cached entries (tuned ones
+/// included) even when nobody bumps the version, and leaves the other families' entries alone (CubeCL hashes
+/// only names; we hash code).
+pub fn generator_version(spec: &Spec) -> String {
+    let template = match spec.family {
+        Family::Matmul(_) => matmul::TEMPLATE,
+        Family::Elementwise(_) => elementwise::TEMPLATE,
+    };
+    let hash = sha256_hex(template.as_bytes());
     format!(
         "optiml-build {} templates {}",
         env!("CARGO_PKG_VERSION"),

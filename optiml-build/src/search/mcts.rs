@@ -441,6 +441,7 @@ mod tests {
         group_m: 1,
         async_mode: 1,
         min_blocks: 0,
+        split_k: 1,
     };
 
     /// A synthetic GPU: time falls with block-tile reuse and thread-tile ILP, with a small occupancy term;

@@ -4,7 +4,7 @@
 use super::Tunable;
 use super::reward::Bottleneck;
 use crate::experts::elementwise;
-use crate::experts::matmul::{GROUP_M, Schedule};
+use crate::experts::matmul::{GROUP_M, SPLIT_K, Schedule};
 
 /// One transformation of a schedule of type `S` (a matmul schedule unless said otherwise).
 #[derive(Clone, Copy, Debug)]
@@ -207,6 +207,32 @@ pub fn matmul_catalog() -> Vec<Transform> {
             apply: |s| {
                 Some(Schedule {
                     min_blocks: 1,
+                    ..*s
+                })
+            },
+        },
+        Transform {
+            name: "split-k",
+            rationale: "four times as many K splits, each a separate block summed by a deterministic second pass: \
+                        a problem with fewer output tiles than SMs (small M·N, long K) fills the GPU",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.10,
+            apply: |s| {
+                let next = SPLIT_K.iter().rev().find(|&&k| k <= s.split_k * 4)?;
+                Some(Schedule {
+                    split_k: *next,
+                    ..*s
+                })
+            },
+        },
+        Transform {
+            name: "fewer-k-splits",
+            rationale: "half the K splits: less workspace traffic and a cheaper second pass once the grid is full",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| {
+                Some(Schedule {
+                    split_k: s.split_k / 2,
                     ..*s
                 })
             },

@@ -20,7 +20,8 @@
 //   X[z] = X + z * strideX (stride 0 = broadcast that operand)
 // Epilogue per element: v = acc; v *= alpha (HAS_ALPHA); v += beta * C_old
 // (HAS_BETA; otherwise C is never read); v += bias[n] (HAS_BIAS); v = act(v)
-// (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact erf gelu).
+// (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact erf gelu; erfcf would not cancel
+// for v < -5 but spills the 128-register default with NT + full epilogue).
 // Pointers need only 4-byte alignment; 16-byte paths are chosen at run time.
 //
 // Design (register-blocked SGEMM, exact fp32 FFMA):
@@ -45,6 +46,36 @@
 //    with 64-bit per-thread offsets for leading dimensions >= ~2^25.
 //  * register budget: 2 blocks x 256 threads per SM (<= 128 registers) with
 //    no spills; values not needed by the main loop are recomputed after it.
+//
+// ---------------------------------------------------------------------------
+// Split-K (OPTIML_SPLIT_K = 1 compiles it in; 0, the default, leaves the
+// ABI above untouched)
+// ---------------------------------------------------------------------------
+// optiml_matmul takes one more parameter, `int splits` (S), after beta.
+// S = 1: the plain kernel above (C is C, the epilogue is applied).
+// S > 1: the product is computed in two launches on the same stream, so a
+// problem with few output tiles and a long K still fills the GPU:
+//  Launch 1: optiml_matmul with C -> the workspace W (float*, 16-byte
+//   alignment recommended); strideC, bias, alpha, beta are ignored.
+//   grid  = (ceil(N / BN), ceil(M / BM), Z * S) with Z = min(batch, 65535 / S)
+//   (any Z >= 1 is correct: blocks walk batch items z = blockIdx.z / S, + Z,
+//   ...; blocks with blockIdx.z >= (gridDim.z / S) * S exit).
+//   Split s = blockIdx.z % S owns the K range [kb(s), kb(s + 1)) with
+//   T = ceil(K / BK) k-tiles, kb(s) = min(K, floor(s * T / S) * BK): whole,
+//   balanced k-tiles starting at multiples of BK, so 16-byte paths stay
+//   aligned; an empty range (T < S, K = 0) writes its tile of zeros.
+//   It writes its raw partial sum for every (z, m, n) to
+//   W[((s * batch + z) * M + m) * N + n]: W is [S][batch][M][N], every
+//   element written, so W needs no initialisation.
+//  Launch 2: extern "C" __global__ void optiml_splitk_reduce(
+//                const float* W, float* C, const float* bias, int batch,
+//                int M, int N, long long strideC, float alpha, float beta,
+//                int splits)
+//   grid = (G, 1, 1), any G >= 1 (grid-stride loop); block =
+//   OPTIML_REDUCE_THREADS (256). A thread owns 4 consecutive columns of one
+//   row: v = ((W[0] + W[1]) + W[2]) + ... + W[S-1] in that fixed order (no
+//   atomics: the bits depend only on S and the schedule), then the epilogue
+//   above, C[z * strideC + m * N + n] = v. 16-byte accesses where aligned.
 //
 // Optional tuning macros (the launcher need not define them):
 //   OPTIML_MIN_BLOCKS  __launch_bounds__ min blocks per SM (see below)
@@ -130,6 +161,13 @@
 #define OPTIML_ACT 0
 #endif
 
+#ifndef OPTIML_SPLIT_K
+#define OPTIML_SPLIT_K 0
+#endif
+#ifndef OPTIML_REDUCE_THREADS
+#define OPTIML_REDUCE_THREADS 256
+#endif
+
 #ifndef OPTIML_WARP_N
 #define OPTIML_WARP_N ((OPTIML_BN / OPTIML_TN) < 8 ? (OPTIML_BN / OPTIML_TN) : 8)
 #endif
@@ -146,6 +184,9 @@
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
+#endif
+#if (OPTIML_SPLIT_K != 0) && (OPTIML_SPLIT_K != 1)
+#error "OPTIML_SPLIT_K must be 0 or 1"
 #endif
 #if OPTIML_THREADS != ((OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN))
 #error "OPTIML_THREADS must equal (OPTIML_BM / OPTIML_TM) * (OPTIML_BN / OPTIML_TN)"
@@ -434,7 +475,11 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
                                            float* __restrict__ C, const float* __restrict__ bias,
                                            int z, int M, int N, int K, long long strideC,
                                            float alpha, float beta,
-                                           float* __restrict__ sA, float* __restrict__ sB) {
+                                           float* __restrict__ sA, float* __restrict__ sB
+#if OPTIML_SPLIT_K
+                                           , int KE, int batch, int split
+#endif
+                                           ) {
     constexpr int BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
     constexpr int TX = Cfg::TX, TY = Cfg::TY, LX = Cfg::LX, LY = Cfg::LY;
     constexpr int LDSA = Cfg::LDSA, LDSB = Cfg::LDSB;
@@ -468,7 +513,12 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 
-    const int ntiles = (K + BK - 1) / BK;
+#if OPTIML_SPLIT_K
+#define OPTIML_KE_ KE  // this split's K extent (A, B point at its start); K gives lda/ldb
+#else
+#define OPTIML_KE_ K
+#endif
+    const int ntiles = (OPTIML_KE_ + BK - 1) / BK;
     if (ntiles > 0) {
         // a thread's fragment rows/cols: a warp is LY x LX lanes
         const int warp = tid >> 5, lane = tid & 31;
@@ -478,8 +528,8 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
         const float* const bs0 = sB + tx * 4;
 
         // prologue: tile 0 -> buffer 0, fragments of k = 0
-        la.start(sA, 0, K, lda, bm, M);
-        lb.start(sB, 0, K, ldb, bn, N);
+        la.start(sA, 0, OPTIML_KE_, lda, bm, M);
+        lb.start(sB, 0, OPTIML_KE_, ldb, bn, N);
         la.finish(sA);
         lb.finish(sB);
         if (ANY_ASYNC) {
@@ -496,7 +546,7 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
         for (int t = 0; t < ntiles; ++t) {
             const int cur = t & 1;
             const int knext = (t + 1) * BK;
-            const bool more = knext < K;
+            const bool more = knext < OPTIML_KE_;
             float* const sa_next = sA + (cur ^ 1) * (BK * LDSA);
             float* const sb_next = sB + (cur ^ 1) * (BK * LDSB);
             // Global loads (or cp.async) of tile t + 1 go out first, so they
@@ -504,8 +554,8 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
             // t - 1, which every thread finished reading before the barrier
             // that ended the previous iteration.
             if (more) {
-                la.start(sa_next, knext, K, lda, bm, M);
-                lb.start(sb_next, knext, K, ldb, bn, N);
+                la.start(sa_next, knext, OPTIML_KE_, lda, bm, M);
+                lb.start(sb_next, knext, OPTIML_KE_, ldb, bn, N);
                 if (ANY_ASYNC) cp_async_commit();
             }
             const float* const as = as0 + cur * (BK * LDSA);
@@ -543,6 +593,38 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int em = etile.y * Cfg::BM;
     const int en = etile.x * Cfg::BN;
     const int ez = z;
+#undef OPTIML_KE_
+#if OPTIML_SPLIT_K
+    // Split-K partial (split >= 0): raw accumulators to W[split][z] (C is the
+    // workspace W), no epilogue; every element of the tile inside M x N is
+    // written. split < 0: the plain epilogue below.
+    if (split >= 0) {
+        const int es = split;
+        const long long plane = (long long)M * N;
+        const bool vecW = (N % 4 == 0) && aligned16(C);
+        C += ((long long)es * batch + ez) * plane;
+        (void)bias; (void)alpha; (void)beta; (void)strideC;
+#pragma unroll
+        for (int c = 0; c < TN / 4; ++c) {
+            const int n0 = en + c * (TX * 4) + tx * 4;
+#pragma unroll
+            for (int i = 0; i < TM; ++i) {
+                const int m = em + (i / 4) * (TY * 4) + ty * 4 + (i % 4);
+                if (m >= M) continue;
+                float* __restrict__ wrow = C + (long long)m * N;
+                if (vecW && n0 < N) {
+                    *reinterpret_cast<float4*>(wrow + n0) =
+                        make_float4(acc[i][c * 4 + 0], acc[i][c * 4 + 1], acc[i][c * 4 + 2], acc[i][c * 4 + 3]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        if (n0 + j < N) wrow[n0 + j] = acc[i][c * 4 + j];
+                }
+            }
+        }
+        return;
+    }
+#endif
     // 16-byte stores (and beta loads) when every row of C is 16-byte aligned
     const bool vecC = (N % 4 == 0) && (strideC % 4 == 0) && aligned16(C);
     C += (long long)ez * strideC;
@@ -599,7 +681,11 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, OPTIML_MIN_BLOCKS) 
     const float* __restrict__ bias,
     int batch, int M, int N, int K,
     long long strideA, long long strideB, long long strideC,
-    float alpha, float beta) {
+    float alpha, float beta
+#if OPTIML_SPLIT_K
+    , int splits
+#endif
+    ) {
     using optiml_mm::Cfg;
     __shared__ __align__(16) float sA[2 * Cfg::BK * Cfg::LDSA];
     __shared__ __align__(16) float sB[2 * Cfg::BK * Cfg::LDSB];
@@ -609,6 +695,46 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, OPTIML_MIN_BLOCKS) 
         if (tile.y * Cfg::BM >= M || tile.x * Cfg::BN >= N) return;  // block-uniform
     }
 
+#if OPTIML_SPLIT_K
+    if (splits > 1) {
+        // Split-K partial pass: C is the workspace W (see the header). Block z
+        // index = batch slot * S + split; Z = gridDim.z / S batch items in flight.
+        const int S = splits;
+        const int zs = (int)gridDim.z / S;
+        if ((int)blockIdx.z >= zs * S) return;  // block-uniform (gridDim.z not a multiple of S)
+        for (int z = (int)blockIdx.z / S; z < batch; z = (batch - z > zs) ? z + zs : batch) {
+            const int k = optiml_mm::opaque(K);
+            // K range of split s: whole k-tiles, balanced (floor(T/S) or
+            // ceil(T/S) tiles each), starting at a multiple of BK (so 16-byte
+            // alignment of the operand rows is preserved); may be empty.
+            const int s = optiml_mm::opaque((int)blockIdx.z) % S;
+            const long long T = ((long long)k + Cfg::BK - 1) / Cfg::BK;
+            const long long t0 = (long long)s * T / S, t1 = (long long)(s + 1) * T / S;
+            const long long kb = t0 * Cfg::BK < k ? t0 * Cfg::BK : (long long)k;
+            const long long ke = t1 * Cfg::BK < k ? t1 * Cfg::BK : (long long)k;
+            const int KE = (int)(ke - kb);
+            const float* Az = A + (long long)z * strideA + (OPTIML_TRANS_A ? kb * M : kb);
+            const float* Bz = B + (long long)z * strideB + (OPTIML_TRANS_B ? kb : kb * N);
+            const int lda = OPTIML_TRANS_A ? M : k;
+            const int ldb = OPTIML_TRANS_B ? k : N;
+            // kb % 4 == 0: Az / Bz keep the 16-byte alignment of A / B
+            const bool vec = (lda % 4 == 0) && (strideA % 4 == 0) && optiml_mm::aligned16(A) &&
+                             (ldb % 4 == 0) && (strideB % 4 == 0) && optiml_mm::aligned16(B);
+            const bool narrow = optiml_mm::narrow_ok(OPTIML_TRANS_A == 0, Cfg::BM, lda) &&
+                                optiml_mm::narrow_ok(OPTIML_TRANS_B != 0, Cfg::BN, ldb);
+            if (!narrow)
+                optiml_mm::gemm_block<false, true>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, batch, s);
+            else if (vec)
+                optiml_mm::gemm_block<true, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, batch, s);
+            else
+                optiml_mm::gemm_block<false, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, batch, s);
+        }
+        return;
+    }
+#define OPTIML_PLAIN_ARGS_ , K, batch, -1
+#else
+#define OPTIML_PLAIN_ARGS_
+#endif
     const int gz = (int)gridDim.z;
     for (int z = blockIdx.z; z < batch; z = (batch - z > gz) ? z + gz : batch) {
         const float* Az = A + (long long)z * strideA;
@@ -630,10 +756,106 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, OPTIML_MIN_BLOCKS) 
         // per-thread offsets. Mixed vector/scalar would double the code for
         // a rare case.
         if (!narrow)
-            optiml_mm::gemm_block<false, true>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB);
+            optiml_mm::gemm_block<false, true>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB OPTIML_PLAIN_ARGS_);
         else if (vec)
-            optiml_mm::gemm_block<true, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB);
+            optiml_mm::gemm_block<true, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB OPTIML_PLAIN_ARGS_);
         else
-            optiml_mm::gemm_block<false, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB);
+            optiml_mm::gemm_block<false, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB OPTIML_PLAIN_ARGS_);
+    }
+#undef OPTIML_PLAIN_ARGS_
+}
+
+#if OPTIML_SPLIT_K
+namespace optiml_mm {
+
+// One thread = 4 consecutive columns (n0 .. n0 + 3) of one row of one batch
+// item; idx = (z * M + m) * ceil(N / 4) + n0 / 4. I: 32-bit index type when
+// the whole grid-stride range fits, 64-bit otherwise.
+template <bool WIDE>
+__device__ __forceinline__ void splitk_reduce_body(const float* __restrict__ W, float* __restrict__ C,
+                                                   const float* __restrict__ bias, int batch, int M, int N,
+                                                   long long strideC, float alpha, float beta, int S) {
+    typedef typename OffsetType<WIDE>::T I;
+    const int G4 = N / 4 + (N % 4 != 0);
+    const I total = (I)batch * (I)M * (I)G4;
+    const long long plane = (long long)batch * M * N;  // one split's slice of W
+    const bool vecW = (N % 4 == 0) && aligned16(W);
+    const bool vecC = vecW && (strideC % 4 == 0) && aligned16(C);
+    const I step = (I)gridDim.x * (I)blockDim.x;
+    for (I idx = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; idx < total; idx += step) {
+        const I row = idx / (I)G4;  // z * M + m
+        const int n0 = (int)(idx - row * (I)G4) * 4;
+        const int z = (int)(row / (I)M);
+        const int m = (int)(row - (I)z * (I)M);
+        const float* __restrict__ w = W + (long long)row * N + n0;
+        // fixed summation order s = 0, 1, ..., S - 1 on both paths
+        float v[4];
+        // (the loads do not depend on the sums, so the unrolled loop keeps
+        // several 16-byte loads in flight per thread)
+        if (vecW) {
+            const float4 p0 = __ldg(reinterpret_cast<const float4*>(w));
+            v[0] = p0.x; v[1] = p0.y; v[2] = p0.z; v[3] = p0.w;
+#pragma unroll 8
+            for (int s = 1; s < S; ++s) {
+                const float4 p = __ldg(reinterpret_cast<const float4*>(w + s * plane));
+                v[0] += p.x; v[1] += p.y; v[2] += p.z; v[3] += p.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                v[j] = 0.f;
+                if (n0 + j < N) {
+                    v[j] = __ldg(w + j);
+#pragma unroll 8
+                    for (int s = 1; s < S; ++s) v[j] += __ldg(w + s * plane + j);
+                }
+            }
+        }
+        float bv[4] = {0.f, 0.f, 0.f, 0.f};
+#if OPTIML_HAS_BIAS
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (n0 + j < N) bv[j] = __ldg(bias + n0 + j);
+#endif
+        (void)bias;
+        float* __restrict__ c = C + (long long)z * strideC + (long long)m * N + n0;
+        if (vecC) {
+            float4 old = make_float4(0.f, 0.f, 0.f, 0.f);
+#if OPTIML_HAS_BETA
+            old = *reinterpret_cast<const float4*>(c);
+#endif
+            float4 o;
+            o.x = epilogue(v[0], alpha, beta, old.x, bv[0]);
+            o.y = epilogue(v[1], alpha, beta, old.y, bv[1]);
+            o.z = epilogue(v[2], alpha, beta, old.z, bv[2]);
+            o.w = epilogue(v[3], alpha, beta, old.w, bv[3]);
+            *reinterpret_cast<float4*>(c) = o;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (n0 + j < N) {
+                    float old = 0.f;
+#if OPTIML_HAS_BETA
+                    old = c[j];
+#endif
+                    c[j] = epilogue(v[j], alpha, beta, old, bv[j]);
+                }
+            }
+        }
     }
 }
+
+}  // namespace optiml_mm
+
+extern "C" __global__ void __launch_bounds__(OPTIML_REDUCE_THREADS) optiml_splitk_reduce(
+    const float* __restrict__ W, float* __restrict__ C, const float* __restrict__ bias,
+    int batch, int M, int N, long long strideC, float alpha, float beta, int splits) {
+    if (batch <= 0 || M <= 0 || N <= 0 || splits <= 0) return;
+    const long long total = (long long)batch * M * (N / 4 + (N % 4 != 0));
+    const long long span = total + (long long)gridDim.x * blockDim.x;  // largest idx + step
+    if (span < 4294967296ll)
+        optiml_mm::splitk_reduce_body<false>(W, C, bias, batch, M, N, strideC, alpha, beta, splits);
+    else
+        optiml_mm::splitk_reduce_body<true>(W, C, bias, batch, M, N, strideC, alpha, beta, splits);
+}
+#endif  // OPTIML_SPLIT_K
