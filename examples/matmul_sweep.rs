@@ -14,7 +14,7 @@ use cudarc::cublas::CudaBlas;
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml_examples::{
     BoxError, GemmShape, Stats, arg_value, check_sampled, cublas_gemm, describe, gpu_or_explain,
-    poisoned, random, rel_diff, time_pair,
+    poisoned, random, rel_diff, time, time_pair,
 };
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -128,6 +128,16 @@ struct Case {
     k: usize,
 }
 
+impl Case {
+    /// Whether one side of the product is a vector.
+    fn is_gemv(&self) -> bool {
+        self.m == 1 || self.n == 1
+    }
+    fn shape(&self) -> String {
+        format!("{}×{}×{}×{}", self.batch, self.m, self.n, self.k)
+    }
+}
+
 const fn case(
     label: &'static str,
     kernel: Kernel,
@@ -162,7 +172,28 @@ const SWEEP: &[Case] = &[
     case("B transposed", Kernel::Nt, 1, 2048, 2048, 2048),
     case("A transposed", Kernel::Tn, 1, 2048, 2048, 2048),
     case("bias + gelu", Kernel::BiasGelu, 1, 2048, 2048, 2048),
+    // Matrix-vector products: memory-bound, judged against the copy bandwidth measured in the same run.
+    case("matrix × vector", Kernel::Gemm, 1, 16384, 1, 16384),
+    case("matrix × vector", Kernel::Gemm, 1, 8191, 1, 8193),
+    case("vector × matrix", Kernel::Gemm, 1, 1, 16384, 16384),
+    case("Aᵀ × vector", Kernel::Tn, 1, 16384, 1, 16384),
+    case("batched m × v", Kernel::Bmm, 64, 1024, 1, 1024),
 ];
+
+/// Bytes a matrix-vector product must move at least: both operands read once, the output written once.
+fn min_bytes(c: &Case) -> f64 {
+    4.0 * (c.batch * (c.m * c.k + c.k * c.n + c.m * c.n)) as f64
+}
+
+/// Device-to-device copy bandwidth (bytes read plus bytes written per second) over a 1 GiB buffer: the
+/// reference a memory-bound kernel is judged against.
+fn copy_bandwidth(stream: &Arc<CudaStream>) -> Result<f64, BoxError> {
+    let len = 1 << 28;
+    let src = stream.alloc_zeros::<f32>(len)?;
+    let mut dst = stream.alloc_zeros::<f32>(len)?;
+    let t = time(stream, 3, 10, || Ok(stream.memcpy_dtod(&src, &mut dst)?))?;
+    Ok(2.0 * 4.0 * len as f64 / (t.median_ms * 1e-3))
+}
 
 fn main() -> Result<(), BoxError> {
     let Some(ctx) = gpu_or_explain("The matmul sweep") else {
@@ -189,6 +220,8 @@ fn main() -> Result<(), BoxError> {
         "ratio",
         "error"
     );
+    let copy = copy_bandwidth(&stream)?;
+    println!("device-to-device copy: {:.2} TB/s", copy / 1e12);
     let mut rows = Vec::new();
     for c in SWEEP {
         let row = run(&stream, &blas, c)?;
@@ -206,11 +239,22 @@ fn main() -> Result<(), BoxError> {
         );
         rows.push(row);
     }
-    let geomean = (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len() as f64).exp();
+    let (gemv, gemm): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.case.is_gemv());
+    let geomean = (gemm.iter().map(|r| r.ratio().ln()).sum::<f64>() / gemm.len() as f64).exp();
     println!(
-        "geometric mean of optiml / cuBLAS speed: {geomean:.3}x over {} shapes",
-        rows.len()
+        "geometric mean of optiml / cuBLAS speed: {geomean:.3}x over {} matrix-matrix shapes",
+        gemm.len()
     );
+    for r in &gemv {
+        println!(
+            "{:<16} {:>22}: {:.2} TB/s = {:.0}% of the copy bandwidth (cuBLAS {:.2} TB/s)",
+            r.case.label,
+            r.case.shape(),
+            r.bandwidth(&r.ours) / 1e12,
+            100.0 * r.bandwidth(&r.ours) / copy,
+            r.bandwidth(&r.cublas) / 1e12
+        );
+    }
     if let Some(dir) = arg_value("--out") {
         let dir = std::path::PathBuf::from(dir);
         std::fs::create_dir_all(&dir)?;
@@ -218,6 +262,8 @@ fn main() -> Result<(), BoxError> {
             "date": date, "gpu": gpu,
             "method": METHOD,
             "geomean_speed_vs_cublas": geomean,
+            "geomean_over": "the matrix-matrix rows (not the matrix-vector ones)",
+            "copy_bandwidth_bytes_per_s": copy,
             "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
         });
         std::fs::write(
@@ -226,7 +272,7 @@ fn main() -> Result<(), BoxError> {
         )?;
         std::fs::write(
             dir.join("matmul-sweep.md"),
-            markdown(&gpu, &date, &rows, geomean),
+            markdown(&gpu, &date, &gemm, &gemv, geomean, copy),
         )?;
         println!("wrote {}", dir.display());
     }
@@ -260,9 +306,15 @@ impl Row {
     fn ratio(&self) -> f64 {
         self.cublas.median_ms / self.ours.median_ms
     }
+    /// Bytes per second at the minimum traffic (meaningful for the memory-bound matrix-vector rows).
+    fn bandwidth(&self, s: &Stats) -> f64 {
+        min_bytes(&self.case) / (s.median_ms * 1e-3)
+    }
     fn json(&self) -> serde_json::Value {
         let c = self.case;
         serde_json::json!({
+            "min_bytes": min_bytes(&c), "optiml_bytes_per_s": self.bandwidth(&self.ours),
+            "cublas_bytes_per_s": self.bandwidth(&self.cublas),
             "case": c.label, "kernel": c.kernel.name(), "batch": c.batch, "m": c.m, "n": c.n, "k": c.k,
             "trans_a": c.kernel.trans_a(), "trans_b": c.kernel.trans_b(),
             "epilogue": (c.kernel == Kernel::BiasGelu).then_some("bias + gelu (fused; cuBLAS runs the plain gemm)"),
@@ -273,7 +325,14 @@ impl Row {
     }
 }
 
-fn markdown(gpu: &str, date: &str, rows: &[Row], geomean: f64) -> String {
+fn markdown(
+    gpu: &str,
+    date: &str,
+    rows: &[&Row],
+    gemv: &[&Row],
+    geomean: f64,
+    copy: f64,
+) -> String {
     let mut md = format!(
         "# Matmul f32 against cuBLAS — {gpu}, {date}\n\nMethod: {METHOD}.\n\n\
          | case | kernel | batch × m × n × k | optiml ms (min–max) | TFLOP/s | cuBLAS ms (min–max) | TFLOP/s | optiml / cuBLAS | max sampled error |\n\
@@ -309,6 +368,32 @@ fn markdown(gpu: &str, date: &str, rows: &[Row], geomean: f64) -> String {
         "\nGeometric mean of optiml / cuBLAS speed over the {} rows: **{geomean:.3}×**.",
         rows.len()
     );
+    let _ = write!(
+        md,
+        "\n## Matrix × vector (memory-bound)\n\nDevice-to-device copy in the same run: {:.2} TB/s (bytes read plus \
+         written). Bandwidth counts the least traffic: both operands read once, the output written once.\n\n\
+         | case | kernel | batch × m × n × k | optiml ms (min–max) | TB/s | of copy | cuBLAS ms (min–max) | TB/s | \
+         optiml / cuBLAS | max sampled error |\n|---|---|---|---|---:|---:|---|---:|---:|---:|\n",
+        copy / 1e12
+    );
+    for r in gemv {
+        let c = r.case;
+        let cell = |s: &Stats| format!("{:.4} ({:.4}–{:.4})", s.median_ms, s.min_ms, s.max_ms);
+        let _ = writeln!(
+            md,
+            "| {} | `{}` | {} | {} | {:.2} | {:.0}% | {} | {:.2} | {:.2}× | {:.1e} |",
+            c.label,
+            c.kernel.name(),
+            c.shape(),
+            cell(&r.ours),
+            r.bandwidth(&r.ours) / 1e12,
+            100.0 * r.bandwidth(&r.ours) / copy,
+            cell(&r.cublas),
+            r.bandwidth(&r.cublas) / 1e12,
+            r.ratio(),
+            r.error
+        );
+    }
     md
 }
 

@@ -228,7 +228,10 @@ pub struct Resources {
 }
 
 impl Resources {
-    /// Parses ptxas' report (the NVRTC log of a `--ptxas-options=-v` compile).
+    /// Parses ptxas' report (the NVRTC log of a `--ptxas-options=-v` compile). A module with several entry points
+    /// (a matmul's tiled kernel, its matrix-vector kernel and split-K reduction) reports its largest register and
+    /// shared-memory use, the tiled kernel's, and the spills and stack of all of them together, so that a spill
+    /// anywhere counts.
     pub fn parse(log: &str) -> Self {
         let mut r = Resources::default();
         let number_before = |line: &str, unit: &str| -> Option<u32> {
@@ -237,19 +240,19 @@ impl Resources {
         };
         for line in log.lines() {
             if let Some(v) = number_before(line, " registers") {
-                r.registers = v;
+                r.registers = r.registers.max(v);
             }
             if let Some(v) = number_before(line, " bytes smem") {
-                r.shared_bytes = v;
+                r.shared_bytes = r.shared_bytes.max(v);
             }
             if let Some(v) = number_before(line, " bytes stack frame") {
-                r.stack_frame = v;
+                r.stack_frame += v;
             }
             if let Some(v) = number_before(line, " bytes spill stores") {
-                r.spill_stores = v;
+                r.spill_stores += v;
             }
             if let Some(v) = number_before(line, " bytes spill loads") {
-                r.spill_loads = v;
+                r.spill_loads += v;
             }
         }
         r
@@ -378,14 +381,26 @@ mod tests {
         let log = "ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
                    ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
                    ptxas info    : Used 128 registers, used 1 barriers, 8192 bytes smem, 360 bytes cmem[0]\n";
+        let one = Resources {
+            registers: 128,
+            spill_stores: 4,
+            spill_loads: 12,
+            stack_frame: 8,
+            shared_bytes: 8192,
+        };
+        assert_eq!(Resources::parse(log), one);
+        // A second, smaller entry point: the largest use, and every spill.
+        let two = format!(
+            "{log}ptxas info    : Compiling entry function 'g' for 'sm_90'\n\
+             ptxas         .     0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n\
+             ptxas info    : Used 64 registers, used 1 barriers, 2048 bytes smem, 360 bytes cmem[0]\n"
+        );
         assert_eq!(
-            Resources::parse(log),
+            Resources::parse(&two),
             Resources {
-                registers: 128,
-                spill_stores: 4,
-                spill_loads: 12,
-                stack_frame: 8,
-                shared_bytes: 8192
+                spill_stores: 12,
+                spill_loads: 20,
+                ..one
             }
         );
     }

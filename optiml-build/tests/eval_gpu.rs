@@ -83,7 +83,11 @@ fn arch() -> Arch {
 
 fn faulty(fault: u32, what: &str) -> Candidate {
     Candidate {
-        source: format!("#define FAULT {fault}\n{FAULTY}"),
+        // The stale kernel writes for the gate's shapes, the dispatch shape's first run and one more, then stops.
+        source: format!(
+            "#define FAULT {fault}\n#define STALE_AFTER {}\n{FAULTY}",
+            TestPlan::for_matmul(&spec(), &[]).shapes.len() + 2
+        ),
         entry: "optiml_matmul",
         launch: Launch::Matmul {
             bm: 16,

@@ -88,6 +88,8 @@ pub struct LoadedVariant {
     pub function: CudaFunction,
     /// The split-K reduction, for a matmul variant that splits K.
     pub reduce: Option<CudaFunction>,
+    /// The matrix-vector kernel of a matmul module (absent from modules built before it existed).
+    pub gemv: Option<CudaFunction>,
     /// What was loaded.
     pub variant: &'static Variant,
 }
@@ -108,6 +110,8 @@ pub struct Target<'a> {
     pub function: &'a CudaFunction,
     /// The split-K reduction (from the same module), when the launch splits K.
     pub reduce: Option<&'a CudaFunction>,
+    /// The matrix-vector kernel (from the same module), launched for `n == 1` or `m == 1`.
+    pub gemv: Option<&'a CudaFunction>,
     /// Its launch parameters.
     pub launch: Launch,
     /// The device's multiprocessor count, for grid sizing.
@@ -123,6 +127,7 @@ impl Loaded {
         Target {
             function: &f.function,
             reduce: f.reduce.as_ref(),
+            gemv: f.gemv.as_ref(),
             launch: f.variant.launch,
             sm_count: self.sm_count,
         }
@@ -252,10 +257,14 @@ impl KernelModule {
                         }
                         _ => None,
                     };
-                    Ok((m.load_function(self.artifacts.entry)?, reduce))
+                    let gemv = match variant.launch {
+                        Launch::Matmul { .. } => m.load_function(crate::matmul::GEMV_ENTRY).ok(),
+                        Launch::Elementwise { .. } => None,
+                    };
+                    Ok((m.load_function(self.artifacts.entry)?, reduce, gemv))
                 });
                 match loaded {
-                    Ok((function, reduce)) => {
+                    Ok((function, reduce, gemv)) => {
                         if let Launch::Matmul { smem_bytes, .. } = variant.launch
                             && smem_bytes > 48 * 1024
                         {
@@ -269,6 +278,7 @@ impl KernelModule {
                         functions.push(LoadedVariant {
                             function,
                             reduce,
+                            gemv,
                             variant,
                         });
                     }

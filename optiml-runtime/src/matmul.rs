@@ -2,7 +2,9 @@
 
 use crate::kernel::{KernelModule, Launch, Target};
 use crate::{Error, check};
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg, result, sys};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, result, sys,
+};
 
 /// The arguments of one matmul launch. Matrices are row-major and packed: batch item `i` of `A` starts at
 /// `i · m · k`, of `B` at `i · k · n`, of `C` at `i · m · n`.
@@ -34,6 +36,25 @@ const MAX_DIM: usize = i32::MAX as usize;
 
 /// The split-K reduction's entry point, in every module whose matmul variant splits K.
 pub const REDUCE_ENTRY: &str = "optiml_splitk_reduce";
+
+/// The matrix-vector entry point every generated matmul module also holds: a call with `n == 1` or `m == 1` is
+/// memory-bound, and a bandwidth kernel reads the matrix once at full speed where a tiled one wastes its tile.
+pub const GEMV_ENTRY: &str = "optiml_gemv";
+
+/// Threads per block of [`GEMV_ENTRY`] (the generator compiles it with this). 512 measured best over both of
+/// its modes on the H200 (`bench/harness/gemv/GEMV_NOTES.md`).
+pub const GEMV_THREADS: u32 = 512;
+
+/// Threads along the output per block in [`GEMV_ENTRY`]'s column mode (the generator compiles it with this).
+pub const GEMV_COL_TX: u32 = 8;
+
+/// Outputs per block of [`GEMV_ENTRY`], the smaller of its two modes' (a warp per output row in dot mode, four
+/// columns per thread along the output in column mode); a larger grid is correct, the extra blocks idle.
+const GEMV_TILE: u32 = {
+    let dot = GEMV_THREADS / 32;
+    let col = 4 * GEMV_COL_TX;
+    if dot < col { dot } else { col }
+};
 
 /// The largest split-K workspace one launch allocates; a shape that would need more runs with fewer splits
 /// (a variant tuned at one shape may be dispatched to a much larger one).
@@ -164,6 +185,11 @@ fn launch_checked(
             available: "a non-matmul variant".into(),
         });
     };
+    if (args.n == 1 || args.m == 1)
+        && let Some(gemv) = target.gemv
+    {
+        return launch_gemv(name, stream, gemv, args);
+    }
     let splits = splits_for(split_k, args.batch * args.m * args.n, args.k);
     let cfg = LaunchConfig {
         grid_dim: (
@@ -272,6 +298,59 @@ fn launch_checked(
         unsafe { builder.launch(cfg) }
             .map_err(Error::driver(name, "launch the split-K reduction"))?;
     }
+    Ok(())
+}
+
+/// A matrix-vector product (`n == 1` or `m == 1`) through [`GEMV_ENTRY`], whose ABI is `optiml_matmul`'s.
+fn launch_gemv(
+    name: &'static str,
+    stream: &CudaStream,
+    gemv: &CudaFunction,
+    args: MatmulArgs<'_>,
+) -> Result<(), Error> {
+    let outputs = if args.n == 1 { args.m } else { args.n };
+    let cfg = LaunchConfig {
+        grid_dim: (
+            outputs.div_ceil(GEMV_TILE as usize) as u32,
+            1,
+            args.batch.min(65535) as u32,
+        ),
+        block_dim: (GEMV_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (batch, m, n, k) = (
+        args.batch as i32,
+        args.m as i32,
+        args.n as i32,
+        args.k as i32,
+    );
+    let (sa, sb, sc) = (
+        (args.m * args.k) as i64,
+        (args.k * args.n) as i64,
+        (args.m * args.n) as i64,
+    );
+    let null: u64 = 0;
+    let mut builder = stream.launch_builder(gemv);
+    builder.arg(args.a).arg(args.b).arg(&mut *args.c);
+    match args.bias {
+        Some(bias) => builder.arg(bias),
+        None => builder.arg(&null),
+    };
+    builder
+        .arg(&batch)
+        .arg(&m)
+        .arg(&n)
+        .arg(&k)
+        .arg(&sa)
+        .arg(&sb)
+        .arg(&sc)
+        .arg(&args.alpha)
+        .arg(&args.beta);
+    // SAFETY: `optiml_gemv` takes `optiml_matmul`'s parameters (without the split count) and addresses the same
+    // elements of A, B, C and bias for the same dimensions, all checked above in the stream's context; any grid
+    // is correct (blocks loop over output tiles and batch items).
+    unsafe { builder.launch(cfg) }
+        .map_err(Error::driver(name, "launch the matrix-vector kernel"))?;
     Ok(())
 }
 

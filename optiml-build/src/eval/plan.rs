@@ -147,7 +147,8 @@ pub struct TestPlan {
 
 impl TestPlan {
     /// The default plan for `spec`: shapes that are multiples of no tile size, a one-element product, an empty
-    /// reduction, a tall, a wide and two deep ones; fixed dimensions of the spec are kept. `extra` shapes (the
+    /// reduction, a tall, a wide and two deep ones, a
+    /// matrix-vector and a vector-matrix product; fixed dimensions of the spec are kept. `extra` shapes (the
     /// user's) are appended.
     pub fn for_matmul(spec: &MatmulSpec, extra: &[MatmulShape]) -> Self {
         let base = [
@@ -186,6 +187,19 @@ impl TestPlan {
                 m: 5,
                 n: 300,
                 k: 513,
+            },
+            // Matrix times vector and vector times matrix: the launcher's bandwidth kernel.
+            MatmulShape {
+                batch: 3,
+                m: 300,
+                n: 1,
+                k: 257,
+            },
+            MatmulShape {
+                batch: 2,
+                m: 1,
+                n: 129,
+                k: 515,
             },
             // Long enough for every split-K factor the launcher uses (ranges of 128 and more).
             MatmulShape {

@@ -427,9 +427,16 @@ impl Worker {
             ),
             _ => None,
         };
+        let gemv = match job.launch {
+            Launch::Matmul { .. } => module
+                .load_function(optiml_runtime::matmul::GEMV_ENTRY)
+                .ok(),
+            Launch::Elementwise { .. } => None,
+        };
         let target = Target {
             function: &function,
             reduce: reduce.as_ref(),
+            gemv: gemv.as_ref(),
             launch: job.launch,
             sm_count: self.device.sm_count,
         };

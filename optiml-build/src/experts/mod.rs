@@ -33,11 +33,11 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
 /// included) even when nobody bumps the version, and leaves the other families' entries alone (CubeCL hashes
 /// only names; we hash code).
 pub fn generator_version(spec: &Spec) -> String {
-    let template = match spec.family {
-        Family::Matmul(_) => matmul::TEMPLATE,
-        Family::Elementwise(_) => elementwise::TEMPLATE,
+    let templates: &[&str] = match spec.family {
+        Family::Matmul(_) => &[matmul::TEMPLATE, matmul::GEMV_TEMPLATE],
+        Family::Elementwise(_) => &[elementwise::TEMPLATE],
     };
-    let hash = sha256_hex(template.as_bytes());
+    let hash = sha256_hex(templates.concat().as_bytes());
     format!(
         "optiml-build {} templates {}",
         env!("CARGO_PKG_VERSION"),

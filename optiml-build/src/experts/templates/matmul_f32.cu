@@ -771,8 +771,12 @@ namespace optiml_mm {
 // One thread = 4 consecutive columns (n0 .. n0 + 3) of one row of one batch
 // item; idx = (z * M + m) * ceil(N / 4) + n0 / 4. I: 32-bit index type when
 // the whole grid-stride range fits, 64-bit otherwise.
+// Not inlined: with both index widths inlined into the entry, ptxas (CUDA 13.0)
+// spilled 4 bytes at 40 registers for some epilogues (alpha + beta + bias +
+// gelu); as calls, every epilogue on sm_80 and sm_90 compiles to 40-48
+// registers without spills.
 template <bool WIDE>
-__device__ __forceinline__ void splitk_reduce_body(const float* __restrict__ W, float* __restrict__ C,
+__device__ __noinline__ void splitk_reduce_body(const float* __restrict__ W, float* __restrict__ C,
                                                    const float* __restrict__ bias, int batch, int M, int N,
                                                    long long strideC, float alpha, float beta, int S) {
     typedef typename OffsetType<WIDE>::T I;
