@@ -64,6 +64,18 @@ fn bmm(
     k: usize,
 );
 
+/// A 3-D tensor times one matrix: `C[z] = A[z]·B` for every batch item, with a single `B`.
+#[optiml::kernel("batched matmul, B shared, f32")]
+fn bmm_shared_b(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
 /// `C = gelu(A·B + bias)`, the epilogue fused.
 #[optiml::kernel("matmul with bias and gelu, f32")]
 fn gemm_bias_gelu(
@@ -83,6 +95,7 @@ enum Kernel {
     Nt,
     Tn,
     Bmm,
+    SharedB,
     BiasGelu,
 }
 
@@ -93,6 +106,7 @@ impl Kernel {
             Kernel::Nt => "gemm_nt",
             Kernel::Tn => "gemm_tn",
             Kernel::Bmm => "bmm",
+            Kernel::SharedB => "bmm_shared_b",
             Kernel::BiasGelu => "gemm_bias_gelu",
         }
     }
@@ -102,10 +116,27 @@ impl Kernel {
     fn trans_b(self) -> bool {
         self == Kernel::Nt
     }
+    /// One B for every batch item.
+    fn shared_b(self) -> bool {
+        self == Kernel::SharedB
+    }
 }
 
 impl Case {
+    /// The cuBLAS call computing the same product. A tensor times one matrix is, row-major and packed, one
+    /// matrix of `batch · m` rows times that matrix: the single sgemm a cuBLAS user would write.
     fn gemm_shape(&self) -> GemmShape {
+        if self.kernel.shared_b() {
+            return GemmShape {
+                batch: 1,
+                m: self.batch * self.m,
+                ..Case {
+                    kernel: Kernel::Bmm,
+                    ..*self
+                }
+                .gemm_shape()
+            };
+        }
         GemmShape {
             batch: self.batch,
             m: self.m,
@@ -169,6 +200,7 @@ const SWEEP: &[Case] = &[
     case("batched", Kernel::Bmm, 256, 1024, 1024, 1024),
     case("batched", Kernel::Bmm, 16, 1024, 1024, 1024),
     case("batched odd", Kernel::Bmm, 64, 255, 257, 129),
+    case("tensor × matrix", Kernel::SharedB, 32, 512, 1024, 1024),
     case("B transposed", Kernel::Nt, 1, 2048, 2048, 2048),
     case("A transposed", Kernel::Tn, 1, 2048, 2048, 2048),
     case("bias + gelu", Kernel::BiasGelu, 1, 2048, 2048, 2048),
@@ -407,7 +439,8 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
         ..
     } = *c;
     let (a, seed_a) = random(batch * m * k, None);
-    let (b, seed_b) = random(batch * k * n, None);
+    let b_items = if kernel.shared_b() { 1 } else { batch };
+    let (b, seed_b) = random(b_items * k * n, None);
     let (bias, seed_bias) = random(n, None);
     let (da, db, dbias) = (
         stream.clone_htod(&a)?,
@@ -421,6 +454,7 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
             Kernel::Nt => gemm_nt(stream, &da, &db, dc, m, n, k)?,
             Kernel::Tn => gemm_tn(stream, &da, &db, dc, m, n, k)?,
             Kernel::Bmm => bmm(stream, &da, &db, dc, batch, m, n, k)?,
+            Kernel::SharedB => bmm_shared_b(stream, &da, &db, dc, batch, m, n, k)?,
             Kernel::BiasGelu => gemm_bias_gelu(stream, &da, &db, dc, &dbias, m, n, k)?,
         }
         Ok(())
@@ -479,6 +513,7 @@ fn check(c: &Case, a: &[f32], b: &[f32], bias: Option<&[f32]>, out: &[f32]) -> R
         f64::from(x)
     };
     let b_at = |z: usize, l: usize, j: usize| {
+        let z = if kernel.shared_b() { 0 } else { z };
         let x = if kernel.trans_b() {
             b[z * k * n + j * k + l]
         } else {

@@ -146,7 +146,7 @@ fn every_kind_of_broken_candidate_is_rejected_and_the_worker_recovers() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn split_k_passes_the_gate_in_every_layout_and_fills_the_gpu_on_a_long_reduction() {
+fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_the_gpu() {
     let arch = arch();
     let deep = MatmulShape {
         batch: 1,
@@ -154,13 +154,17 @@ fn split_k_passes_the_gate_in_every_layout_and_fills_the_gpu_on_a_long_reduction
         n: 256,
         k: 32768,
     };
-    // Every layout and the full epilogue (the reduction applies it), at every split factor; the plan's shapes
-    // run with the launcher's split count (up to 32 on its K = 4099 shape, none on the short ones).
+    // Every layout, the full epilogue (the reduction applies it) and a shared operand of each side, at every
+    // split factor; the plan's shapes run with the launcher's split count (up to 32 on its K = 4099 shape, none
+    // on the short ones).
     for text in [
         "matmul, f32",
         "gemm, transposed A and transposed B, alpha, beta, bias, gelu",
         "batched matmul, A transposed, relu, f32",
         "C = A·Bᵀ + bias, float32",
+        // One operand shared by every batch item (the plan's batched shapes check the broadcast).
+        "batched matmul, B shared, f32",
+        "bmm, shared A, B transposed, relu",
     ] {
         let spec = match optiml_spec::parse(text).unwrap().family {
             Family::Matmul(m) => m,

@@ -22,6 +22,8 @@ fn spec(trans: (bool, bool), epilogue: (bool, bool, bool, Option<Activation>)) -
         batched: true,
         trans_a: trans.0,
         trans_b: trans.1,
+        shared_a: false,
+        shared_b: false,
         alpha: epilogue.0,
         beta: epilogue.1,
         bias: epilogue.2,

@@ -101,9 +101,11 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 dim(Role::K, m.k, "k"),
             );
             let (alpha, beta) = (scalar(Role::Alpha, 1.0), scalar(Role::Beta, 0.0));
+            let (shared_a, shared_b) = (m.shared_a, m.shared_b);
             quote! {
                 ::optiml::runtime::matmul::launch(&KERNEL, stream, ::optiml::runtime::matmul::MatmulArgs {
                     a: #a, b: #b, c: #c, bias: #bias, batch: #batch, m: #mm, n: #nn, k: #kk, alpha: #alpha, beta: #beta,
+                    shared_a: #shared_a, shared_b: #shared_b,
                 })
             }
         }

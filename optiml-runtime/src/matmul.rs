@@ -7,7 +7,8 @@ use cudarc::driver::{
 };
 
 /// The arguments of one matmul launch. Matrices are row-major and packed: batch item `i` of `A` starts at
-/// `i · m · k`, of `B` at `i · k · n`, of `C` at `i · m · n`.
+/// `i · m · k`, of `B` at `i · k · n`, of `C` at `i · m · n`, except that a shared operand is one matrix used by
+/// every batch item.
 pub struct MatmulArgs<'a> {
     /// `m × k` (or `k × m` when the spec transposes A), per batch item.
     pub a: &'a CudaSlice<f32>,
@@ -29,6 +30,10 @@ pub struct MatmulArgs<'a> {
     pub alpha: f32,
     /// Scale of the old `C` (ignored unless the spec has beta).
     pub beta: f32,
+    /// `A` is one matrix for every batch item (the spec says `A shared`).
+    pub shared_a: bool,
+    /// `B` is one matrix for every batch item (`B shared`: a 3-D tensor times a matrix).
+    pub shared_b: bool,
 }
 
 /// Largest `m`, `n`, `k` or batch the kernels index with 32-bit block coordinates.
@@ -138,19 +143,20 @@ fn check_args(
     let per_a = check::product(name, "a", &[args.m, args.k])?;
     let per_b = check::product(name, "b", &[args.k, args.n])?;
     let per_c = check::product(name, "c", &[args.m, args.n])?;
+    let items = |shared: bool| if shared { 1 } else { args.batch };
     check::buffer(
         name,
         stream,
         "a",
         args.a,
-        check::product(name, "a", &[args.batch, per_a])?,
+        check::product(name, "a", &[items(args.shared_a), per_a])?,
     )?;
     check::buffer(
         name,
         stream,
         "b",
         args.b,
-        check::product(name, "b", &[args.batch, per_b])?,
+        check::product(name, "b", &[items(args.shared_b), per_b])?,
     )?;
     check::buffer(
         name,
@@ -215,11 +221,7 @@ fn launch_checked(
         args.n as i32,
         args.k as i32,
     );
-    let (sa, sb, sc) = (
-        (args.m * args.k) as i64,
-        (args.k * args.n) as i64,
-        (args.m * args.n) as i64,
-    );
+    let (sa, sb, sc) = strides(&args);
     let null: u64 = 0;
     let splits_arg = splits as i32;
     // The partial sums of every split, [S][batch][m][n]; every element is written by the first launch, so it
@@ -301,6 +303,17 @@ fn launch_checked(
     Ok(())
 }
 
+/// The batch strides of A, B and C in elements: packed, or 0 for a shared operand (the templates read batch item
+/// `z` of X at `X + z · strideX`).
+fn strides(args: &MatmulArgs<'_>) -> (i64, i64, i64) {
+    let packed = |shared: bool, len: usize| if shared { 0 } else { len as i64 };
+    (
+        packed(args.shared_a, args.m * args.k),
+        packed(args.shared_b, args.k * args.n),
+        (args.m * args.n) as i64,
+    )
+}
+
 /// A matrix-vector product (`n == 1` or `m == 1`) through [`GEMV_ENTRY`], whose ABI is `optiml_matmul`'s.
 fn launch_gemv(
     name: &'static str,
@@ -324,11 +337,7 @@ fn launch_gemv(
         args.n as i32,
         args.k as i32,
     );
-    let (sa, sb, sc) = (
-        (args.m * args.k) as i64,
-        (args.k * args.n) as i64,
-        (args.m * args.n) as i64,
-    );
+    let (sa, sb, sc) = strides(&args);
     let null: u64 = 0;
     let mut builder = stream.launch_builder(gemv);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);

@@ -104,6 +104,12 @@ pub struct MatmulSpec {
     pub trans_a: bool,
     /// `B` is stored `N × K` and used transposed.
     pub trans_b: bool,
+    /// One `A` for every batch item (a matrix times a 3-D tensor): `A` holds a single matrix.
+    #[serde(default)]
+    pub shared_a: bool,
+    /// One `B` for every batch item (a 3-D tensor times a matrix): `B` holds a single matrix.
+    #[serde(default)]
+    pub shared_b: bool,
     /// The product is scaled by a run-time `alpha: f32`.
     pub alpha: bool,
     /// The old `C`, scaled by a run-time `beta: f32`, is added (so `C` is read and written).
@@ -211,7 +217,13 @@ impl Spec {
                 }
                 s.push_str(&format!(" {dtype} row-major"));
                 s.push_str(if m.trans_a { " a:t" } else { " a:n" });
+                if m.shared_a {
+                    s.push_str(":shared");
+                }
                 s.push_str(if m.trans_b { " b:t" } else { " b:n" });
+                if m.shared_b {
+                    s.push_str(":shared");
+                }
                 for (on, word) in [(m.alpha, "alpha"), (m.beta, "beta"), (m.bias, "bias")] {
                     if on {
                         s.push(' ');

@@ -101,6 +101,8 @@ struct Draft {
     dtypes: Vec<(DType, String)>,
     trans_a: bool,
     trans_b: bool,
+    shared_a: Option<String>,
+    shared_b: Option<String>,
     alpha: bool,
     beta: bool,
     bias: bool,
@@ -124,6 +126,8 @@ enum Meaning {
     TransA,
     TransB,
     Codes(bool, bool),
+    SharedA,
+    SharedB,
     Alpha,
     Beta,
     Bias,
@@ -202,6 +206,18 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("transb", Meaning::TransB),
     ("trans_b", Meaning::TransB),
     ("b ^t", Meaning::TransB),
+    ("shared a", Meaning::SharedA),
+    ("a shared", Meaning::SharedA),
+    ("broadcast a", Meaning::SharedA),
+    ("a broadcast", Meaning::SharedA),
+    ("same a", Meaning::SharedA),
+    ("shared b", Meaning::SharedB),
+    ("b shared", Meaning::SharedB),
+    ("broadcast b", Meaning::SharedB),
+    ("b broadcast", Meaning::SharedB),
+    ("same b", Meaning::SharedB),
+    ("tensor times a matrix", Meaning::SharedB),
+    ("tensor times matrix", Meaning::SharedB),
     ("nn", Meaning::Codes(false, false)),
     ("nt", Meaning::Codes(false, true)),
     ("tn", Meaning::Codes(true, false)),
@@ -339,6 +355,8 @@ fn apply(meaning: Meaning, text: &str, draft: &mut Draft) -> Result<(), SpecErro
             });
         }
         Meaning::TransA => draft.trans_a = true,
+        Meaning::SharedA => draft.shared_a = Some(text),
+        Meaning::SharedB => draft.shared_b = Some(text),
         Meaning::TransB => draft.trans_b = true,
         Meaning::Codes(a, b) => {
             draft.trans_a |= a;
@@ -599,10 +617,31 @@ impl Draft {
         if !batched {
             bsz = Dim::Fixed(1);
         }
+        // A 3-D tensor times one matrix (or one matrix times a 3-D tensor): the shared operand has no batch
+        // items of its own.
+        if let Some(word) = self.shared_a.as_ref().or(self.shared_b.as_ref())
+            && !batched
+        {
+            return Err(SpecError::Unsupported {
+                what: format!("`{word}` in a product without a batch"),
+                hint: "a shared operand is the same matrix for every batch item: write `batched matmul, B shared`"
+                    .into(),
+            });
+        }
+        if let (Some(a), Some(b)) = (&self.shared_a, &self.shared_b) {
+            return Err(SpecError::Ambiguous {
+                what: format!("both operands shared (`{a}` and `{b}`)"),
+                hint:
+                    "every batch item would compute the same product: drop the batch or one of them"
+                        .into(),
+            });
+        }
         Ok(Family::Matmul(MatmulSpec {
             batched,
             trans_a: self.trans_a,
             trans_b: self.trans_b,
+            shared_a: self.shared_a.is_some(),
+            shared_b: self.shared_b.is_some(),
             alpha: self.alpha,
             beta: self.beta,
             bias: self.bias,
@@ -617,6 +656,7 @@ impl Draft {
     fn elementwise_family(&self) -> Result<Family, SpecError> {
         for (on, word) in [
             (self.trans_a || self.trans_b, "transposed"),
+            (self.shared_a.is_some() || self.shared_b.is_some(), "shared"),
             (self.alpha, "alpha"),
             (self.beta, "beta"),
             (self.bias, "bias"),
@@ -800,6 +840,32 @@ mod tests {
         let m = mm("gemm, transposed A and transposed B");
         assert!(m.trans_a && m.trans_b);
         assert!(mm("C = Aᵀ·B").trans_a);
+    }
+
+    #[test]
+    fn shared_operands_need_a_batch_and_only_one_of_them() {
+        for text in [
+            "batched matmul, B shared",
+            "bmm, broadcast b",
+            "batched matmul, tensor times a matrix",
+        ] {
+            let m = mm(text);
+            assert!(m.batched && m.shared_b && !m.shared_a, "{text}");
+        }
+        let m = mm("batched gemm, shared A, B transposed");
+        assert!(m.shared_a && m.trans_b && !m.shared_b);
+        assert_eq!(
+            parse("batched matmul, B shared").unwrap().canonical(),
+            "matmul batched f32 row-major a:n b:n:shared batch=? m=? n=? k=?"
+        );
+        assert!(matches!(
+            parse("matmul, B shared"),
+            Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("bmm, shared a, shared b"),
+            Err(SpecError::Ambiguous { .. })
+        ));
     }
 
     #[test]

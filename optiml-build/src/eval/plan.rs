@@ -37,7 +37,23 @@ impl MatmulShape {
             self.k as f64,
         );
         let c = if spec.beta { 2.0 } else { 1.0 };
-        4.0 * b * (m * k + k * n + c * m * n) + if spec.bias { 4.0 * n } else { 0.0 }
+        let items = |shared: bool| if shared { 1.0 } else { b };
+        4.0 * (items(spec.shared_a) * m * k + items(spec.shared_b) * k * n + b * c * m * n)
+            + if spec.bias { 4.0 * n } else { 0.0 }
+    }
+
+    /// Elements of A and B over the whole batch (a shared operand holds one matrix).
+    pub fn operand_lens(&self, spec: &MatmulSpec) -> (usize, usize) {
+        let (pa, pb, _) = self.per_item();
+        let items = |shared: bool| if shared { 1 } else { self.batch };
+        (items(spec.shared_a) * pa, items(spec.shared_b) * pb)
+    }
+
+    /// Where batch item `item` of A and of B starts (a shared operand's one matrix for every item).
+    pub fn operand_offsets(&self, spec: &MatmulSpec, item: usize) -> (usize, usize) {
+        let (pa, pb, _) = self.per_item();
+        let at = |shared: bool, len: usize| if shared { 0 } else { item * len };
+        (at(spec.shared_a, pa), at(spec.shared_b, pb))
     }
 
     /// Fixed dimensions of `spec` replace this shape's.

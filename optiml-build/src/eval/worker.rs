@@ -596,6 +596,7 @@ impl Worker {
         &self,
         job: &Job,
         target: Target<'_>,
+        spec: &MatmulSpec,
         shape: &MatmulShape,
         a: &CudaSlice<f32>,
         b: &CudaSlice<f32>,
@@ -619,6 +620,8 @@ impl Worker {
                 k: shape.k,
                 alpha,
                 beta,
+                shared_a: spec.shared_a,
+                shared_b: spec.shared_b,
             },
         )
         .map_err(fault(format!("launching `{}`", job.name)))
@@ -643,8 +646,9 @@ impl Worker {
         let (pa, pb, pc) = shape.per_item();
         let s = self.stream.clone();
         let alloc = |n: usize| s.alloc_zeros::<f32>(n.max(1)).map_err(fault("allocating"));
-        let mut a = alloc(shape.batch * pa)?;
-        let mut b = alloc(shape.batch * pb)?;
+        let (la, lb) = shape.operand_lens(spec);
+        let mut a = alloc(la)?;
+        let mut b = alloc(lb)?;
         let mut c = alloc(shape.batch * pc)?;
         let mut bias = if spec.bias {
             Some(alloc(shape.n)?)
@@ -667,6 +671,7 @@ impl Worker {
         self.launch(
             job,
             target,
+            spec,
             shape,
             &a,
             &b,
@@ -679,9 +684,10 @@ impl Worker {
             .map_err(fault(format!("running `{}` on {check}", job.name)))?;
         let out = host(&c)?;
         for item in 0..shape.batch {
+            let (oa, ob) = shape.operand_offsets(spec, item);
             let ops = Operands {
-                a: &ha[item * pa..][..pa],
-                b: &hb[item * pb..][..pb],
+                a: &ha[oa..][..pa],
+                b: &hb[ob..][..pb],
                 c0: &hc0[item * pc..][..pc],
                 bias: hbias.as_deref(),
             };
@@ -712,9 +718,12 @@ impl Worker {
         alpha: f32,
         beta: f32,
     ) -> Result<Vec<f64>, Stop> {
-        let (pa, pb, pc) = shape.per_item();
+        let (_, _, pc) = shape.per_item();
+        let (la, lb) = shape.operand_lens(spec);
         let s = self.stream.clone();
         if self.dispatch.as_ref().map(|d| d.shape) != Some(shape)
+            || self.dispatch.as_ref().map(|d| (d.a.len(), d.b.len()))
+                != Some((la.max(1), lb.max(1)))
             || self.dispatch.as_ref().map(|d| d.c0.is_some()) != Some(spec.beta)
             || self.dispatch.as_ref().map(|d| d.bias.is_some()) != Some(spec.bias)
         {
@@ -725,8 +734,8 @@ impl Worker {
             };
             self.dispatch = Some(Dispatch {
                 shape,
-                a: alloc(shape.batch * pa)?,
-                b: alloc(shape.batch * pb)?,
+                a: alloc(la)?,
+                b: alloc(lb)?,
                 c: alloc(shape.batch * pc)?,
                 c0: if spec.beta {
                     Some(alloc(shape.batch * pc)?)
@@ -786,8 +795,8 @@ impl Worker {
         let mut host_ops = Vec::new();
         for &item in &items {
             host_ops.push((
-                copy(&d.a, item * pa, pa)?,
-                copy(&d.b, item * pb, pb)?,
+                copy(&d.a, shape.operand_offsets(spec, item).0, pa)?,
+                copy(&d.b, shape.operand_offsets(spec, item).1, pb)?,
                 match &d.c0 {
                     Some(c0) => copy(c0, item * pc, pc)?,
                     None => Vec::new(),
@@ -871,6 +880,7 @@ impl Worker {
             self.launch(
                 job,
                 target,
+                spec,
                 &shape,
                 &d.a,
                 &d.b,
