@@ -565,6 +565,30 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_operand_is_one_matrix_at_offset_zero_for_every_item() {
+        let shape = MatmulShape {
+            batch: 3,
+            m: 4,
+            n: 5,
+            k: 6,
+        };
+        let packed = spec("bmm");
+        assert_eq!(shape.operand_lens(&packed), (72, 90));
+        assert_eq!(shape.operand_offsets(&packed, 2), (48, 60));
+        let shared_b = spec("batched matmul, B shared");
+        assert_eq!(shape.operand_lens(&shared_b), (72, 30));
+        assert_eq!(shape.operand_offsets(&shared_b, 2), (48, 0));
+        let shared_a = spec("bmm, shared A");
+        assert_eq!(shape.operand_lens(&shared_a), (24, 90));
+        assert_eq!(shape.operand_offsets(&shared_a, 2), (0, 60));
+        // The shared operand is read once, not once per item.
+        assert_eq!(
+            shape.min_bytes(&packed) - shape.min_bytes(&shared_b),
+            4.0 * 2.0 * 30.0
+        );
+    }
+
+    #[test]
     fn default_plan_keeps_fixed_dimensions_and_covers_odd_and_empty_shapes() {
         let p = TestPlan::for_matmul(&spec("batched matmul, f32"), &[]);
         assert!(p.shapes.iter().any(|s| s.k == 0));
