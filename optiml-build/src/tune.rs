@@ -12,8 +12,9 @@ use crate::experts::{Candidate, elementwise};
 use crate::nvrtc::{Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::{
-    self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome,
-    RoutedProposer, Search, SearchLog, Signals, Transform, elementwise_catalog, matmul_catalog,
+    self, Config, DeterministicJudge, DistinctProposer, Evaluator, Header, Measurement, Method,
+    Outcome, RoutedProposer, Search, SearchLog, Signals, Transform, elementwise_catalog,
+    matmul_catalog,
 };
 use optiml_runtime::Arch;
 use optiml_spec::{Family, MatmulSpec};
@@ -421,7 +422,10 @@ fn search_family<S: EvalFamily>(
     };
     let mut log = match options.method {
         Method::Mcts => {
-            let proposer = RoutedProposer::new(catalog);
+            let proposer =
+                DistinctProposer::new(RoutedProposer::new(catalog), move |a: &S, b: &S| {
+                    a.as_launched(shape) == b.as_launched(shape)
+                });
             Search::new(options.search.clone(), &proposer, &judge).run(root, &mut watched)
         }
         Method::Random => search::random_search(

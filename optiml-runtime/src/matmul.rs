@@ -70,8 +70,9 @@ const MAX_WORKSPACE_BYTES: usize = 1 << 30;
 const MIN_SPLIT_LEN: usize = 128;
 
 /// The splits to use for a problem with `plane = batch · m · n` outputs and reduction length `k`, from a variant
-/// tuned with `split_k`: halved until each range is long enough and the workspace fits.
-fn splits_for(split_k: u32, plane: usize, k: usize) -> u32 {
+/// tuned with `split_k`: halved until each range is long enough and the workspace fits. (The search uses it too:
+/// two schedules that differ only in a split the launcher would lower to the same count are one kernel.)
+pub fn splits_for(split_k: u32, plane: usize, k: usize) -> u32 {
     let mut s = split_k.max(1);
     while s > 1
         && ((k / s as usize) < MIN_SPLIT_LEN

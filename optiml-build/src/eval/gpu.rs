@@ -90,11 +90,25 @@ pub trait Family: Tunable {
     fn problem(spec: &Self::Spec, shape: Self::Shape) -> Problem;
     /// The problem's FLOPs and fewest DRAM bytes (for achieved rates and derived SOL figures).
     fn work(spec: &Self::Spec, shape: Self::Shape) -> (f64, f64);
+    /// The schedule that launches exactly like this one at `shape` (the launcher may adapt a schedule to the
+    /// problem); the search skips a transformation whose result launches like its starting point.
+    fn as_launched(&self, _shape: Self::Shape) -> Self {
+        *self
+    }
 }
 
 impl Family for matmul::Schedule {
     type Spec = MatmulSpec;
     type Shape = MatmulShape;
+
+    fn as_launched(&self, shape: MatmulShape) -> Self {
+        let split_k = optiml_runtime::matmul::splits_for(
+            self.split_k,
+            shape.batch * shape.m * shape.n,
+            shape.k,
+        );
+        matmul::Schedule { split_k, ..*self }
+    }
 
     fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         matmul::Schedule::candidate(self, spec)

@@ -29,7 +29,8 @@ pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
 pub use replay::Replay;
 pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
 pub use transform::{
-    Proposer, RoutedProposer, Transform, claimed_gain, elementwise_catalog, matmul_catalog,
+    DistinctProposer, Proposer, RoutedProposer, Transform, claimed_gain, elementwise_catalog,
+    matmul_catalog,
 };
 
 use std::time::Duration;

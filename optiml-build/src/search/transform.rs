@@ -342,6 +342,40 @@ pub trait Proposer<S = Schedule> {
     fn propose(&self, schedule: &S, bottleneck: Bottleneck) -> Vec<Transform<S>>;
 }
 
+/// Another proposer's transformations, less those whose result is the same kernel as the schedule it starts from
+/// under `same` (for a matmul: a split-K factor the launcher lowers, at the problem being tuned, to the count it
+/// already runs), so no evaluation is spent on a renamed kernel.
+pub struct DistinctProposer<P, S> {
+    inner: P,
+    same: Box<SameKernel<S>>,
+}
+
+/// Whether two schedules launch the same kernel for the problem at hand.
+type SameKernel<S> = dyn Fn(&S, &S) -> bool + Send + Sync;
+
+impl<P, S> DistinctProposer<P, S> {
+    /// Filters `inner`'s proposals with `same(from, to)`.
+    pub fn new(inner: P, same: impl Fn(&S, &S) -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            inner,
+            same: Box::new(same),
+        }
+    }
+}
+
+impl<P: Proposer<S>, S: Tunable> Proposer<S> for DistinctProposer<P, S> {
+    fn propose(&self, schedule: &S, bottleneck: Bottleneck) -> Vec<Transform<S>> {
+        self.inner
+            .propose(schedule, bottleneck)
+            .into_iter()
+            .filter(|t| {
+                t.apply_to(schedule)
+                    .is_some_and(|to| !(self.same)(schedule, &to))
+            })
+            .collect()
+    }
+}
+
 /// The seed's routing: transformations that address the node's bottleneck first, then the rest (so a search is
 /// never stuck when the classification is wrong), each only where its precondition holds.
 #[derive(Clone, Debug)]
@@ -372,6 +406,34 @@ impl<S: Tunable> Proposer<S> for RoutedProposer<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_the_launcher_would_undo_is_not_proposed() {
+        let at = |k: usize| {
+            move |a: &Schedule, b: &Schedule| {
+                let launched = |s: &Schedule| Schedule {
+                    split_k: optiml_runtime::matmul::splits_for(s.split_k, 4096 * 4096, k),
+                    ..*s
+                };
+                launched(a) == launched(b)
+            }
+        };
+        let root = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
+        let names = |p: &dyn Proposer| -> Vec<&'static str> {
+            p.propose(&root, Bottleneck::Mixed)
+                .iter()
+                .map(|t| t.name)
+                .collect()
+        };
+        let short = DistinctProposer::new(RoutedProposer::new(matmul_catalog()), at(32));
+        let long = DistinctProposer::new(RoutedProposer::new(matmul_catalog()), at(65536));
+        assert!(!names(&short).contains(&"split-k"));
+        assert!(names(&long).contains(&"split-k"));
+        // Everything else is proposed as before.
+        let all = names(&RoutedProposer::new(matmul_catalog()));
+        assert_eq!(names(&short).len() + 1, all.len());
+        assert_eq!(names(&long), all);
+    }
 
     #[test]
     fn catalog_names_are_unique_and_effects_stay_in_the_template_space() {
