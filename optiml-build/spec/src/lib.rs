@@ -14,6 +14,9 @@
 //! ```
 //! let spec = optiml_spec::parse("bmm, float32, B transposed").unwrap();
 //! assert_eq!(spec.canonical(), "matmul batched f32 row-major a:n b:t batch=? m=? n=? k=?");
+//! // A 3-D tensor times one matrix: B is shared by every batch item.
+//! let spec = optiml_spec::parse("batched matmul, B shared").unwrap();
+//! assert_eq!(spec.canonical(), "matmul batched f32 row-major a:n b:n:shared batch=? m=? n=? k=?");
 //! ```
 
 pub mod env;
