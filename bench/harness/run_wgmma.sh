@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build and run the wgmma TF32 prototype harness (wgmma_harness.cu, which
-# includes wgmma_tf32.cu) for several configurations, next to cuBLAS TF32.
+# includes the product template matmul_wgmma_tf32.cu) for several configurations, next to cuBLAS TF32.
 #
 #   OUT=$OUT bash bench/harness/run_wgmma.sh     # from the repository root
 #

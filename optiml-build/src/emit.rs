@@ -42,7 +42,9 @@ pub fn emit(
                     &fs::read(&r.entry.file(&format!("{}.cubin", v.stem)))?,
                 )?;
                 fs::write_if_changed(&ptx, &fs::read(&r.entry.file(&format!("{}.ptx", v.stem)))?)?;
-                let a = r.arch;
+                // The image's own architecture (`sm_90a` for a `wgmma` variant of an `sm_90` key), so the
+                // runtime never offers its PTX to a newer chip.
+                let a = v.launch.image_arch(r.arch);
                 variants.push_str(&format!(
                     "        ::optiml::runtime::Variant {{\n            \
                      arch: ::optiml::runtime::Arch {{ major: {}, minor: {}, specific: {} }},\n            \
@@ -86,6 +88,17 @@ fn launch(l: &Launch) -> String {
         } => format!(
             "::optiml::runtime::Launch::Matmul {{ bm: {bm}, bn: {bn}, threads: {threads}, smem_bytes: {smem_bytes}, \
              split_k: {split_k} }}"
+        ),
+        Launch::Wgmma {
+            tile_m,
+            tile_n,
+            threads,
+            smem_bytes,
+            tma_rows,
+            tma_a_kmajor,
+        } => format!(
+            "::optiml::runtime::Launch::Wgmma {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
+             smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor} }}"
         ),
         Launch::Elementwise {
             threads,

@@ -179,7 +179,7 @@ fn generate(
         nvrtc,
         &format!("{}_{arch}.cu", kernel.name),
         &candidate.source,
-        arch,
+        candidate.launch.image_arch(arch),
     )
     .map_err(|source| Error::Compile {
         kernel: kernel.name.clone(),

@@ -8,16 +8,16 @@ use crate::eval::{
     TimingPlan, Tolerance, WorkerCommand,
 };
 use crate::experts::matmul::Schedule;
-use crate::experts::{Candidate, elementwise};
+use crate::experts::{Candidate, elementwise, matmul_tf32};
 use crate::nvrtc::{Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::{
     self, Config, DeterministicJudge, DistinctProposer, Evaluator, Header, Measurement, Method,
     Outcome, RoutedProposer, Search, SearchLog, Signals, Transform, elementwise_catalog,
-    matmul_catalog,
+    matmul_catalog, tf32_catalog,
 };
 use optiml_runtime::Arch;
-use optiml_spec::{Family, MatmulSpec};
+use optiml_spec::{Family, MatmulSpec, Precision};
 use std::time::Instant;
 
 /// How to tune.
@@ -91,6 +91,16 @@ pub enum TuneError {
         kernel: String,
         /// Its family.
         family: &'static str,
+    },
+    /// The kernel's search space is another architecture's.
+    #[error("`{kernel}` is not tuned on {arch}: {why}; its default is used")]
+    Arch {
+        /// The kernel.
+        kernel: String,
+        /// The GPU's architecture.
+        arch: Arch,
+        /// Why.
+        why: &'static str,
     },
     /// No evaluator.
     #[error("`{kernel}` on {arch}: {source}")]
@@ -245,6 +255,33 @@ pub fn tune_shape(
         plan.tolerance = t;
     }
     let key = [shape.batch, shape.m, shape.n, shape.k].map(|d| d as u64);
+    if spec.precision == Precision::Tf32 {
+        // The search space is the `wgmma` kernel's; elsewhere the `mma.sync` kernel runs its one schedule.
+        if !matmul_tf32::has_wgmma(arch) {
+            return Err(TuneError::Arch {
+                kernel: kernel.name.clone(),
+                arch,
+                why: "TF32 kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the \
+                      `mma.sync` kernel has one)",
+            });
+        }
+        return search_family(
+            nvrtc,
+            kernel,
+            arch,
+            spec.clone(),
+            shape,
+            plan,
+            (
+                matmul_tf32::Schedule::default_for(arch),
+                tf32_catalog(),
+                matmul_tf32::Schedule::all(),
+            ),
+            Some(key),
+            options,
+            report,
+        );
+    }
     let space = Schedule::all();
     search_family(
         nvrtc,

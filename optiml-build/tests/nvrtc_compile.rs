@@ -7,11 +7,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use optiml_build::experts::{Candidate, elementwise, matmul};
+use optiml_build::experts::{Candidate, elementwise, matmul, matmul_tf32};
 use optiml_build::nvrtc;
 use optiml_runtime::Arch;
 use optiml_spec::{
-    Activation, BinaryOp, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, UnaryOp,
+    Activation, BinaryOp, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
+    UnaryOp,
 };
 use std::collections::HashSet;
 
@@ -19,6 +20,7 @@ const ARCHS: [Arch; 2] = [Arch::new(8, 0), Arch::new(9, 0)];
 
 fn spec(trans: (bool, bool), epilogue: (bool, bool, bool, Option<Activation>)) -> MatmulSpec {
     MatmulSpec {
+        precision: Precision::Exact,
         batched: true,
         trans_a: trans.0,
         trans_b: trans.1,
@@ -243,6 +245,54 @@ fn every_generated_variant_compiles_without_spills() {
                 format!("elementwise {:?}", spec.op),
                 elementwise::Schedule::default_for(arch).candidate(&spec),
                 arch,
+            ));
+        }
+    }
+    assert_compiled(&jobs, started);
+}
+
+/// The TF32 kernels a build generates (the `mma.sync` one on sm_80, the `wgmma` one as sm_90a on sm_90) in
+/// every layout, plain and with the full epilogue, and every `wgmma` schedule the search can reach in the two
+/// TMA layouts (`NN`, `TT`) and the two `cp.async` ones.
+#[test]
+fn every_tf32_variant_compiles_without_spills() {
+    let started = std::time::Instant::now();
+    let transposes = [(false, false), (false, true), (true, false), (true, true)];
+    let (plain, full) = (
+        (false, false, false, None),
+        (true, true, true, Some(Activation::Gelu)),
+    );
+    let tf32 = |t, e| MatmulSpec {
+        precision: Precision::Tf32,
+        ..spec(t, e)
+    };
+    let mut jobs: Vec<Job> = Vec::new();
+    for arch in ARCHS {
+        for t in transposes {
+            for e in [plain, full] {
+                let spec = tf32(t, e);
+                let c = optiml_build::experts::default_candidate(
+                    &optiml_spec::Spec {
+                        family: optiml_spec::Family::Matmul(spec.clone()),
+                        dtype: optiml_spec::DType::F32,
+                        layout: optiml_spec::Layout::RowMajor,
+                    },
+                    arch,
+                );
+                let image = c.launch.image_arch(arch);
+                jobs.push((format!("tf32 {} {spec:?}", c.schedule), c, image));
+            }
+        }
+    }
+    let hopper = Arch::specific(9, 0);
+    for s in matmul_tf32::Schedule::all() {
+        for (i, t) in transposes.into_iter().enumerate() {
+            // Alternate the epilogue so every schedule meets both.
+            let spec = tf32(t, if i % 2 == 0 { plain } else { full });
+            jobs.push((
+                format!("tf32 {} {spec:?}", s.describe()),
+                s.candidate(&spec),
+                hopper,
             ));
         }
     }

@@ -33,6 +33,58 @@ pub enum Launch {
         /// Resident blocks per SM the grid is sized for.
         blocks_per_sm: u32,
     },
+    // Variants are appended: cache manifests store this enum by variant index (bincode).
+    /// A warp-specialised tensor-core matmul (`wgmma`, sm_90a only): a persistent grid of at most one block per
+    /// multiprocessor walks the `tile_m × tile_n` tiles of every batch item; one producer warpgroup fills a ring
+    /// of shared-memory stages, the others multiply.
+    Wgmma {
+        /// Rows of `C` per tile.
+        tile_m: u32,
+        /// Columns of `C` per tile.
+        tile_n: u32,
+        /// Threads per block (128 per warpgroup).
+        threads: u32,
+        /// Dynamic shared memory per block, in bytes.
+        smem_bytes: u32,
+        /// Rows per TMA box of the K-major operand (the `wgmma` N), when the producer loads through TMA tensor
+        /// maps the launcher encodes; 0 when it loads with `cp.async` only.
+        tma_rows: u32,
+        /// With TMA: the K-major operand is A (an `NN` product, computed as `Cᵀ = Bᵀ·Aᵀ`), else B (`TT`).
+        tma_a_kmajor: bool,
+    },
+}
+
+impl Launch {
+    /// The architecture a variant for `arch` is compiled for: `wgmma` and `setmaxnreg` exist only in the
+    /// architecture-specific target (`sm_90a`), whose code runs on that exact chip only.
+    pub fn image_arch(&self, arch: Arch) -> Arch {
+        match self {
+            Launch::Wgmma { .. } => Arch::specific(arch.major, arch.minor),
+            Launch::Matmul { .. } | Launch::Elementwise { .. } => arch,
+        }
+    }
+
+    /// Dynamic shared memory per block, in bytes.
+    pub fn smem_bytes(&self) -> u32 {
+        match *self {
+            Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
+            Launch::Elementwise { .. } => 0,
+        }
+    }
+
+    /// The companion entry points a module of this launch holds beside its kernel: the split-K reduction when
+    /// the variant splits K (required), and the matrix-vector kernel of every matmul module (optional: modules
+    /// built before it existed lack it).
+    pub fn companions(&self) -> (Option<&'static str>, Option<&'static str>) {
+        match *self {
+            Launch::Matmul { split_k, .. } => (
+                (split_k > 1).then_some(crate::matmul::REDUCE_ENTRY),
+                Some(crate::matmul::GEMV_ENTRY),
+            ),
+            Launch::Wgmma { .. } => (None, Some(crate::matmul::GEMV_ENTRY)),
+            Launch::Elementwise { .. } => (None, None),
+        }
+    }
 }
 
 /// One compiled form of a kernel.
@@ -251,23 +303,15 @@ impl KernelModule {
                     Ptx::from_src(variant.ptx)
                 };
                 let loaded = ctx.load_module(image).and_then(|m| {
-                    let reduce = match variant.launch {
-                        Launch::Matmul { split_k, .. } if split_k > 1 => {
-                            Some(m.load_function(crate::matmul::REDUCE_ENTRY)?)
-                        }
-                        _ => None,
-                    };
-                    let gemv = match variant.launch {
-                        Launch::Matmul { .. } => m.load_function(crate::matmul::GEMV_ENTRY).ok(),
-                        Launch::Elementwise { .. } => None,
-                    };
+                    let (reduce, gemv) = variant.launch.companions();
+                    let reduce = reduce.map(|e| m.load_function(e)).transpose()?;
+                    let gemv = gemv.and_then(|e| m.load_function(e).ok());
                     Ok((m.load_function(self.artifacts.entry)?, reduce, gemv))
                 });
                 match loaded {
                     Ok((function, reduce, gemv)) => {
-                        if let Launch::Matmul { smem_bytes, .. } = variant.launch
-                            && smem_bytes > 48 * 1024
-                        {
+                        let smem_bytes = variant.launch.smem_bytes();
+                        if smem_bytes > 48 * 1024 {
                             function
                                 .set_attribute(
                                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

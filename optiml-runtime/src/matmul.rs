@@ -3,7 +3,8 @@
 use crate::kernel::{KernelModule, Launch, Target};
 use crate::{Error, check};
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, result, sys,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
+    PushKernelArg, result, sys,
 };
 
 /// The arguments of one matmul launch. Matrices are row-major and packed: batch item `i` of `A` starts at
@@ -178,25 +179,104 @@ fn launch_checked(
     target: Target<'_>,
     args: MatmulArgs<'_>,
 ) -> Result<(), Error> {
-    let Launch::Matmul {
-        bm,
-        bn,
-        threads,
-        smem_bytes,
-        split_k,
-    } = target.launch
-    else {
-        return Err(Error::NoVariant {
-            kernel: name,
-            device: "this launcher".into(),
-            available: "a non-matmul variant".into(),
-        });
-    };
     if (args.n == 1 || args.m == 1)
         && let Some(gemv) = target.gemv
     {
         return launch_gemv(name, stream, gemv, args);
     }
+    match target.launch {
+        Launch::Matmul {
+            bm,
+            bn,
+            threads,
+            smem_bytes,
+            split_k,
+        } => launch_tiled(
+            name,
+            stream,
+            target,
+            args,
+            (bm, bn, threads, smem_bytes),
+            split_k,
+        ),
+        Launch::Wgmma {
+            tile_m,
+            tile_n,
+            threads,
+            smem_bytes,
+            tma_rows,
+            tma_a_kmajor,
+        } => launch_wgmma(
+            name,
+            stream,
+            target,
+            args,
+            (tile_m, tile_n, threads, smem_bytes),
+            (tma_rows, tma_a_kmajor),
+        ),
+        Launch::Elementwise { .. } => Err(Error::NoVariant {
+            kernel: name,
+            device: "this launcher".into(),
+            available: "a non-matmul variant".into(),
+        }),
+    }
+}
+
+/// The by-value arguments every matmul entry point takes after its pointers, in ABI order.
+struct Scalars {
+    batch: i32,
+    m: i32,
+    n: i32,
+    k: i32,
+    strides: (i64, i64, i64),
+    alpha: f32,
+    beta: f32,
+    null: u64,
+}
+
+impl Scalars {
+    /// The dimensions were checked to fit `i32` by [`check_args`].
+    fn of(args: &MatmulArgs<'_>) -> Self {
+        Scalars {
+            batch: args.batch as i32,
+            m: args.m as i32,
+            n: args.n as i32,
+            k: args.k as i32,
+            strides: strides(args),
+            alpha: args.alpha,
+            beta: args.beta,
+            null: 0,
+        }
+    }
+
+    /// Pushes `bias` (or a null pointer), then `batch, M, N, K, strideA, strideB, strideC, alpha, beta`.
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>, bias: Option<&'a CudaSlice<f32>>) {
+        match bias {
+            Some(bias) => builder.arg(bias),
+            None => builder.arg(&self.null),
+        };
+        builder
+            .arg(&self.batch)
+            .arg(&self.m)
+            .arg(&self.n)
+            .arg(&self.k)
+            .arg(&self.strides.0)
+            .arg(&self.strides.1)
+            .arg(&self.strides.2)
+            .arg(&self.alpha)
+            .arg(&self.beta);
+    }
+}
+
+/// A block per `bm × bn` tile, batch on the grid's z axis, and split-K through a workspace when it pays.
+fn launch_tiled(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    args: MatmulArgs<'_>,
+    (bm, bn, threads, smem_bytes): (u32, u32, u32, u32),
+    split_k: u32,
+) -> Result<(), Error> {
     let splits = splits_for(split_k, args.batch * args.m * args.n, args.k);
     let cfg = LaunchConfig {
         grid_dim: (
@@ -216,14 +296,7 @@ fn launch_checked(
             reason: "needs more than 65535 row blocks",
         });
     }
-    let (batch, m, n, k) = (
-        args.batch as i32,
-        args.m as i32,
-        args.n as i32,
-        args.k as i32,
-    );
-    let (sa, sb, sc) = strides(&args);
-    let null: u64 = 0;
+    let scalars = Scalars::of(&args);
     let splits_arg = splits as i32;
     // The partial sums of every split, [S][batch][m][n]; every element is written by the first launch, so it
     // needs no initialisation. Stream-ordered: freed on `stream` after the second launch when it drops.
@@ -248,20 +321,7 @@ fn launch_checked(
         Some((w, _)) => builder.arg(&w.ptr),
         None => builder.arg(&mut *args.c),
     };
-    match args.bias {
-        Some(bias) => builder.arg(bias),
-        None => builder.arg(&null),
-    };
-    builder
-        .arg(&batch)
-        .arg(&m)
-        .arg(&n)
-        .arg(&k)
-        .arg(&sa)
-        .arg(&sb)
-        .arg(&sc)
-        .arg(&args.alpha)
-        .arg(&args.beta);
+    scalars.push(&mut builder, args.bias);
     if split_k > 1 {
         builder.arg(&splits_arg);
     }
@@ -285,15 +345,15 @@ fn launch_checked(
         builder.arg(&w.ptr).arg(&mut *args.c);
         match args.bias {
             Some(bias) => builder.arg(bias),
-            None => builder.arg(&null),
+            None => builder.arg(&scalars.null),
         };
         builder
-            .arg(&batch)
-            .arg(&m)
-            .arg(&n)
-            .arg(&sc)
-            .arg(&args.alpha)
-            .arg(&args.beta)
+            .arg(&scalars.batch)
+            .arg(&scalars.m)
+            .arg(&scalars.n)
+            .arg(&scalars.strides.2)
+            .arg(&scalars.alpha)
+            .arg(&scalars.beta)
             .arg(&splits_arg);
         // SAFETY: `optiml_splitk_reduce(const float* W, float* C, const float* bias, int batch, int M, int N,
         // long long strideC, float alpha, float beta, int splits)` reads the `splits · batch · m · n` workspace
@@ -302,6 +362,152 @@ fn launch_checked(
             .map_err(Error::driver(name, "launch the split-K reduction"))?;
     }
     Ok(())
+}
+
+/// A persistent `wgmma` kernel: one block per multiprocessor at most, each walking tiles `b, b + grid, …`. With a
+/// TMA producer, the launcher encodes the two operands' tensor maps per call (host work of about a microsecond)
+/// or, where TMA cannot address an operand, tells the kernel to load with `cp.async` instead.
+fn launch_wgmma(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    args: MatmulArgs<'_>,
+    (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
+    (tma_rows, tma_a_kmajor): (u32, bool),
+) -> Result<(), Error> {
+    let tiles = (args.m.div_ceil(tile_m as usize) as u64)
+        .saturating_mul(args.n.div_ceil(tile_n as usize) as u64)
+        .saturating_mul(args.batch as u64);
+    let cfg = LaunchConfig {
+        grid_dim: (
+            tiles.clamp(1, u64::from(target.sm_count.max(1))) as u32,
+            1,
+            1,
+        ),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: smem_bytes,
+    };
+    let scalars = Scalars::of(&args);
+    let maps = (tma_rows > 0).then(|| TmaMaps::encode(stream, &args, tma_rows, tma_a_kmajor));
+    let mut builder = stream.launch_builder(target.function);
+    builder.arg(args.a).arg(args.b).arg(&mut *args.c);
+    scalars.push(&mut builder, args.bias);
+    if let Some(maps) = &maps {
+        builder.arg(&maps.q).arg(&maps.p).arg(&maps.use_tma);
+    }
+    // SAFETY: the arguments match the `wgmma` template's `optiml_matmul` (the common ABI, then the two
+    // `__grid_constant__` tensor maps and the TMA switch when compiled with TMA); every buffer was checked to
+    // hold what the dimensions address; the maps, when used, describe exactly those checked extents (their
+    // out-of-bounds elements read as zero), and with `use_tma == 0` the kernel never reads them. Any grid is
+    // valid: blocks loop over tiles.
+    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    Ok(())
+}
+
+/// A `CUtensorMap` as a kernel parameter (128 bytes, passed by value as `const __grid_constant__`).
+#[repr(transparent)]
+struct TmaMap(sys::CUtensorMap);
+
+// SAFETY: a plain-old-data struct of the driver's, the exact layout of the kernel's `TmaMap` parameter.
+unsafe impl DeviceRepr for TmaMap {}
+
+/// The tensor maps of a TMA launch and whether the kernel may use them.
+struct TmaMaps {
+    q: TmaMap,
+    p: TmaMap,
+    use_tma: i32,
+}
+
+impl TmaMaps {
+    /// Maps of the K-major operand Q (`{K, rows, batch}`, box `{32, tma_rows, 1}`) and the other operand P
+    /// (`{cols, K, batch}`, box `{32, 32, 1}`), both fp32, 128-byte swizzle, zero fill outside. TMA needs
+    /// 16-byte aligned bases and row and batch strides in multiples of 16 bytes; a call that breaks any of
+    /// these gets zeroed maps and `use_tma = 0`, and the kernel's `cp.async` producer.
+    fn encode(stream: &CudaStream, args: &MatmulArgs<'_>, tma_rows: u32, a_kmajor: bool) -> Self {
+        // SAFETY: an all-zero CUtensorMap is a valid value of the plain byte array (the kernel ignores it).
+        let zero = || TmaMap(unsafe { std::mem::zeroed() });
+        let (sa, sb, _) = strides(args);
+        let (a, _a_sync) = args.a.device_ptr(stream);
+        let (b, _b_sync) = args.b.device_ptr(stream);
+        // NN: Q = A (m × k), P = B (k × n). TT: Q = B stored n × k, P = A stored k × m.
+        let (q, sq, q_rows, p, sp, p_cols) = if a_kmajor {
+            (a, sa, args.m, b, sb, args.n)
+        } else {
+            (b, sb, args.n, a, sa, args.m)
+        };
+        let maps = (args.k > 0)
+            .then(|| {
+                Some(TmaMaps {
+                    q: encode_map(q, args.k, q_rows, args.batch, sq, [32, tma_rows])?,
+                    p: encode_map(p, p_cols, args.k, args.batch, sp, [32, 32])?,
+                    use_tma: 1,
+                })
+            })
+            .flatten();
+        maps.unwrap_or_else(|| TmaMaps {
+            q: zero(),
+            p: zero(),
+            use_tma: 0,
+        })
+    }
+}
+
+/// A 3-D map `{cols, rows, batch}` of a row-major fp32 operand whose batch items are `stride` elements apart
+/// (0: one item for all), or `None` where TMA cannot address it.
+fn encode_map(
+    base: sys::CUdeviceptr,
+    cols: usize,
+    rows: usize,
+    batch: usize,
+    stride: i64,
+    boxed: [u32; 2],
+) -> Option<TmaMap> {
+    if !base.is_multiple_of(16)
+        || !cols.is_multiple_of(4)
+        || stride % 4 != 0
+        || cols == 0
+        || rows == 0
+    {
+        return None;
+    }
+    let row_bytes = cols as u64 * 4;
+    let (items, item_bytes) = if stride == 0 {
+        (1, row_bytes * rows as u64)
+    } else {
+        (batch as u64, stride as u64 * 4)
+    };
+    // The driver's limits: dimensions up to 2³², strides under 2⁴⁰ bytes.
+    if [cols as u64, rows as u64, items]
+        .iter()
+        .any(|&d| d > 1 << 32)
+        || item_bytes >= 1 << 40
+    {
+        return None;
+    }
+    let dims = [cols as u64, rows as u64, items];
+    let byte_strides = [row_bytes, item_bytes];
+    let box_dims = [boxed[0], boxed[1], 1];
+    let element_strides = [1u32; 3];
+    // SAFETY: a zeroed map is a valid output buffer; the arrays have the rank's lengths (3 dimensions, 2
+    // strides); the driver only reads them and writes the map.
+    let mut map = TmaMap(unsafe { std::mem::zeroed() });
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map.0,
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            3,
+            base as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            byte_strides.as_ptr(),
+            box_dims.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    (status == sys::CUresult::CUDA_SUCCESS).then_some(map)
 }
 
 /// The batch strides of A, B and C in elements: packed, or 0 for a shared operand (the templates read batch item
@@ -332,30 +538,10 @@ fn launch_gemv(
         block_dim: (GEMV_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (batch, m, n, k) = (
-        args.batch as i32,
-        args.m as i32,
-        args.n as i32,
-        args.k as i32,
-    );
-    let (sa, sb, sc) = strides(&args);
-    let null: u64 = 0;
+    let scalars = Scalars::of(&args);
     let mut builder = stream.launch_builder(gemv);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
-    match args.bias {
-        Some(bias) => builder.arg(bias),
-        None => builder.arg(&null),
-    };
-    builder
-        .arg(&batch)
-        .arg(&m)
-        .arg(&n)
-        .arg(&k)
-        .arg(&sa)
-        .arg(&sb)
-        .arg(&sc)
-        .arg(&args.alpha)
-        .arg(&args.beta);
+    scalars.push(&mut builder, args.bias);
     // SAFETY: `optiml_gemv` takes `optiml_matmul`'s parameters (without the split count) and addresses the same
     // elements of A, B, C and bias for the same dimensions, all checked above in the stream's context; any grid
     // is correct (blocks loop over output tiles and batch items).

@@ -30,7 +30,7 @@ pub use error::{Errors, SpecError};
 pub use key::{KernelId, sha256_hex};
 pub use model::{
     Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec,
-    Operand, Spec, UnaryOp,
+    Operand, Precision, Spec, UnaryOp,
 };
 pub use parse::parse;
 pub use signature::{Access, Binding, Kind, Param, Role, bind};

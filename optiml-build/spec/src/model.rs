@@ -95,9 +95,23 @@ impl Activation {
     }
 }
 
+/// How a matmul may round its products.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Precision {
+    /// Exact fp32 multiply-adds (the SIMT kernels): what `f32` alone means.
+    #[default]
+    Exact,
+    /// The spec allows TF32 tensor cores (`tf32`): A and B are rounded to 10 mantissa bits inside the kernel,
+    /// products are accumulated in fp32; buffers stay f32. The check's tolerance is TF32's, not fp32's.
+    Tf32,
+}
+
 /// A batched or plain matrix product with an optional fused epilogue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MatmulSpec {
+    /// Arithmetic the kernel may use (specs written before precisions existed are exact).
+    #[serde(default)]
+    pub precision: Precision,
     /// A batch of independent products (`A`, `B`, `C` hold `batch` matrices back to back).
     pub batched: bool,
     /// `A` is stored `K × M` and used transposed.
@@ -215,7 +229,12 @@ impl Spec {
                 if m.batched {
                     s.push_str(" batched");
                 }
-                s.push_str(&format!(" {dtype} row-major"));
+                s.push_str(&format!(" {dtype}"));
+                // Exact specs keep the spelling they had before precisions existed (it is hashed into keys).
+                if m.precision == Precision::Tf32 {
+                    s.push_str(" tf32");
+                }
+                s.push_str(" row-major");
                 s.push_str(if m.trans_a { " a:t" } else { " a:n" });
                 if m.shared_a {
                     s.push_str(":shared");

@@ -8,7 +8,7 @@
 use crate::error::SpecError;
 use crate::model::{
     Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec,
-    Operand, Spec, UnaryOp,
+    Operand, Precision, Spec, UnaryOp,
 };
 
 /// Parses a spec string.
@@ -99,6 +99,7 @@ struct Draft {
     batched: Option<String>,
     elementwise: Option<String>,
     dtypes: Vec<(DType, String)>,
+    tf32: Option<String>,
     trans_a: bool,
     trans_b: bool,
     shared_a: Option<String>,
@@ -121,6 +122,7 @@ enum Meaning {
     Elementwise,
     DType(DType),
     UnsupportedDType(&'static str),
+    Tf32,
     RowMajor,
     ColumnMajor,
     TransA,
@@ -178,7 +180,10 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("half", Meaning::UnsupportedDType("f16")),
     ("bf16", Meaning::UnsupportedDType("bf16")),
     ("bfloat16", Meaning::UnsupportedDType("bf16")),
-    ("tf32", Meaning::UnsupportedDType("tf32")),
+    ("tf32", Meaning::Tf32),
+    ("tf32 allowed", Meaning::Tf32),
+    ("allow tf32", Meaning::Tf32),
+    ("tensor float 32", Meaning::Tf32),
     ("f64", Meaning::UnsupportedDType("f64")),
     ("fp64", Meaning::UnsupportedDType("f64")),
     ("float64", Meaning::UnsupportedDType("f64")),
@@ -347,6 +352,7 @@ fn apply(meaning: Meaning, text: &str, draft: &mut Draft) -> Result<(), SpecErro
                 hint: "only f32 kernels are generated so far; write `f32`".into(),
             });
         }
+        Meaning::Tf32 => draft.tf32 = Some(text),
         Meaning::RowMajor => {}
         Meaning::ColumnMajor => {
             return Err(SpecError::Unsupported {
@@ -637,6 +643,11 @@ impl Draft {
             });
         }
         Ok(Family::Matmul(MatmulSpec {
+            precision: if self.tf32.is_some() {
+                Precision::Tf32
+            } else {
+                Precision::Exact
+            },
             batched,
             trans_a: self.trans_a,
             trans_b: self.trans_b,
@@ -654,6 +665,12 @@ impl Draft {
     }
 
     fn elementwise_family(&self) -> Result<Family, SpecError> {
+        if let Some(word) = &self.tf32 {
+            return Err(SpecError::NotForFamily {
+                word: word.clone(),
+                family: "elementwise",
+            });
+        }
         for (on, word) in [
             (self.trans_a || self.trans_b, "transposed"),
             (self.shared_a.is_some() || self.shared_b.is_some(), "shared"),
@@ -865,6 +882,37 @@ mod tests {
         assert!(matches!(
             parse("bmm, shared a, shared b"),
             Err(SpecError::Ambiguous { .. })
+        ));
+    }
+
+    #[test]
+    fn tf32_is_a_matmul_precision() {
+        for text in [
+            "batched matmul, f32, tf32",
+            "matmul, tf32 allowed",
+            "gemm, fp32, allow tf32, bias",
+            "bmm tf32",
+        ] {
+            assert_eq!(mm(text).precision, Precision::Tf32, "{text}");
+        }
+        assert_eq!(mm("batched matmul, f32").precision, Precision::Exact);
+        assert_eq!(
+            parse("matmul, f32, tf32, B transposed")
+                .unwrap()
+                .canonical(),
+            "matmul f32 tf32 row-major a:n b:t m=? n=? k=?"
+        );
+        // Exact specs keep their canonical text (and so their cache keys).
+        assert_eq!(
+            parse("matmul, f32").unwrap().canonical(),
+            "matmul f32 row-major a:n b:n m=? n=? k=?"
+        );
+        assert!(matches!(
+            parse("relu, tf32"),
+            Err(SpecError::NotForFamily {
+                family: "elementwise",
+                ..
+            })
         ));
     }
 

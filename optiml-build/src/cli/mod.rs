@@ -138,6 +138,15 @@ fn transforms(t: &Transforms) -> anyhow::Result<bool> {
                 t.rationale,
             )
         })
+        .chain(search::tf32_catalog().iter().map(|t| {
+            (
+                "matmul tf32",
+                t.name,
+                name(t.addresses),
+                t.claimed_gain,
+                t.rationale,
+            )
+        }))
         .chain(search::elementwise_catalog().iter().map(|t| {
             (
                 "elementwise",

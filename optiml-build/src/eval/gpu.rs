@@ -5,7 +5,7 @@ use super::client::{Client, ClientError, WorkerCommand};
 use super::plan::{MatmulShape, TestPlan, splitmix};
 use super::protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
 use crate::experts::Candidate;
-use crate::experts::{elementwise, matmul};
+use crate::experts::{elementwise, matmul, matmul_tf32};
 use crate::nvrtc::{self, Compiled, Nvrtc};
 use crate::search::Tunable;
 use crate::search::{Evaluator, Measurement, Outcome, Signals};
@@ -125,6 +125,23 @@ impl Family for matmul::Schedule {
 
     fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
         (shape.flops(), shape.min_bytes(spec))
+    }
+}
+
+impl Family for matmul_tf32::Schedule {
+    type Spec = MatmulSpec;
+    type Shape = MatmulShape;
+
+    fn candidate(&self, spec: &MatmulSpec) -> Candidate {
+        matmul_tf32::Schedule::candidate(self, spec)
+    }
+
+    fn problem(spec: &MatmulSpec, shape: MatmulShape) -> Problem {
+        matmul::Schedule::problem(spec, shape)
+    }
+
+    fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
+        matmul::Schedule::work(spec, shape)
     }
 }
 
@@ -409,7 +426,8 @@ fn build(nvrtc: &'static Nvrtc, candidate: &Candidate, arch: Arch) -> Built {
     if let Some(b) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return b.map(|shared| Arc::new((candidate.clone(), shared.1.clone())));
     }
-    let built = nvrtc::compile(nvrtc, "optiml_candidate.cu", &candidate.source, arch)
+    let image_arch = candidate.launch.image_arch(arch);
+    let built = nvrtc::compile(nvrtc, "optiml_candidate.cu", &candidate.source, image_arch)
         .map(|c| Arc::new((candidate.clone(), c)))
         .map_err(|e| format!("compile: {} {}", e.status, first_error(&e.log)));
     if let Ok(mut m) = memo.lock() {

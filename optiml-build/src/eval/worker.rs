@@ -373,14 +373,12 @@ impl Worker {
         let function = module
             .load_function(&job.entry)
             .map_err(|e| reject("load", format!("no entry point `{}`: {e}", job.entry)))?;
-        let (threads, smem) = match job.launch {
-            Launch::Matmul {
-                threads,
-                smem_bytes,
-                ..
-            } => (threads, smem_bytes),
-            Launch::Elementwise { threads, .. } => (threads, 0),
+        let threads = match job.launch {
+            Launch::Matmul { threads, .. }
+            | Launch::Wgmma { threads, .. }
+            | Launch::Elementwise { threads, .. } => threads,
         };
+        let smem = job.launch.smem_bytes();
         if smem > 48 * 1024 {
             function
                 .set_attribute(
@@ -411,28 +409,16 @@ impl Worker {
             local_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
             shared_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
         };
-        let reduce = match job.launch {
-            Launch::Matmul { split_k, .. } if split_k > 1 => Some(
-                module
-                    .load_function(optiml_runtime::matmul::REDUCE_ENTRY)
-                    .map_err(|e| {
-                        reject(
-                            "load",
-                            format!(
-                                "a split-K schedule without `{}`: {e}",
-                                optiml_runtime::matmul::REDUCE_ENTRY
-                            ),
-                        )
-                    })?,
-            ),
-            _ => None,
-        };
-        let gemv = match job.launch {
-            Launch::Matmul { .. } => module
-                .load_function(optiml_runtime::matmul::GEMV_ENTRY)
-                .ok(),
-            Launch::Elementwise { .. } => None,
-        };
+        // The same companions the generated wrapper loads (`Launch::companions`).
+        let (reduce, gemv) = job.launch.companions();
+        let reduce = reduce
+            .map(|entry| {
+                module.load_function(entry).map_err(|e| {
+                    reject("load", format!("a split-K schedule without `{entry}`: {e}"))
+                })
+            })
+            .transpose()?;
+        let gemv = gemv.and_then(|entry| module.load_function(entry).ok());
         let target = Target {
             function: &function,
             reduce: reduce.as_ref(),

@@ -3,9 +3,10 @@
 
 pub mod elementwise;
 pub mod matmul;
+pub mod matmul_tf32;
 
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::{Family, Spec, sha256_hex};
+use optiml_spec::{Family, Precision, Spec, sha256_hex};
 
 /// A kernel ready to compile: full CUDA source plus how to launch it.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +24,9 @@ pub struct Candidate {
 /// The family's default candidate for `spec` on `arch`.
 pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
     match &spec.family {
+        Family::Matmul(m) if m.precision == Precision::Tf32 => {
+            matmul_tf32::default_candidate(m, arch)
+        }
         Family::Matmul(m) => matmul::Schedule::default_for(arch).candidate(m),
         Family::Elementwise(e) => elementwise::Schedule::default_for(arch).candidate(e),
     }
@@ -33,7 +37,12 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
 /// included) even when nobody bumps the version, and leaves the other families' entries alone (CubeCL hashes
 /// only names; we hash code).
 pub fn generator_version(spec: &Spec) -> String {
-    let templates: &[&str] = match spec.family {
+    let templates: &[&str] = match &spec.family {
+        Family::Matmul(m) if m.precision == Precision::Tf32 => &[
+            matmul_tf32::WGMMA_TEMPLATE,
+            matmul_tf32::MMA_TEMPLATE,
+            matmul::GEMV_TEMPLATE,
+        ],
         Family::Matmul(_) => &[matmul::TEMPLATE, matmul::GEMV_TEMPLATE],
         Family::Elementwise(_) => &[elementwise::TEMPLATE],
     };

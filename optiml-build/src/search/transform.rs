@@ -3,8 +3,8 @@
 
 use super::Tunable;
 use super::reward::Bottleneck;
-use crate::experts::elementwise;
 use crate::experts::matmul::{GROUP_M, SPLIT_K, Schedule};
+use crate::experts::{elementwise, matmul_tf32};
 
 /// One transformation of a schedule of type `S` (a matmul schedule unless said otherwise).
 #[derive(Clone, Copy, Debug)]
@@ -322,12 +322,76 @@ pub fn elementwise_catalog() -> Vec<Transform<elementwise::Schedule>> {
     ]
 }
 
+/// The TF32 `wgmma` kernel's transformations: its tile and its ring depth.
+pub fn tf32_catalog() -> Vec<Transform<matmul_tf32::Schedule>> {
+    vec![
+        Transform {
+            name: "wide-wgmma",
+            rationale: "a 256-row wgmma reads each 64-row slice of the other operand once per 256 rows instead of \
+                        128: half the shared-memory bytes per MMA",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.10,
+            apply: |s| Some(matmul_tf32::Schedule { qn: s.qn * 2, ..*s }),
+        },
+        Transform {
+            name: "narrow-wgmma",
+            rationale: "a 128-row tile gives twice the tiles, filling the machine on problems of fewer tiles than \
+                        multiprocessors",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.10,
+            apply: |s| Some(matmul_tf32::Schedule { qn: s.qn / 2, ..*s }),
+        },
+        Transform {
+            name: "second-consumer",
+            rationale: "two consumer warpgroups share each loaded stage of the K-major operand: twice the MMAs per \
+                        byte loaded",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.10,
+            apply: |s| Some(matmul_tf32::Schedule { consumers: 2, ..*s }),
+        },
+        Transform {
+            name: "one-consumer",
+            rationale: "one consumer warpgroup halves the tile's other side: more tiles for small problems",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.05,
+            apply: |s| Some(matmul_tf32::Schedule { consumers: 1, ..*s }),
+        },
+        Transform {
+            name: "deeper-ring",
+            rationale: "one more stage in flight hides more load latency behind the MMAs",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| next_stage(s, 1),
+        },
+        Transform {
+            name: "shallower-ring",
+            rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| next_stage(s, -1),
+        },
+    ]
+}
+
+/// The neighbouring ring depth of `s` in [`matmul_tf32::STAGES`], `step` positions away.
+fn next_stage(s: &matmul_tf32::Schedule, step: isize) -> Option<matmul_tf32::Schedule> {
+    let at = matmul_tf32::STAGES.iter().position(|&d| d == s.stages)?;
+    let stages = *matmul_tf32::STAGES.get(at.checked_add_signed(step)?)?;
+    Some(matmul_tf32::Schedule { stages, ..*s })
+}
+
 /// The gain a transformation of any family's catalog claims, by name (reports compare it with the measured one).
 pub fn claimed_gain(name: &str) -> Option<f64> {
     matmul_catalog()
         .iter()
         .find(|t| t.name == name)
         .map(|t| t.claimed_gain)
+        .or_else(|| {
+            tf32_catalog()
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.claimed_gain)
+        })
         .or_else(|| {
             elementwise_catalog()
                 .iter()

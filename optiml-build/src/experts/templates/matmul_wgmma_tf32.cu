@@ -1,9 +1,11 @@
-// optiml prototype: batched GEMM, fp32 in memory, TF32 tensor cores through
+// optiml: batched GEMM template, fp32 in memory, TF32 tensor cores through
 // Hopper's warpgroup MMA (wgmma.mma_async, sm_90a only), fp32 accumulate.
-// Standalone for now (bench/harness/wgmma_harness.cu includes it; see
-// bench/harness/WGMMA_NOTES.md for the design, the shared-memory layouts and
-// the descriptor math worked out). No #include, inline PTX only, so NVRTC
-// compiles it as is (-arch=sm_90a); macros specialise it.
+// Generated for specs that allow TF32 on sm_90 (optiml-build/src/experts/
+// matmul_tf32.rs); bench/harness/wgmma_harness.cu includes it too, and
+// bench/harness/WGMMA_NOTES.md has the design, the shared-memory layouts and
+// the descriptor math worked out. No #include, inline PTX only, so NVRTC
+// compiles it as is (-arch=sm_90a); macros specialise it. The launcher
+// (optiml-runtime/src/matmul.rs, Launch::Wgmma) builds the tensor maps.
 //
 // Entry point (the ABI of optiml-build/src/experts/templates/matmul_tf32.cu):
 //   extern "C" __global__ void optiml_matmul(A, B, C, bias, batch, M, N, K,
@@ -243,7 +245,7 @@
 // wgmma and setmaxnreg exist only in the arch-specific sm_90a target (the
 // host pass of nvcc has no __CUDA_ARCH__ and is let through).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "wgmma_tf32.cu needs the sm_90a target (-gencode=arch=compute_90a,code=sm_90a / NVRTC -arch=sm_90a)"
+#error "matmul_wgmma_tf32.cu needs the sm_90a target (-gencode=arch=compute_90a,code=sm_90a / NVRTC -arch=sm_90a)"
 #endif
 
 namespace optiml_wg {
