@@ -184,7 +184,7 @@ fn run(
 /// Every element written, and 4096 sampled elements within 1e-5 of an f64 CPU reference (relative to the
 /// magnitude of their terms). Returns the largest sampled error.
 fn check(a: &[f32], b: &[f32], c: &[f32], Shape { batch, m, n, k }: Shape) -> Result<f64, String> {
-    check_sampled(c, (batch, m, n), 4096, |z, i, j| {
+    check_sampled(c, (batch, m, n), 4096, 1e-5, |z, i, j| {
         let (mut acc, mut mag) = (0f64, 0f64);
         for l in 0..k {
             let p = f64::from(a[z * m * k + i * k + l]) * f64::from(b[z * k * n + l * n + j]);

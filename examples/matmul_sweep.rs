@@ -88,6 +88,63 @@ fn gemm_bias_gelu(
     k: usize,
 );
 
+/// `C = A·B` on TF32 tensor cores (`wgmma` + TMA on the H200).
+#[optiml::kernel("matmul, f32, tf32")]
+fn gemm_tf32(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// `C = A·Bᵀ` on TF32 tensor cores (both operands K-major: `cp.async`, no TMA).
+#[optiml::kernel("C = A·Bᵀ, tf32")]
+fn gemm_tf32_nt(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// `C = Aᵀ·B` on TF32 tensor cores (the producer transposes A).
+#[optiml::kernel("matmul, A transposed, tf32")]
+fn gemm_tf32_tn(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// Batched, TF32 tensor cores.
+#[optiml::kernel("batched matmul, f32, tf32")]
+fn bmm_tf32(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// `C = gelu(A·B + bias)` on TF32 tensor cores.
+#[optiml::kernel("matmul with bias and gelu, tf32")]
+fn gemm_tf32_bias_gelu(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    bias: &CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
 /// Which declared kernel a row runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
@@ -97,6 +154,11 @@ enum Kernel {
     Bmm,
     SharedB,
     BiasGelu,
+    Tf32Gemm,
+    Tf32Nt,
+    Tf32Tn,
+    Tf32Bmm,
+    Tf32BiasGelu,
 }
 
 impl Kernel {
@@ -108,13 +170,38 @@ impl Kernel {
             Kernel::Bmm => "bmm",
             Kernel::SharedB => "bmm_shared_b",
             Kernel::BiasGelu => "gemm_bias_gelu",
+            Kernel::Tf32Gemm => "gemm_tf32",
+            Kernel::Tf32Nt => "gemm_tf32_nt",
+            Kernel::Tf32Tn => "gemm_tf32_tn",
+            Kernel::Tf32Bmm => "bmm_tf32",
+            Kernel::Tf32BiasGelu => "gemm_tf32_bias_gelu",
         }
     }
     fn trans_a(self) -> bool {
-        self == Kernel::Tn
+        matches!(self, Kernel::Tn | Kernel::Tf32Tn)
     }
     fn trans_b(self) -> bool {
-        self == Kernel::Nt
+        matches!(self, Kernel::Nt | Kernel::Tf32Nt)
+    }
+    /// The fused bias + gelu epilogue (cuBLAS runs the plain product).
+    fn epilogue(self) -> bool {
+        matches!(self, Kernel::BiasGelu | Kernel::Tf32BiasGelu)
+    }
+    /// Runs on TF32 tensor cores (compared with cuBLAS in TF32 math mode).
+    fn tf32(self) -> bool {
+        matches!(
+            self,
+            Kernel::Tf32Gemm
+                | Kernel::Tf32Nt
+                | Kernel::Tf32Tn
+                | Kernel::Tf32Bmm
+                | Kernel::Tf32BiasGelu
+        )
+    }
+    /// The tolerance of the sampled check, relative to the terms' magnitude: fp32 rounding, or TF32's
+    /// (`Tolerance::TF32` of the gate).
+    fn tolerance(self) -> f64 {
+        if self.tf32() { 2e-3 } else { 1e-5 }
     }
     /// One B for every batch item.
     fn shared_b(self) -> bool {
@@ -210,6 +297,19 @@ const SWEEP: &[Case] = &[
     case("vector × matrix", Kernel::Gemm, 1, 1, 16384, 16384),
     case("Aᵀ × vector", Kernel::Tn, 1, 16384, 1, 16384),
     case("batched m × v", Kernel::Bmm, 64, 1024, 1, 1024),
+    // TF32 tensor cores against cuBLAS in TF32 math mode.
+    case("square", Kernel::Tf32Gemm, 1, 8192, 8192, 8192),
+    case("square", Kernel::Tf32Gemm, 1, 4096, 4096, 4096),
+    case("square", Kernel::Tf32Gemm, 1, 2048, 2048, 2048),
+    case("irregular", Kernel::Tf32Gemm, 1, 1000, 1000, 1000),
+    case("odd", Kernel::Tf32Gemm, 1, 4095, 4097, 1023),
+    case("tall-skinny", Kernel::Tf32Gemm, 1, 32768, 128, 1024),
+    case("small K", Kernel::Tf32Gemm, 1, 4096, 4096, 32),
+    case("batched", Kernel::Tf32Bmm, 256, 1024, 1024, 1024),
+    case("batched", Kernel::Tf32Bmm, 16, 1024, 1024, 1024),
+    case("B transposed", Kernel::Tf32Nt, 1, 4096, 4096, 4096),
+    case("A transposed", Kernel::Tf32Tn, 1, 4096, 4096, 4096),
+    case("bias + gelu", Kernel::Tf32BiasGelu, 1, 4096, 4096, 4096),
 ];
 
 /// Bytes a matrix-vector product must move at least: both operands read once, the output written once.
@@ -239,7 +339,21 @@ fn main() -> Result<(), BoxError> {
         return Err("cuBLAS is not installed: the sweep has nothing to compare with".into());
     }
     let blas = CudaBlas::new(stream.clone())?;
-    println!("optiml matmul f32 against cuBLAS (default math mode: exact fp32) on {gpu}, {date}");
+    let blas_tf32 = CudaBlas::new(stream.clone())?;
+    // SAFETY: a live handle of this process; the mode only lets cuBLAS round fp32 inputs to TF32.
+    let status = unsafe {
+        cudarc::cublas::sys::cublasSetMathMode(
+            *blas_tf32.handle(),
+            cudarc::cublas::sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+        )
+    };
+    if status != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        return Err(format!("cuBLAS refused TF32 math mode: {status:?}").into());
+    }
+    println!(
+        "optiml matmul f32 against cuBLAS on {gpu}, {date} (exact fp32 rows: default math mode; tf32 rows: \
+         CUBLAS_TF32_TENSOR_OP_MATH)"
+    );
     println!(
         "{:<14} {:<15} {:>22} | {:>9} {:>8} | {:>9} {:>8} | {:>6} {:>8}",
         "case",
@@ -256,7 +370,7 @@ fn main() -> Result<(), BoxError> {
     println!("device-to-device copy: {:.2} TB/s", copy / 1e12);
     let mut rows = Vec::new();
     for c in SWEEP {
-        let row = run(&stream, &blas, c)?;
+        let row = run(&stream, if c.kernel.tf32() { &blas_tf32 } else { &blas }, c)?;
         println!(
             "{:<14} {:<15} {:>22} | {:>9.4} {:>8.1} | {:>9.4} {:>8.1} | {:>5.2}x {:>8.1e}",
             c.label,
@@ -271,11 +385,17 @@ fn main() -> Result<(), BoxError> {
         );
         rows.push(row);
     }
-    let (gemv, gemm): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.case.is_gemv());
-    let geomean = (gemm.iter().map(|r| r.ratio().ln()).sum::<f64>() / gemm.len() as f64).exp();
+    let (tf32, exact): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.case.kernel.tf32());
+    let (gemv, gemm): (Vec<&Row>, Vec<&Row>) = exact.into_iter().partition(|r| r.case.is_gemv());
+    let geomean_of = |rows: &[&Row]| {
+        (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len() as f64).exp()
+    };
+    let (geomean, geomean_tf32) = (geomean_of(&gemm), geomean_of(&tf32));
     println!(
-        "geometric mean of optiml / cuBLAS speed: {geomean:.3}x over {} matrix-matrix shapes",
-        gemm.len()
+        "geometric mean of optiml / cuBLAS speed: {geomean:.3}x over {} exact fp32 matrix-matrix shapes, \
+         {geomean_tf32:.3}x over {} TF32 shapes",
+        gemm.len(),
+        tf32.len()
     );
     for r in &gemv {
         println!(
@@ -294,7 +414,8 @@ fn main() -> Result<(), BoxError> {
             "date": date, "gpu": gpu,
             "method": METHOD,
             "geomean_speed_vs_cublas": geomean,
-            "geomean_over": "the matrix-matrix rows (not the matrix-vector ones)",
+            "geomean_over": "the exact fp32 matrix-matrix rows (not the matrix-vector or TF32 ones)",
+            "geomean_tf32_speed_vs_cublas_tf32": geomean_tf32,
             "copy_bandwidth_bytes_per_s": copy,
             "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
         });
@@ -304,7 +425,13 @@ fn main() -> Result<(), BoxError> {
         )?;
         std::fs::write(
             dir.join("matmul-sweep.md"),
-            markdown(&gpu, &date, &gemm, &gemv, geomean, copy),
+            markdown(
+                &gpu,
+                &date,
+                (&gemm, &gemv, &tf32),
+                (geomean, geomean_tf32),
+                copy,
+            ),
         )?;
         println!("wrote {}", dir.display());
     }
@@ -316,7 +443,9 @@ const METHOD: &str = "CUDA events on one stream, 5 warm-up runs each, then 30 ro
     through cudarc (sgemm / sgemm_strided_batched, default math mode); every optiml output checked for NaN (the \
     buffer is poisoned first) and 2048 sampled elements against float64 within 1e-5 of their terms' magnitude; \
     cuBLAS's output compared with optiml's (relative L2 ≤ 1e-5) except where optiml fuses an epilogue cuBLAS \
-    does not run";
+    does not run. TF32 rows: optiml kernels whose spec allows TF32, cuBLAS with CUBLAS_TF32_TENSOR_OP_MATH, \
+    sampled elements within 2e-3 of their terms' magnitude (the gate's TF32 tolerance) and the two results within \
+    4e-3 of each other (both round to TF32, differently)";
 
 /// What one case measured.
 struct Row {
@@ -349,7 +478,8 @@ impl Row {
             "cublas_bytes_per_s": self.bandwidth(&self.cublas),
             "case": c.label, "kernel": c.kernel.name(), "batch": c.batch, "m": c.m, "n": c.n, "k": c.k,
             "trans_a": c.kernel.trans_a(), "trans_b": c.kernel.trans_b(),
-            "epilogue": (c.kernel == Kernel::BiasGelu).then_some("bias + gelu (fused; cuBLAS runs the plain gemm)"),
+            "epilogue": c.kernel.epilogue().then_some("bias + gelu (fused; cuBLAS runs the plain gemm)"),
+            "precision": if c.kernel.tf32() { "tf32" } else { "fp32" },
             "optiml": self.ours.json(), "optiml_tflops": self.tflops(&self.ours),
             "cublas": self.cublas.json(), "cublas_tflops": self.tflops(&self.cublas),
             "speed_vs_cublas": self.ratio(), "max_rel_err_sampled": self.error,
@@ -360,16 +490,36 @@ impl Row {
 fn markdown(
     gpu: &str,
     date: &str,
-    rows: &[&Row],
-    gemv: &[&Row],
-    geomean: f64,
+    (rows, gemv, tf32): (&[&Row], &[&Row], &[&Row]),
+    (geomean, geomean_tf32): (f64, f64),
     copy: f64,
 ) -> String {
-    let mut md = format!(
-        "# Matmul f32 against cuBLAS — {gpu}, {date}\n\nMethod: {METHOD}.\n\n\
-         | case | kernel | batch × m × n × k | optiml ms (min–max) | TFLOP/s | cuBLAS ms (min–max) | TFLOP/s | optiml / cuBLAS | max sampled error |\n\
-         |---|---|---|---|---:|---|---:|---:|---:|\n"
+    const HEADER: &str = "| case | kernel | batch × m × n × k | optiml ms (min–max) | TFLOP/s | cuBLAS ms (min–max) | \
+         TFLOP/s | optiml / cuBLAS | max sampled error |\n|---|---|---|---|---:|---|---:|---:|---:|\n";
+    let mut md =
+        format!("# Matmul f32 against cuBLAS — {gpu}, {date}\n\nMethod: {METHOD}.\n\n{HEADER}");
+    matmul_rows(&mut md, rows);
+    let _ = writeln!(
+        md,
+        "\nGeometric mean of optiml / cuBLAS speed over the {} rows: **{geomean:.3}×**.",
+        rows.len()
     );
+    let _ = write!(
+        md,
+        "\n## TF32 tensor cores (cuBLAS in TF32 math mode)\n\n{HEADER}"
+    );
+    matmul_rows(&mut md, tf32);
+    let _ = writeln!(
+        md,
+        "\nGeometric mean of optiml / cuBLAS TF32 speed over the {} rows: **{geomean_tf32:.3}×**.",
+        tf32.len()
+    );
+    gemv_rows(&mut md, gemv, copy);
+    md
+}
+
+/// Table rows of matrix-matrix products.
+fn matmul_rows(md: &mut String, rows: &[&Row]) {
     for r in rows {
         let c = r.case;
         let cell = |s: &Stats| format!("{:.4} ({:.4}–{:.4})", s.median_ms, s.min_ms, s.max_ms);
@@ -387,7 +537,7 @@ fn markdown(
             cell(&r.cublas),
             r.tflops(&r.cublas),
             r.ratio(),
-            if c.kernel == Kernel::BiasGelu {
+            if c.kernel.epilogue() {
                 " (cuBLAS without the epilogue)"
             } else {
                 ""
@@ -395,11 +545,10 @@ fn markdown(
             r.error
         );
     }
-    let _ = writeln!(
-        md,
-        "\nGeometric mean of optiml / cuBLAS speed over the {} rows: **{geomean:.3}×**.",
-        rows.len()
-    );
+}
+
+/// The matrix-vector section.
+fn gemv_rows(md: &mut String, gemv: &[&Row], copy: f64) {
     let _ = write!(
         md,
         "\n## Matrix × vector (memory-bound)\n\nDevice-to-device copy in the same run: {:.2} TB/s (bytes read plus \
@@ -426,7 +575,6 @@ fn markdown(
             r.error
         );
     }
-    md
 }
 
 fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxError> {
@@ -456,13 +604,18 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
             Kernel::Bmm => bmm(stream, &da, &db, dc, batch, m, n, k)?,
             Kernel::SharedB => bmm_shared_b(stream, &da, &db, dc, batch, m, n, k)?,
             Kernel::BiasGelu => gemm_bias_gelu(stream, &da, &db, dc, &dbias, m, n, k)?,
+            Kernel::Tf32Gemm => gemm_tf32(stream, &da, &db, dc, m, n, k)?,
+            Kernel::Tf32Nt => gemm_tf32_nt(stream, &da, &db, dc, m, n, k)?,
+            Kernel::Tf32Tn => gemm_tf32_tn(stream, &da, &db, dc, m, n, k)?,
+            Kernel::Tf32Bmm => bmm_tf32(stream, &da, &db, dc, batch, m, n, k)?,
+            Kernel::Tf32BiasGelu => gemm_tf32_bias_gelu(stream, &da, &db, dc, &dbias, m, n, k)?,
         }
         Ok(())
     };
     launch(&mut dc)?;
     let out = stream.clone_dtoh(&dc)?;
     let seeds = format!("seeds {seed_a}, {seed_b}, {seed_bias}");
-    let epilogue = (kernel == Kernel::BiasGelu).then_some(bias.as_slice());
+    let epilogue = kernel.epilogue().then_some(bias.as_slice());
     let error =
         check(c, &a, &b, epilogue, &out).map_err(|e| format!("{}: {e} ({seeds})", c.label))?;
     let mut dref = poisoned(stream, batch * m * n)?;
@@ -477,7 +630,7 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
         // The baseline must compute the same thing, or the ratio means nothing.
         let theirs = stream.clone_dtoh(&dref)?;
         let diff = rel_diff(&out, &theirs);
-        if diff > 1e-5 {
+        if diff > if kernel.tf32() { 4e-3 } else { 1e-5 } {
             return Err(format!(
                 "{}: cuBLAS and optiml disagree by {diff:e} ({seeds})",
                 c.label
@@ -493,8 +646,8 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Row, BoxEr
     })
 }
 
-/// Every element written, and 2048 sampled elements within 1e-5 of an f64 reference, relative to the magnitude
-/// of their terms (Σ|a·b| + |bias|). Returns the largest sampled error.
+/// Every element written, and 2048 sampled elements within the kernel's tolerance of an f64 reference, relative
+/// to the magnitude of their terms (Σ|a·b| + |bias|). Returns the largest sampled error.
 fn check(c: &Case, a: &[f32], b: &[f32], bias: Option<&[f32]>, out: &[f32]) -> Result<f64, String> {
     let Case {
         batch,
@@ -521,7 +674,7 @@ fn check(c: &Case, a: &[f32], b: &[f32], bias: Option<&[f32]>, out: &[f32]) -> R
         };
         f64::from(x)
     };
-    check_sampled(out, (batch, m, n), 2048, |z, i, j| {
+    check_sampled(out, (batch, m, n), 2048, kernel.tolerance(), |z, i, j| {
         let (mut acc, mut mag) = (0f64, 0f64);
         for l in 0..k {
             let p = a_at(z, i, l) * b_at(z, l, j);

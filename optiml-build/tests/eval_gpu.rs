@@ -10,6 +10,7 @@ use optiml_build::eval::{
 };
 use optiml_build::experts::Candidate;
 use optiml_build::experts::matmul::{self, Schedule};
+use optiml_build::experts::matmul_tf32 as tf32;
 use optiml_build::search::{
     Config, DeterministicJudge, Evaluator, Outcome, RoutedProposer, Search, matmul_catalog,
 };
@@ -56,7 +57,11 @@ fn evaluator(arch: Arch) -> GpuEvaluator {
     )
 }
 
-fn evaluator_for(arch: Arch, spec: MatmulSpec, dispatch: MatmulShape) -> GpuEvaluator {
+fn evaluator_for<S: optiml_build::eval::Family<Spec = MatmulSpec, Shape = MatmulShape>>(
+    arch: Arch,
+    spec: MatmulSpec,
+    dispatch: MatmulShape,
+) -> GpuEvaluator<S> {
     GpuEvaluator::new(
         optiml_build::nvrtc::load().expect("NVRTC"),
         EvalSetup {
@@ -170,7 +175,7 @@ fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_t
             Family::Matmul(m) => m,
             other => panic!("{other:?}"),
         };
-        let mut e = evaluator_for(arch, spec, deep);
+        let mut e: GpuEvaluator = evaluator_for(arch, spec, deep);
         let mut times = Vec::new();
         for split_k in matmul::SPLIT_K {
             let s = Schedule {
@@ -193,6 +198,107 @@ fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_t
             "{text}: splitting K should pay several times over on {deep:?}: {times:?}"
         );
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
+    let arch = arch();
+    assert!(
+        tf32::has_wgmma(arch),
+        "this test times the sm_90 wgmma kernel; {arch} has none"
+    );
+    let square = MatmulShape {
+        batch: 1,
+        m: 2048,
+        n: 2048,
+        k: 2048,
+    };
+    let parse = |text: &str| match optiml_spec::parse(text).unwrap().family {
+        Family::Matmul(m) => m,
+        other => panic!("{other:?}"),
+    };
+    // Every layout (TMA in NN and TT, cp.async in NT and TN), the full epilogue, and a shared operand; every
+    // schedule of the search space on the plain product, the default on the others. The gate's shapes include
+    // K = 0, 1×1×1, odd edges, matrix-vector products and K = 4099.
+    for text in [
+        "batched matmul, f32, tf32",
+        "gemm, tf32, transposed A and transposed B, alpha, beta, bias, gelu",
+        "matmul, tf32, B transposed, relu",
+        "batched matmul, tf32, A transposed, beta",
+        "batched matmul, tf32, B shared",
+    ] {
+        let spec = parse(text);
+        let mut e: GpuEvaluator<tf32::Schedule> = evaluator_for(arch, spec.clone(), square);
+        let schedules = if text == "batched matmul, f32, tf32" {
+            tf32::Schedule::all()
+        } else {
+            vec![tf32::Schedule::default_for(arch)]
+        };
+        for s in schedules {
+            match e.evaluate(&s) {
+                Outcome::Measured(m) => eprintln!(
+                    "{text}: {}: {:.4} ms ({:.0} TFLOP/s)",
+                    s.describe(),
+                    m.time_ms,
+                    square.flops() / m.time_ms / 1e9
+                ),
+                Outcome::Rejected(why) => panic!("{text}, {}: rejected: {why}", s.describe()),
+            }
+        }
+        // The mma.sync kernel other architectures get runs on Hopper too: it passes the same gate.
+        let (outcome, _) = e.evaluate_candidate(&tf32::mma_candidate(&spec));
+        assert!(
+            matches!(outcome, Outcome::Measured(_)),
+            "{text}, mma.sync: {outcome:?}"
+        );
+    }
+    // The tolerance is what lets TF32 through: held to fp32's, the same kernel fails (so it really rounds).
+    let spec = parse("batched matmul, f32, tf32");
+    let mut strict: GpuEvaluator<tf32::Schedule> = GpuEvaluator::new(
+        optiml_build::nvrtc::load().expect("NVRTC"),
+        EvalSetup {
+            name: "tf32 at fp32 tolerance".into(),
+            plan: TestPlan {
+                tolerance: optiml_build::eval::Tolerance::F32,
+                ..TestPlan::for_matmul(&spec, &[])
+            },
+            spec: spec.clone(),
+            arch,
+            dispatch: square,
+            timing: TimingPlan::default(),
+            worker: worker(),
+            device: 0,
+            compile_threads: 8,
+            seed: 7,
+            ncu: None,
+        },
+    )
+    .expect("an evaluator on GPU 0");
+    assert!(matches!(
+        strict.evaluate(&tf32::Schedule::default_for(arch)),
+        Outcome::Rejected(_)
+    ));
+    // And it is several times faster than the exact kernel on the same problem.
+    let mut exact: GpuEvaluator = evaluator_for(
+        arch,
+        MatmulSpec {
+            precision: optiml_spec::Precision::Exact,
+            ..spec.clone()
+        },
+        square,
+    );
+    let mut tc: GpuEvaluator<tf32::Schedule> = evaluator_for(arch, spec, square);
+    let time = |o: Outcome| match o {
+        Outcome::Measured(m) => m.time_ms,
+        Outcome::Rejected(why) => panic!("{why}"),
+    };
+    let (fp32_ms, tf32_ms) = (
+        time(exact.evaluate(&Schedule::default_for(arch))),
+        time(tc.evaluate(&tf32::Schedule::default_for(arch))),
+    );
+    eprintln!("2048³: exact fp32 {fp32_ms:.4} ms, tf32 {tf32_ms:.4} ms");
+    assert!(tf32_ms * 3.0 < fp32_ms, "{tf32_ms} ms vs {fp32_ms} ms");
 }
 
 /// Serves some schedules with broken kernels, the others honestly.

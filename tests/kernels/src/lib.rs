@@ -71,6 +71,44 @@ pub fn matmul_bias_relu(
 #[optiml::kernel("matmul, m=65, n=47, k=300")]
 pub fn matmul_fixed(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>);
 
+/// TF32 tensor cores allowed: `wgmma` on sm_90, `mma.sync` elsewhere.
+#[optiml::kernel("batched matmul, f32, tf32")]
+pub fn bmm_tf32(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// TF32 with both operands transposed (the other TMA layout) and every epilogue option.
+#[optiml::kernel("batched gemm, tf32, C = gelu(alpha·Aᵀ·Bᵀ + beta·C + bias)")]
+pub fn bmm_tf32_tt_full(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    bias: &CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    beta: f32,
+);
+
+/// TF32 with B stored transposed (a `cp.async` layout).
+#[optiml::kernel("C = A·Bᵀ, tf32")]
+pub fn matmul_tf32_nt(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
 /// `y = relu(x)`.
 #[optiml::kernel("y = relu(x)")]
 pub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);

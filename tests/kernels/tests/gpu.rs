@@ -182,6 +182,77 @@ fn bmm_matches_reference_on_odd_shapes() {
     }
 }
 
+/// TF32 kernels are held to TF32's tolerance (`Tolerance::TF32`, 2e-3): the TMA path where rows and batch items
+/// are 16-byte multiples (K = 100, 128, 4), the `cp.async` fallback elsewhere (K = 33, 513, the odd batch
+/// strides), K = 0, and the matrix-vector kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_kernels_in_three_layouts() {
+    let s = stream();
+    let mut r = rng();
+    let shapes = SHAPES.iter().chain(&[(2, 300, 1, 64), (4, 256, 512, 1024)]);
+    for (i, &(batch, m, n, kk)) in shapes.enumerate() {
+        let a = random(&mut r, batch * m * kk, i);
+        let b = random(&mut r, batch * kk * n, i + 1);
+        let mut c = poisoned(&s, batch * m * n);
+        k::bmm_tf32(&s, &up(&s, &a), &up(&s, &b), &mut c, batch, m, n, kk).unwrap();
+        let want = reference(&Mm::plain(&a, &b, (batch, m, n, kk)));
+        let what = format!("bmm_tf32 {batch}x{m}x{n}x{kk}");
+        check(&what, &down(&s, &c), &want, 2e-3, kk);
+
+        let c0 = random(&mut r, batch * m * n, i + 2);
+        let bias = random(&mut r, n, i + 3);
+        let mut c = up(&s, &c0);
+        let (alpha, beta) = (0.75f32, -0.5f32);
+        k::bmm_tf32_tt_full(
+            &s,
+            &up(&s, &a),
+            &up(&s, &b),
+            &mut c,
+            &up(&s, &bias),
+            batch,
+            m,
+            n,
+            kk,
+            alpha,
+            beta,
+        )
+        .unwrap();
+        let want = reference(&Mm {
+            c0: Some(&c0),
+            bias: Some(&bias),
+            ta: true,
+            tb: true,
+            alpha: alpha.into(),
+            beta: beta.into(),
+            act: gelu,
+            ..Mm::plain(&a, &b, (batch, m, n, kk))
+        });
+        check(
+            &format!("bmm_tf32_tt_full {batch}x{m}x{n}x{kk}"),
+            &down(&s, &c),
+            &want,
+            2e-3,
+            kk,
+        );
+
+        let (a1, b1) = (&a[..m * kk], &b[..kk * n]);
+        let mut c = poisoned(&s, m * n);
+        k::matmul_tf32_nt(&s, &up(&s, a1), &up(&s, b1), &mut c, m, n, kk).unwrap();
+        let want = reference(&Mm {
+            tb: true,
+            ..Mm::plain(a1, b1, (1, m, n, kk))
+        });
+        check(
+            &format!("matmul_tf32_nt {m}x{n}x{kk}"),
+            &down(&s, &c),
+            &want,
+            2e-3,
+            kk,
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bmm_batch_beyond_the_grid_limit() {
