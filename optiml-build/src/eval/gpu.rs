@@ -90,6 +90,11 @@ pub trait Family: Tunable {
     fn problem(spec: &Self::Spec, shape: Self::Shape) -> Problem;
     /// The problem's FLOPs and fewest DRAM bytes (for achieved rates and derived SOL figures).
     fn work(spec: &Self::Spec, shape: Self::Shape) -> (f64, f64);
+    /// The arithmetic peak the family's kernels are judged against (SM speed-of-light), from the device's fp32
+    /// FMA peak.
+    fn peak_tflops(fp32_tflops: f64) -> f64 {
+        fp32_tflops
+    }
     /// The schedule that launches exactly like this one at `shape` (the launcher may adapt a schedule to the
     /// problem); the search skips a transformation whose result launches like its starting point.
     fn as_launched(&self, _shape: Self::Shape) -> Self {
@@ -134,6 +139,12 @@ impl Family for matmul_tf32::Schedule {
 
     fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         matmul_tf32::Schedule::candidate(self, spec)
+    }
+
+    /// Dense TF32 tensor-core throughput is 8× the fp32 FMA rate per SM and clock on Ampere and Hopper (1024
+    /// against 128 multiply-adds).
+    fn peak_tflops(fp32_tflops: f64) -> f64 {
+        8.0 * fp32_tflops
     }
 
     fn problem(spec: &MatmulSpec, shape: MatmulShape) -> Problem {
@@ -399,7 +410,7 @@ impl<S: Family> GpuEvaluator<S> {
         Measurement {
             time_ms: ms,
             spread_pct: times.spread_pct(),
-            sm_sol: (fp32_tflops > 0.0).then(|| 100.0 * tflops / fp32_tflops),
+            sm_sol: (fp32_tflops > 0.0).then(|| 100.0 * tflops / S::peak_tflops(fp32_tflops)),
             dram_sol: (copy_tbps > 0.0).then(|| 100.0 * tbps / copy_tbps),
             // Derived signals know only the minimum traffic, the same for every candidate; the judge's DRAM
             // rule needs measured bytes, so it stays silent here rather than compare equal numbers.
