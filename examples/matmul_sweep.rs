@@ -7,8 +7,8 @@
 //! cargo run --release -p optiml-examples --example matmul_sweep [-- --out DIR]
 //! ```
 //!
-//! `--out DIR` writes `matmul-sweep.json` and `matmul-sweep.md` there. Without a GPU it builds (the kernels come
-//! from the committed cache) and says so.
+//! `--out DIR` writes `matmul-sweep.json` and `matmul-sweep.md` there; `--kernels gemm_tf32,bmm` runs only the
+//! rows of those kernels. Without a GPU it builds (the kernels come from the committed cache) and says so.
 
 use cudarc::cublas::CudaBlas;
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
@@ -368,8 +368,13 @@ fn main() -> Result<(), BoxError> {
     );
     let copy = copy_bandwidth(&stream)?;
     println!("device-to-device copy: {:.2} TB/s", copy / 1e12);
+    let only = arg_value("--kernels");
+    let wanted = |c: &Case| {
+        only.as_deref()
+            .is_none_or(|list| list.split(',').any(|k| k.trim() == c.kernel.name()))
+    };
     let mut rows = Vec::new();
-    for c in SWEEP {
+    for c in SWEEP.iter().filter(|c| wanted(c)) {
         let row = run(&stream, if c.kernel.tf32() { &blas_tf32 } else { &blas }, c)?;
         println!(
             "{:<14} {:<15} {:>22} | {:>9.4} {:>8.1} | {:>9.4} {:>8.1} | {:>5.2}x {:>8.1e}",

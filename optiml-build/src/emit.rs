@@ -96,9 +96,11 @@ fn launch(l: &Launch) -> String {
             smem_bytes,
             tma_rows,
             tma_a_kmajor,
+            tma_p_kmajor,
         } => format!(
             "::optiml::runtime::Launch::Wgmma {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
-             smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor} }}"
+             smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
+             tma_p_kmajor: {tma_p_kmajor} }}"
         ),
         Launch::Elementwise {
             threads,

@@ -46,11 +46,14 @@ pub enum Launch {
         threads: u32,
         /// Dynamic shared memory per block, in bytes.
         smem_bytes: u32,
-        /// Rows per TMA box of the K-major operand (the `wgmma` N), when the producer loads through TMA tensor
-        /// maps the launcher encodes; 0 when it loads with `cp.async` only.
+        /// Rows per TMA box of the K-major operand Q (the `wgmma` N), when the producer loads through TMA
+        /// tensor maps the launcher encodes; 0 when it loads with `cp.async` only.
         tma_rows: u32,
-        /// With TMA: the K-major operand is A (an `NN` product, computed as `Cᵀ = Bᵀ·Aᵀ`), else B (`TT`).
+        /// With TMA: Q is A (`NN` and `NT`, computed as `Cᵀ = Bᵀ·Aᵀ`), else B (`TT`).
         tma_a_kmajor: bool,
+        /// With TMA: the other operand P is K-major too (`NT`: B stored `n × k`) and is loaded as boxes of every
+        /// other row; otherwise it is stored `k × rows` and loaded as 32 × 32 boxes.
+        tma_p_kmajor: bool,
     },
 }
 

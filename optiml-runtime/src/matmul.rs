@@ -206,13 +206,14 @@ fn launch_checked(
             smem_bytes,
             tma_rows,
             tma_a_kmajor,
+            tma_p_kmajor,
         } => launch_wgmma(
             name,
             stream,
             target,
             args,
             (tile_m, tile_n, threads, smem_bytes),
-            (tma_rows, tma_a_kmajor),
+            (tma_rows, tma_a_kmajor, tma_p_kmajor),
         ),
         Launch::Elementwise { .. } => Err(Error::NoVariant {
             kernel: name,
@@ -373,7 +374,7 @@ fn launch_wgmma(
     target: Target<'_>,
     args: MatmulArgs<'_>,
     (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
-    (tma_rows, tma_a_kmajor): (u32, bool),
+    tma: (u32, bool, bool),
 ) -> Result<(), Error> {
     let tiles = (args.m.div_ceil(tile_m as usize) as u64)
         .saturating_mul(args.n.div_ceil(tile_n as usize) as u64)
@@ -388,7 +389,7 @@ fn launch_wgmma(
         shared_mem_bytes: smem_bytes,
     };
     let scalars = Scalars::of(&args);
-    let maps = (tma_rows > 0).then(|| TmaMaps::encode(stream, &args, tma_rows, tma_a_kmajor));
+    let maps = (tma.0 > 0).then(|| TmaMaps::encode(stream, &args, tma));
     let mut builder = stream.launch_builder(target.function);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     scalars.push(&mut builder, args.bias);
@@ -419,27 +420,41 @@ struct TmaMaps {
 }
 
 impl TmaMaps {
-    /// Maps of the K-major operand Q (`{K, rows, batch}`, box `{32, tma_rows, 1}`) and the other operand P
-    /// (`{cols, K, batch}`, box `{32, 32, 1}`), both fp32, 128-byte swizzle, zero fill outside. TMA needs
-    /// 16-byte aligned bases and row and batch strides in multiples of 16 bytes; a call that breaks any of
-    /// these gets zeroed maps and `use_tma = 0`, and the kernel's `cp.async` producer.
-    fn encode(stream: &CudaStream, args: &MatmulArgs<'_>, tma_rows: u32, a_kmajor: bool) -> Self {
+    /// Maps of the K-major operand Q (`{K, rows, batch}`, box `{32, tma_rows, 1}`) and the other operand P:
+    /// stored `K × cols`, `{cols, K, batch}` with box `{32, 32, 1}`; K-major (`p_kmajor`), `{K, rows, batch}`
+    /// with box `{32, 16, 1}` taking every other row (the kernel's row order in shared memory: the even rows
+    /// of each 16, then the odd ones). All fp32, 128-byte swizzle, zero fill outside. TMA needs 16-byte aligned
+    /// bases and row and batch strides in multiples of 16 bytes; a call that breaks any of these gets zeroed
+    /// maps and `use_tma = 0`, and the kernel's `cp.async` producer.
+    fn encode(
+        stream: &CudaStream,
+        args: &MatmulArgs<'_>,
+        (tma_rows, a_kmajor, p_kmajor): (u32, bool, bool),
+    ) -> Self {
         // SAFETY: an all-zero CUtensorMap is a valid value of the plain byte array (the kernel ignores it).
         let zero = || TmaMap(unsafe { std::mem::zeroed() });
         let (sa, sb, _) = strides(args);
         let (a, _a_sync) = args.a.device_ptr(stream);
         let (b, _b_sync) = args.b.device_ptr(stream);
-        // NN: Q = A (m × k), P = B (k × n). TT: Q = B stored n × k, P = A stored k × m.
-        let (q, sq, q_rows, p, sp, p_cols) = if a_kmajor {
+        // NN: Q = A (m × k), P = B (k × n). NT: Q = A, P = B stored n × k. TT: Q = B stored n × k, P = A
+        // stored k × m.
+        let (q, sq, q_rows, p, sp, p_rows) = if a_kmajor {
             (a, sa, args.m, b, sb, args.n)
         } else {
             (b, sb, args.n, a, sa, args.m)
         };
+        let p_map = || {
+            if p_kmajor {
+                encode_map(p, args.k, p_rows, args.batch, sp, [32, 16], 2)
+            } else {
+                encode_map(p, p_rows, args.k, args.batch, sp, [32, 32], 1)
+            }
+        };
         let maps = (args.k > 0)
             .then(|| {
                 Some(TmaMaps {
-                    q: encode_map(q, args.k, q_rows, args.batch, sq, [32, tma_rows])?,
-                    p: encode_map(p, p_cols, args.k, args.batch, sp, [32, 32])?,
+                    q: encode_map(q, args.k, q_rows, args.batch, sq, [32, tma_rows], 1)?,
+                    p: p_map()?,
                     use_tma: 1,
                 })
             })
@@ -453,7 +468,7 @@ impl TmaMaps {
 }
 
 /// A 3-D map `{cols, rows, batch}` of a row-major fp32 operand whose batch items are `stride` elements apart
-/// (0: one item for all), or `None` where TMA cannot address it.
+/// (0: one item for all), whose boxes take every `row_step`-th row, or `None` where TMA cannot address it.
 fn encode_map(
     base: sys::CUdeviceptr,
     cols: usize,
@@ -461,6 +476,7 @@ fn encode_map(
     batch: usize,
     stride: i64,
     boxed: [u32; 2],
+    row_step: u32,
 ) -> Option<TmaMap> {
     if !base.is_multiple_of(16)
         || !cols.is_multiple_of(4)
@@ -487,7 +503,7 @@ fn encode_map(
     let dims = [cols as u64, rows as u64, items];
     let byte_strides = [row_bytes, item_bytes];
     let box_dims = [boxed[0], boxed[1], 1];
-    let element_strides = [1u32; 3];
+    let element_strides = [1, row_step, 1];
     // SAFETY: a zeroed map is a valid output buffer; the arrays have the rank's lengths (3 dimensions, 2
     // strides); the driver only reads them and writes the map.
     let mut map = TmaMap(unsafe { std::mem::zeroed() });

@@ -95,11 +95,11 @@ impl Schedule {
         )
     }
 
-    /// The `wgmma` candidate computing `spec` with this schedule. The TMA producer is compiled in where the
-    /// template has it, for the layouts whose K-major operand is A (`NN`) or B (`TT`); the others load with
-    /// `cp.async` (the `NT` product reads both operands K-major from shared memory, `TN` transposes A).
+    /// The `wgmma` candidate computing `spec` with this schedule. The TMA producer is compiled in for every
+    /// layout whose wide operand Q is K-major in memory (`NN`, `NT`, `TT`); `TN`, whose A is M-major where
+    /// TF32 `wgmma` needs it K-major, is transposed by the `cp.async` producer.
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
-        let tma = spec.trans_a == spec.trans_b;
+        let tma = !spec.trans_a || spec.trans_b;
         // The accumulator holds Cᵀ unless both operands are transposed.
         let swap = !(spec.trans_a && spec.trans_b);
         let pw = 64 * self.consumers;
@@ -128,6 +128,8 @@ impl Schedule {
                 smem_bytes: self.smem_bytes(),
                 tma_rows: if tma { self.qn } else { 0 },
                 tma_a_kmajor: tma && !spec.trans_a,
+                // NT: B (the P operand) stored n × k.
+                tma_p_kmajor: tma && !spec.trans_a && spec.trans_b,
             },
             schedule: self.describe(),
         }
@@ -258,7 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn tma_only_where_the_k_major_operand_allows_it() {
+    fn tma_wherever_the_wide_operand_is_k_major() {
         let s = Schedule::default_for(Arch::new(9, 0));
         let launch = |a, b| s.candidate(&spec(a, b)).launch;
         assert_eq!(
@@ -270,6 +272,7 @@ mod tests {
                 smem_bytes: 197_632,
                 tma_rows: 256,
                 tma_a_kmajor: true,
+                tma_p_kmajor: false,
             }
         );
         assert!(matches!(
@@ -279,17 +282,28 @@ mod tests {
                 tile_n: 256,
                 tma_rows: 256,
                 tma_a_kmajor: false,
+                tma_p_kmajor: false,
                 ..
             }
         ));
-        for (a, b) in [(false, true), (true, false)] {
-            assert!(matches!(launch(a, b), Launch::Wgmma { tma_rows: 0, .. }));
-            assert!(
-                s.candidate(&spec(a, b))
-                    .source
-                    .contains("#define OPTIML_TMA 0")
-            );
-        }
+        assert!(matches!(
+            launch(false, true),
+            Launch::Wgmma {
+                tma_rows: 256,
+                tma_a_kmajor: true,
+                tma_p_kmajor: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            launch(true, false),
+            Launch::Wgmma { tma_rows: 0, .. }
+        ));
+        assert!(
+            s.candidate(&spec(true, false))
+                .source
+                .contains("#define OPTIML_TMA 0")
+        );
     }
 
     #[test]

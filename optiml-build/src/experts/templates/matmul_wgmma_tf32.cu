@@ -75,12 +75,17 @@
 //                      (const __grid_constant__ TmaMap tmQ, tmP, int use_tma):
 //                      with use_tma != 0 one producer thread loads each stage
 //                      with cp.async.bulk.tensor (3-D maps built on the host:
-//                      Q {K, Qdim, batch} box {32, QN, 1}, P {Pdim, K, batch}
-//                      box {32, 32, 1}, both SWIZZLE_128B, fp32, OOB zero
-//                      fill; batch coordinate 0 when that stride is 0), the
-//                      full barrier completing on the transaction bytes;
-//                      use_tma == 0: the cp.async path. RS with a K-major Q
-//                      only (NN and TT). WGMMA_NOTES.md has the host side.
+//                      Q {K, Qdim, batch} box {32, QN, 1}; P in the RS form
+//                      {Pdim, K, batch} box {32, 32, 1}, P in the SS form
+//                      (K-major: NT) {K, Pdim, batch} box {32, 16, 1} with
+//                      element strides {1, 2, 1}, so one box brings the even
+//                      or the odd rows of 16 (the SS P row order, perm16);
+//                      all SWIZZLE_128B, fp32, OOB zero fill; batch
+//                      coordinate 0 when that stride is 0), the full barrier
+//                      completing on the transaction bytes; use_tma == 0:
+//                      the cp.async path. Needs a K-major Q (NN, NT, TT; TN
+//                      transposes A in the producer and has no TMA path).
+//                      The launcher (optiml-runtime) encodes the maps.
 //   OPTIML_TF32_ROUND  1 (default): cvt.rna the register operand (RS only);
 //                      2: cvt.rn (ties to even, one F2FP on sm_90);
 //                      0: raw fp32 bits (truncation, like the smem operands)
@@ -230,8 +235,8 @@
 #if OPTIML_WAIT_DEPTH == 1 && OPTIML_STAGES < 2
 #error "OPTIML_WAIT_DEPTH 1 holds a stage across the next k-tile: needs OPTIML_STAGES >= 2"
 #endif
-#if OPTIML_TMA && (OPTIML_P_SMEM || !OPTIML_Q_KMAJOR)
-#error "OPTIML_TMA is implemented for the RS form with a K-major Q only (TRANS_A == TRANS_B, OPTIML_SS 0)"
+#if OPTIML_TMA && (!OPTIML_Q_KMAJOR || (OPTIML_P_SMEM && !OPTIML_P_KMAJOR))
+#error "OPTIML_TMA needs a K-major Q and a P that is either in registers or K-major in memory (NN, NT, TT with OPTIML_SS 0)"
 #endif
 #if OPTIML_EPI != 1 && OPTIML_EPI != 2
 #error "OPTIML_EPI must be 1 or 2"
@@ -1058,7 +1063,12 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         if (use_tma) {
             // one thread issues every copy: Q as one box {32 k, QN rows}, P as
             // PW / 32 boxes {32 p, 32 k rows} (the RS box layout, which is
-            // TMA's 128-byte swizzle of a 128-byte-wide box)
+            // TMA's 128-byte swizzle of a 128-byte-wide box), or, K-major in
+            // the SS form, as 2 PW / 16 boxes of 8 rows {32 k, every other
+            // row}: the even rows of each 16 to stage rows 16g .. 16g + 7,
+            // the odd ones to 16g + 8 .. 16g + 15 (perm16). Each 8-row box
+            // lands 1024-byte aligned, where TMA's address-based swizzle is
+            // the layout's chunk ^ (row & 7).
             // (warp 0 when it also prefetches C: lane 0 issues the copies)
             if (OPTIML_C_PREFETCH ? p < 32 : p == 0) {
                 for (long long tile = bid; tile < total; tile += nblk) {
@@ -1076,9 +1086,16 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
                         if (plane == 0) {
                             mbar_arrive_expect_tx(bar, Q_STAGE + P_STAGE);
                             tma_load_3d(sQ0 + s * Q_STAGE, &tmQ, kt * BK, q0, zq, bar);
+#if OPTIML_P_SMEM
+#pragma unroll
+                            for (int h = 0; h < PW / 8; ++h)
+                                tma_load_3d(sP0 + s * P_STAGE + 1024u * h, &tmP, kt * BK, p0 + 16 * (h >> 1) + (h & 1),
+                                            zp, bar);
+#else
 #pragma unroll
                             for (int b = 0; b < PW / 32; ++b)
                                 tma_load_3d(sP0 + s * P_STAGE + 4096u * b, &tmP, p0 + 32 * b, kt * BK, zp, bar);
+#endif
                         }
 #if OPTIML_C_PREFETCH
                         if (kt == pf_kt) prefetch_c_tile(C, strideC, M, N, tile, per_item, tiles_p, plane, 32);
