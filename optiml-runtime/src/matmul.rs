@@ -478,35 +478,13 @@ fn encode_map(
     boxed: [u32; 2],
     row_step: u32,
 ) -> Option<TmaMap> {
-    if !base.is_multiple_of(16)
-        || !cols.is_multiple_of(4)
-        || stride % 4 != 0
-        || cols == 0
-        || rows == 0
-    {
-        return None;
-    }
-    let row_bytes = cols as u64 * 4;
-    let (items, item_bytes) = if stride == 0 {
-        (1, row_bytes * rows as u64)
-    } else {
-        (batch as u64, stride as u64 * 4)
-    };
-    // The driver's limits: dimensions up to 2³², strides under 2⁴⁰ bytes.
-    if [cols as u64, rows as u64, items]
-        .iter()
-        .any(|&d| d > 1 << 32)
-        || item_bytes >= 1 << 40
-    {
-        return None;
-    }
-    let dims = [cols as u64, rows as u64, items];
-    let byte_strides = [row_bytes, item_bytes];
+    let (dims, byte_strides) = map_geometry(base, cols, rows, batch, stride)?;
     let box_dims = [boxed[0], boxed[1], 1];
     let element_strides = [1, row_step, 1];
-    // SAFETY: a zeroed map is a valid output buffer; the arrays have the rank's lengths (3 dimensions, 2
-    // strides); the driver only reads them and writes the map.
+    // SAFETY: a CUtensorMap is plain bytes, for which all zeros is a valid value.
     let mut map = TmaMap(unsafe { std::mem::zeroed() });
+    // SAFETY: `map` is a live output buffer; the arrays have the rank's lengths (3 dimensions and element strides,
+    // 2 byte strides); the driver only reads them and the address, and writes the map.
     let status = unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map.0,
@@ -524,6 +502,36 @@ fn encode_map(
         )
     };
     (status == sys::CUresult::CUDA_SUCCESS).then_some(map)
+}
+
+/// The dimensions `{cols, rows, items}` and byte strides `{row, item}` of a TMA map of a row-major fp32 operand,
+/// or `None` where TMA cannot address it: a base not 16-byte aligned, rows or batch items not 16-byte multiples,
+/// an empty operand, or the driver's limits (dimensions up to 2³², strides under 2⁴⁰ bytes). A shared operand
+/// (`stride` 0) is one item.
+fn map_geometry(
+    base: sys::CUdeviceptr,
+    cols: usize,
+    rows: usize,
+    batch: usize,
+    stride: i64,
+) -> Option<([u64; 3], [u64; 2])> {
+    if !base.is_multiple_of(16)
+        || !cols.is_multiple_of(4)
+        || stride % 4 != 0
+        || cols == 0
+        || rows == 0
+    {
+        return None;
+    }
+    let row_bytes = cols as u64 * 4;
+    let (items, item_bytes) = if stride == 0 {
+        (1, row_bytes * rows as u64)
+    } else {
+        (batch as u64, stride as u64 * 4)
+    };
+    let dims = [cols as u64, rows as u64, items];
+    (dims.iter().all(|&d| d <= 1 << 32) && item_bytes < 1 << 40)
+        .then_some((dims, [row_bytes, item_bytes]))
 }
 
 /// The batch strides of A, B and C in elements: packed, or 0 for a shared operand (the templates read batch item
@@ -617,7 +625,27 @@ const REDUCE_THREADS: u32 = 256;
 
 #[cfg(test)]
 mod tests {
-    use super::splits_for;
+    use super::{map_geometry, splits_for};
+
+    #[test]
+    fn tma_maps_only_where_the_hardware_can_address_them() {
+        // A packed batch of 1024 × 512 matrices.
+        assert_eq!(
+            map_geometry(0x7f00_0000_0000, 512, 1024, 8, 512 * 1024),
+            Some(([512, 1024, 8], [2048, 2 << 20]))
+        );
+        // A shared operand is one item, whatever the batch.
+        assert_eq!(
+            map_geometry(0x1000, 64, 3, 100, 0),
+            Some(([64, 3, 1], [256, 768]))
+        );
+        // Misaligned base, rows of 33 floats, an item stride of an odd count, no rows: the cp.async path.
+        assert_eq!(map_geometry(0x1004, 64, 64, 1, 4096), None);
+        assert_eq!(map_geometry(0x1000, 33, 64, 1, 33 * 64), None);
+        assert_eq!(map_geometry(0x1000, 64, 3, 2, 64 * 3 + 2), None);
+        assert_eq!(map_geometry(0x1000, 64, 0, 1, 0), None);
+        assert_eq!(map_geometry(0x1000, 0, 8, 1, 0), None);
+    }
 
     #[test]
     fn splits_shrink_for_short_ranges_and_large_workspaces() {

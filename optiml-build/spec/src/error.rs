@@ -96,7 +96,12 @@ impl fmt::Display for SpecError {
                 write!(f, "unsupported kernel spec: {what}; {hint}")
             }
             SpecError::NotForFamily { word, family } => {
-                write!(f, "`{word}` does not apply to a {family} kernel")
+                let article = if family.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                write!(f, "`{word}` does not apply to {article} {family} kernel")
             }
             SpecError::BadShape { name, reason } => {
                 write!(f, "bad dimension `{name}` in the kernel spec: {reason}")
