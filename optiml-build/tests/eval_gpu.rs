@@ -218,8 +218,8 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
         Family::Matmul(m) => m,
         other => panic!("{other:?}"),
     };
-    // Every layout (TMA in NN and TT, cp.async in NT and TN), the full epilogue, and a shared operand; every
-    // schedule of the search space on the plain product, the default on the others. The gate's shapes include
+    // Every layout (TMA in NN, NT and TT, cp.async in TN), the full epilogue, and a shared operand; every
+    // schedule of the search space on the plain product, the default and its ping-pong form on the others. The gate's shapes include
     // K = 0, 1×1×1, odd edges, matrix-vector products and K = 4099.
     for text in [
         "batched matmul, f32, tf32",
@@ -230,10 +230,19 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
     ] {
         let spec = parse(text);
         let mut e: GpuEvaluator<tf32::Schedule> = evaluator_for(arch, spec.clone(), square);
+        let default = tf32::Schedule::default_for(arch);
         let schedules = if text == "batched matmul, f32, tf32" {
             tf32::Schedule::all()
         } else {
-            vec![tf32::Schedule::default_for(arch)]
+            // The default, and the ping-pong form of it.
+            vec![
+                default,
+                tf32::Schedule {
+                    pingpong: true,
+                    stages: 5,
+                    ..default
+                },
+            ]
         };
         for s in schedules {
             match e.evaluate(&s) {

@@ -33,6 +33,10 @@ pub struct Schedule {
     pub consumers: u32,
     /// Depth of the shared-memory ring of 32-deep k-tiles.
     pub stages: u32,
+    /// With two consumers: each computes its own `qn × 64` tiles and their main loops take turns, so one's
+    /// epilogue overlaps the other's MMAs; otherwise both share each `qn × 128` tile.
+    #[serde(default)]
+    pub pingpong: bool,
 }
 
 impl Schedule {
@@ -43,6 +47,7 @@ impl Schedule {
             qn: 256,
             consumers: 2,
             stages: 4,
+            pingpong: false,
         }
     }
 
@@ -51,9 +56,18 @@ impl Schedule {
         128 * (self.consumers + 1)
     }
 
+    /// Rows of the other operand P per tile (the template's `PW`).
+    pub fn p_rows(&self) -> u32 {
+        if self.pingpong {
+            64
+        } else {
+            64 * self.consumers
+        }
+    }
+
     /// Dynamic shared memory: the ring, plus 1024 bytes to align it to the 128-byte swizzle's period.
     pub fn smem_bytes(&self) -> u32 {
-        self.stages * (self.qn + 64 * self.consumers) * 128 + 1024
+        self.stages * (self.qn + self.p_rows()) * 128 + 1024
     }
 
     /// Whether the template supports this combination within the shared memory of a block.
@@ -61,6 +75,7 @@ impl Schedule {
         QN.contains(&self.qn)
             && CONSUMERS.contains(&self.consumers)
             && STAGES.contains(&self.stages)
+            && (!self.pingpong || self.consumers == 2)
             && self.smem_bytes() <= MAX_SMEM
     }
 
@@ -70,13 +85,16 @@ impl Schedule {
         for qn in QN {
             for consumers in CONSUMERS {
                 for stages in STAGES {
-                    let s = Schedule {
-                        qn,
-                        consumers,
-                        stages,
-                    };
-                    if s.is_valid() {
-                        out.push(s);
+                    for pingpong in [false, true] {
+                        let s = Schedule {
+                            qn,
+                            consumers,
+                            stages,
+                            pingpong,
+                        };
+                        if s.is_valid() {
+                            out.push(s);
+                        }
                     }
                 }
             }
@@ -84,12 +102,13 @@ impl Schedule {
         out
     }
 
-    /// `wgmma 256x128, 2 consumers, 4 stages`.
+    /// `wgmma 256x128, 2 consumers, 4 stages`, or `wgmma 256x64 ping-pong, 2 consumers, 5 stages`.
     pub fn describe(&self) -> String {
         format!(
-            "wgmma {}x{}, {} consumers, {} stages",
+            "wgmma {}x{}{}, {} consumers, {} stages",
             self.qn,
-            64 * self.consumers,
+            self.p_rows(),
+            if self.pingpong { " ping-pong" } else { "" },
             self.consumers,
             self.stages
         )
@@ -102,12 +121,13 @@ impl Schedule {
         let tma = !spec.trans_a || spec.trans_b;
         // The accumulator holds Cᵀ unless both operands are transposed.
         let swap = !(spec.trans_a && spec.trans_b);
-        let pw = 64 * self.consumers;
+        let pw = self.p_rows();
         let (tile_m, tile_n) = if swap { (self.qn, pw) } else { (pw, self.qn) };
         let mut macros: Vec<(&str, i64)> = vec![
             ("OPTIML_QN", self.qn.into()),
             ("OPTIML_CONSUMERS", self.consumers.into()),
             ("OPTIML_STAGES", self.stages.into()),
+            ("OPTIML_PINGPONG", self.pingpong.into()),
             ("OPTIML_TMA", tma.into()),
         ];
         macros.extend(epilogue(spec));
@@ -255,8 +275,33 @@ mod tests {
         assert!(s.is_valid());
         assert_eq!((s.threads(), s.smem_bytes()), (384, 197_632));
         assert!(Schedule::all().contains(&s));
-        // Five 256-row stages do not fit a block's shared memory.
+        // Five 256-row stages do not fit a block's shared memory; with ping-pong's 64-row tiles they do.
         assert!(!Schedule { stages: 5, ..s }.is_valid());
+        let pingpong = Schedule {
+            stages: 5,
+            pingpong: true,
+            ..s
+        };
+        assert!(pingpong.is_valid());
+        assert_eq!(pingpong.smem_bytes(), 205_824);
+        assert!(
+            !Schedule {
+                consumers: 1,
+                ..pingpong
+            }
+            .is_valid()
+        );
+        // 18 cooperative or single-consumer schedules, 10 ping-pong ones.
+        assert_eq!(Schedule::all().len(), 28);
+        assert!(matches!(
+            pingpong.candidate(&spec(false, false)).launch,
+            Launch::Wgmma {
+                tile_m: 256,
+                tile_n: 64,
+                threads: 384,
+                ..
+            }
+        ));
     }
 
     #[test]

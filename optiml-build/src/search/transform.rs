@@ -357,6 +357,31 @@ pub fn tf32_catalog() -> Vec<Transform<matmul_tf32::Schedule>> {
             apply: |s| Some(matmul_tf32::Schedule { consumers: 1, ..*s }),
         },
         Transform {
+            name: "ping-pong",
+            rationale: "the two consumer warpgroups take their own tiles in turns: one's epilogue (C stores) runs \
+                        while the other's MMAs keep the tensor cores busy, instead of both stopping per tile",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.08,
+            apply: |s| {
+                Some(matmul_tf32::Schedule {
+                    pingpong: true,
+                    ..*s
+                })
+            },
+        },
+        Transform {
+            name: "cooperative",
+            rationale: "both consumer warpgroups share each tile: half the loads of the wide operand per MMA",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| {
+                Some(matmul_tf32::Schedule {
+                    pingpong: false,
+                    ..*s
+                })
+            },
+        },
+        Transform {
             name: "deeper-ring",
             rationale: "one more stage in flight hides more load latency behind the MMAs",
             addresses: Bottleneck::Memory,

@@ -64,6 +64,12 @@
 //   OPTIML_QN          Q rows per block = wgmma N: 64, 128 or 256 (default 256;
 //                      OPTIML_BM is accepted as the old name)
 //   OPTIML_CONSUMERS   consumer warpgroups, 1 or 2 (default 2); PW = 64 * this
+//   OPTIML_PINGPONG    1 (with 2 consumers): each consumer warpgroup computes
+//                      its own tiles of QN x 64 (PW = 64), the block's tiles
+//                      alternating between them, and their main loops take
+//                      turns (named barriers 1 and 2): one warpgroup's
+//                      epilogue runs while the other's MMAs keep the tensor
+//                      cores busy. 0 (default): both share each tile.
 //   OPTIML_STAGES      ring depth, 1..8 (default 4)
 //   OPTIML_WAIT_DEPTH  wgmma groups left in flight across k-tiles: 1 (default)
 //                      or 0 (wait for each k-tile's MMAs before the next)
@@ -129,6 +135,9 @@
 #endif
 #ifndef OPTIML_CONSUMERS
 #define OPTIML_CONSUMERS 2
+#endif
+#ifndef OPTIML_PINGPONG
+#define OPTIML_PINGPONG 0
 #endif
 #ifndef OPTIML_STAGES
 #define OPTIML_STAGES 4
@@ -205,7 +214,7 @@
 #define OPTIML_CONSUMER_REGS OPTIML_DEF_CONSUMER_REGS
 #endif
 
-#define OPTIML_PW (64 * OPTIML_CONSUMERS)
+#define OPTIML_PW (OPTIML_PINGPONG ? 64 : 64 * OPTIML_CONSUMERS)
 #define OPTIML_BK 32
 #define OPTIML_THREADS (128 * (OPTIML_CONSUMERS + 1))
 #define OPTIML_Q_STAGE_BYTES (OPTIML_QN * 128)
@@ -225,6 +234,9 @@
 #endif
 #if OPTIML_CONSUMERS != 1 && OPTIML_CONSUMERS != 2
 #error "OPTIML_CONSUMERS must be 1 or 2"
+#endif
+#if OPTIML_PINGPONG && OPTIML_CONSUMERS != 2
+#error "OPTIML_PINGPONG alternates two consumer warpgroups: needs OPTIML_CONSUMERS 2"
 #endif
 #if OPTIML_STAGES < 1 || OPTIML_STAGES > 8
 #error "OPTIML_STAGES must be 1..8"
@@ -318,6 +330,14 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, int c
             dst),
         "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
         : "memory");
+}
+// Named barriers 1 and 2 (0 is __syncthreads): `threads` arrivals complete
+// one; sync waits for it, arrive does not.
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 // 16-byte copy; bytes past src_size are zero-filled (src_size 0: no read).
 __device__ __forceinline__ void cp16(unsigned dst, const float* src, unsigned src_size) {
@@ -1006,7 +1026,8 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full0 + 8u * s, use_tma ? 1u : 128u);  // TMA: one thread; else one (async) arrival per producer thread
-            mbar_init(empty0 + 8u * s, 4u * NCONS);   // one arrival per consumer warp
+            // one arrival per warp of the warpgroup(s) consuming the stage
+            mbar_init(empty0 + 8u * s, OPTIML_PINGPONG ? 4u : 4u * NCONS);
         }
     }
     __syncthreads();
@@ -1195,6 +1216,8 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #endif
         const int wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
         const int g = lane >> 2, t = lane & 3;
+        // The warpgroup's 64 rows of the tile's P rows (ping-pong: all of them).
+        const int wgp = OPTIML_PINGPONG ? 0 : wg;
         Consumer cons;
         cons.full0 = full0; cons.empty0 = empty0; cons.sQ0 = sQ0; cons.sP0 = sP0;
         cons.leader = lane == 0;
@@ -1203,16 +1226,16 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #if OPTIML_P_SMEM
         // SS: this warpgroup's 64 stage rows; wgmma rows g, g + 8 of warp w
         // are stage rows 64 wg + 16 w + g (+8) = P rows pl, pl + 1 (perm16).
-        cons.off0 = (unsigned)(wg * 64 * 128);
+        cons.off0 = (unsigned)(wgp * 64 * 128);
         cons.off1 = 0u;
-        const int pl = 64 * wg + 16 * w + 2 * g;
+        const int pl = 64 * wgp + 16 * w + 2 * g;
 #else
         // RS: warp w of warpgroup wg reads box 2wg + (w >> 1), P offset
         // 8 (w & 1) in it. Fragment row g is P row nb of the box, row g + 8 is
         // nb + 1, nb = 8(w&1) + 16((g>>1)&1) + 4(g>>2) + 2(g&1), so (a0, a1)
         // and (a2, a3) are 8-byte words at k-rows t and t + 4 (conflict-free:
         // see WGMMA_NOTES.md).
-        const int box = 2 * wg + (w >> 1);
+        const int box = 2 * wgp + (w >> 1);
         const int nb = 8 * (w & 1) + 16 * ((g >> 1) & 1) + 4 * (g >> 2) + 2 * (g & 1);
         const int ch = nb >> 2;
         const unsigned within = (unsigned)(nb & 3) * 4u;
@@ -1224,7 +1247,17 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         for (int i = 0; i < 16; ++i) fa[i] = fb[i] = 0u;
 #endif
         float acc[QN / 2];
+        long long i = -1;  // the tile's index in this block's sequence
         for (long long tile = bid; tile < total; tile += nblk) {
+            ++i;
+#if OPTIML_PINGPONG
+            // Tiles alternate between the warpgroups; the ring holds them in order, so this one's k-tiles start
+            // after the i earlier tiles'. Its main loop waits for the other warpgroup's previous one to end
+            // (which also keeps its mbarrier waits within one phase of the producer's).
+            if ((i & 1) != wg) continue;
+            cons.it = (unsigned)(i * ktiles);
+            if (i > 0) named_bar_sync(1 + wg, 256);
+#endif
             const long long z = tile / per_item;
             const long long r = tile - z * per_item;
             const int q0 = (int)(r / tiles_p) * QN;
@@ -1260,6 +1293,10 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             keep_alive(fb);
             mbar_arrive_if(empty0 + 8u * cons.prev, ktiles > 0 && lane == 0);
 #endif
+#endif
+#if OPTIML_PINGPONG
+            // Main loop done: the other warpgroup may start its tile (if it has one) during this epilogue.
+            if (tile + nblk < total) named_bar_arrive(2 - wg, 256);
 #endif
 #if OPTIML_EPI == 2
             {
