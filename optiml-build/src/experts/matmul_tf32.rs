@@ -4,9 +4,8 @@
 //! products accumulate in fp32.
 
 use super::{Candidate, defines};
-use optiml_runtime::matmul::{GEMV_COL_TX, GEMV_THREADS};
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::{Activation, MatmulSpec};
+use optiml_spec::MatmulSpec;
 
 /// The `wgmma` template (sm_90a).
 pub const WGMMA_TEMPLATE: &str = include_str!("templates/matmul_wgmma_tf32.cu");
@@ -224,21 +223,9 @@ pub fn has_wgmma(arch: Arch) -> bool {
 
 /// The layout and epilogue macros both templates share, and the matrix-vector kernel's.
 fn epilogue(spec: &MatmulSpec) -> Vec<(&'static str, i64)> {
-    let act = match spec.activation {
-        None => 0,
-        Some(Activation::Relu) => 1,
-        Some(Activation::Gelu) => 2,
-    };
-    vec![
-        ("OPTIML_TRANS_A", spec.trans_a.into()),
-        ("OPTIML_TRANS_B", spec.trans_b.into()),
-        ("OPTIML_HAS_ALPHA", spec.alpha.into()),
-        ("OPTIML_HAS_BETA", spec.beta.into()),
-        ("OPTIML_HAS_BIAS", spec.bias.into()),
-        ("OPTIML_ACT", act),
-        ("OPTIML_GEMV_THREADS", GEMV_THREADS.into()),
-        ("OPTIML_GEMV_COL_TX", GEMV_COL_TX.into()),
-    ]
+    let mut macros = super::matmul::spec_macros(spec).to_vec();
+    macros.extend(super::matmul::gemv_macros());
+    macros
 }
 
 impl crate::search::Tunable for Schedule {
