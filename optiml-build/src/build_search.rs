@@ -110,7 +110,7 @@ pub(crate) fn run(
             continue;
         }
         let generator = experts::generator_version(&kernel.spec);
-        match tune::store(cache, kernel, arch, &generator, &buckets) {
+        match tune::store(cache, kernel, arch, &generator, &buckets, &[]) {
             Ok(entry) => {
                 resolved[i].entry = entry;
                 let speedups: Vec<String> = buckets

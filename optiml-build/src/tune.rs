@@ -592,7 +592,74 @@ fn profile_path<S: EvalFamily>(
     Ok(())
 }
 
-/// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket), replacing what was there.
+/// A tuned variant read back from a stored entry, so that tuning some of a kernel's shapes keeps the others.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    /// Its source and launch (the entry point is the new winners').
+    pub candidate: Candidate,
+    /// Its PTX and CUBIN as stored.
+    pub compiled: Compiled,
+    /// The shape bucket.
+    pub shape: [u64; 4],
+    /// What its search found.
+    pub tuning: Tuning,
+    /// Its search log (empty when the entry had none).
+    pub log: Vec<u8>,
+}
+
+/// The tuned variants of `entry` whose shapes are not in `retuned`, read back from its (verified) files.
+///
+/// # Errors
+/// [`CacheError`] when a file cannot be read.
+pub fn kept_variants(
+    entry: &Entry,
+    retuned: &[[u64; 4]],
+    entry_point: &'static str,
+) -> Result<Vec<Kept>, CacheError> {
+    let mut kept = Vec::new();
+    for v in &entry.manifest.variants {
+        let (Some(shape), Some(tuning)) = (v.shape, &v.tuning) else {
+            continue;
+        };
+        if retuned.contains(&shape) {
+            continue;
+        }
+        let read = |name: String| crate::fs::read(&entry.file(&name));
+        let text = |name: String| -> Result<String, CacheError> {
+            Ok(String::from_utf8_lossy(&read(name)?).into_owned())
+        };
+        let log = if tuning.log.is_empty() {
+            Vec::new()
+        } else {
+            read(tuning.log.clone())?
+        };
+        kept.push(Kept {
+            candidate: Candidate {
+                source: text(format!("{}.cu", v.stem))?,
+                entry: entry_point,
+                launch: v.launch,
+                schedule: v.schedule.clone(),
+            },
+            compiled: Compiled {
+                ptx: text(format!("{}.ptx", v.stem))?,
+                cubin: read(format!("{}.cubin", v.stem))?,
+                log: v.nvrtc_log.clone(),
+                resources: v.resources,
+                options: entry.manifest.nvrtc_options.clone(),
+            },
+            shape,
+            tuning: Tuning {
+                log: String::new(),
+                ..tuning.clone()
+            },
+            log,
+        });
+    }
+    Ok(kept)
+}
+
+/// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket) with the `kept` variants of the
+/// entry it replaces.
 ///
 /// # Errors
 /// [`CacheError`] when the entry cannot be written.
@@ -602,6 +669,7 @@ pub fn store(
     arch: Arch,
     generator: &str,
     buckets: &[Bucket],
+    kept: &[Kept],
 ) -> Result<Entry, CacheError> {
     let inputs = KeyInputs::of(kernel, arch, generator);
     let variants: Vec<NewVariant<'_>> = buckets
@@ -613,6 +681,13 @@ pub fn store(
             tuning: Some(&b.tuning),
             log: Some(&b.jsonl),
         })
+        .chain(kept.iter().map(|k| NewVariant {
+            candidate: &k.candidate,
+            compiled: &k.compiled,
+            shape: Some(k.shape),
+            tuning: Some(&k.tuning),
+            log: (!k.log.is_empty()).then_some(k.log.as_slice()),
+        }))
         .collect();
     cache.store(&inputs, &variants, true)
 }
@@ -620,6 +695,101 @@ pub fn store(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tuning_some_shapes_keeps_the_other_buckets() {
+        let root = std::env::temp_dir().join(format!("optiml-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let src = root.join("lib.rs");
+        std::fs::write(
+            &src,
+            "#[optiml::kernel(\"batched matmul, f32\")]\npub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);\n",
+        )
+        .unwrap();
+        let kernel = crate::scan::scan(&[src])
+            .unwrap()
+            .unique_kernels()
+            .remove(0);
+        let arch = Arch::new(9, 0);
+        let generator = crate::experts::generator_version(&kernel.spec);
+        let cache = Cache::new(root.join(".optiml"));
+        let compiled = |tag: u8| Compiled {
+            ptx: format!(".version 9.0 // {tag}\n"),
+            cubin: vec![tag; 4],
+            log: String::new(),
+            resources: Default::default(),
+            options: vec!["-arch=sm_90".into()],
+        };
+        let candidate = |tag: u8| Candidate {
+            source: format!("// schedule {tag}\n"),
+            ..crate::experts::default_candidate(&kernel.spec, arch)
+        };
+        let bucket = |tag: u8, shape: [u64; 4]| Bucket {
+            label: format!("{shape:?}"),
+            shape: Some(shape),
+            best: Measurement::default(),
+            best_schedule: format!("schedule {tag}"),
+            evaluations: 3,
+            path: vec!["grow-block-n".into()],
+            wall_s: 1.0,
+            winner: (candidate(tag), compiled(tag)),
+            default: Measurement::default(),
+            tuning: Tuning {
+                method: "mcts".into(),
+                device: "test".into(),
+                date: String::new(),
+                measurement: Measurement::default(),
+                default_measurement: Measurement::default(),
+                evaluations: 3,
+                path: vec!["grow-block-n".into()],
+                log: String::new(),
+            },
+            jsonl: format!("{{\"log\":{tag}}}\n").into_bytes(),
+            stats: Default::default(),
+            restarts: 0,
+        };
+        let (a, b) = ([256, 1024, 1024, 1024], [16, 1024, 1024, 1024]);
+        let first = store(
+            &cache,
+            &kernel,
+            arch,
+            &generator,
+            &[bucket(1, a), bucket(2, b)],
+            &[],
+        )
+        .unwrap();
+        // Retune `a` only: `b`'s winner, files and log survive; `a`'s old winner does not.
+        let kept = kept_variants(&first, &[a], "optiml_matmul").unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].shape, b);
+        assert_eq!(kept[0].compiled.cubin, vec![2; 4]);
+        let second = store(&cache, &kernel, arch, &generator, &[bucket(3, a)], &kept).unwrap();
+        let shapes: Vec<_> = second.manifest.variants.iter().map(|v| v.shape).collect();
+        assert_eq!(shapes, [Some(a), Some(b)]);
+        let lookup = |dir: &Entry, shape| {
+            let v = dir
+                .manifest
+                .variants
+                .iter()
+                .find(|v| v.shape == Some(shape))
+                .unwrap();
+            let log = &v.tuning.as_ref().unwrap().log;
+            (
+                crate::fs::read(&dir.file(&format!("{}.cubin", v.stem))).unwrap(),
+                crate::fs::read(&dir.file(log)).unwrap(),
+            )
+        };
+        assert_eq!(lookup(&second, a), (vec![3; 4], b"{\"log\":3}\n".to_vec()));
+        assert_eq!(lookup(&second, b), (vec![2; 4], b"{\"log\":2}\n".to_vec()));
+        // The stored entry verifies (checksums, key).
+        let inputs = KeyInputs::of(&kernel, arch, &generator);
+        assert!(matches!(
+            cache.lookup(&inputs),
+            crate::cache::Lookup::Hit(_)
+        ));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn rfc3339_dates() {

@@ -5,7 +5,7 @@ use crate::config::{Settings, parse_shape};
 use crate::eval::{MatmulShape, TimingPlan, WorkerCommand};
 use crate::search::Method;
 use crate::tune::{self, Profiling, TuneOptions};
-use crate::{experts, nvrtc, scan, targets};
+use crate::{cache, experts, nvrtc, scan, targets};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use optiml_runtime::{Arch, probe};
@@ -253,11 +253,32 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             }
             if buckets.len() == problems.len() {
                 let generator = experts::generator_version(&kernel.spec);
-                let entry = tune::store(&cache, kernel, arch, &generator, &buckets)?;
+                // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
+                // shapes replaces the entry (buckets of shapes no longer configured go).
+                let kept = match (&cli_shapes, buckets.first()) {
+                    (Some(_), Some(first)) => {
+                        let inputs = cache::KeyInputs::of(kernel, arch, &generator);
+                        match cache.lookup(&inputs) {
+                            cache::Lookup::Hit(entry) => {
+                                let retuned: Vec<[u64; 4]> =
+                                    buckets.iter().filter_map(|b| b.shape).collect();
+                                tune::kept_variants(&entry, &retuned, first.winner.0.entry)?
+                            }
+                            cache::Lookup::Miss | cache::Lookup::Corrupt { .. } => Vec::new(),
+                        }
+                    }
+                    _ => Vec::new(),
+                };
+                let entry = tune::store(&cache, kernel, arch, &generator, &buckets, &kept)?;
                 eprintln!(
-                    "stored `{}` for {arch}: {} variant(s) in `{}`",
+                    "stored `{}` for {arch}: {} variant(s){} in `{}`",
                     kernel.name,
                     buckets.len(),
+                    if kept.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and {} kept from the earlier entry", kept.len())
+                    },
                     entry.dir.display()
                 );
             }

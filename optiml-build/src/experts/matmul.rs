@@ -24,8 +24,10 @@ pub const ASYNC_MODE: [u32; 3] = [0, 1, 2];
 /// register cap to 255. (2 either equals the template's choice or spills at 64 registers for every tile shape.)
 pub const MIN_BLOCKS: [u32; 2] = [0, 1];
 /// Values of [`Schedule::split_k`]. Measured on the H200 against cuBLAS (`bench/results/2026-11-30-h200-splitk.md`):
-/// 256×256×65536 is best at 32 (0.03× → 0.81×), 512×512×16384 at 16, 1000³ at 4, 4096³ at 2.
-pub const SPLIT_K: [u32; 6] = [1, 2, 4, 8, 16, 32];
+/// 256×256×65536 is best at 32 (0.03× → 0.81×), 512×512×16384 at 16, 1000³ at 4, 4096³ at 2. 64: at
+/// 256²×32768 with 128×128 tiles the time still halved from 16 to 32 splits (4 tiles × 32 = 128 blocks on 132
+/// SMs), so a longer K wants more.
+pub const SPLIT_K: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// The name of the split-K reduction kernel in every module whose schedule splits K.
 pub const REDUCE_ENTRY: &str = optiml_runtime::matmul::REDUCE_ENTRY;
 
