@@ -392,14 +392,18 @@ fn main() -> Result<(), BoxError> {
     }
     let (tf32, exact): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.case.kernel.tf32());
     let (gemv, gemm): (Vec<&Row>, Vec<&Row>) = exact.into_iter().partition(|r| r.case.is_gemv());
+    // None over no rows (a `--kernels` selection without any).
     let geomean_of = |rows: &[&Row]| {
-        (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len() as f64).exp()
+        (!rows.is_empty())
+            .then(|| (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len() as f64).exp())
     };
     let (geomean, geomean_tf32) = (geomean_of(&gemm), geomean_of(&tf32));
     println!(
-        "geometric mean of optiml / cuBLAS speed: {geomean:.3}x over {} exact fp32 matrix-matrix shapes, \
-         {geomean_tf32:.3}x over {} TF32 shapes",
+        "geometric mean of optiml / cuBLAS speed: {}x over {} exact fp32 matrix-matrix shapes, {}x over {} TF32 \
+         shapes",
+        show(geomean),
         gemm.len(),
+        show(geomean_tf32),
         tf32.len()
     );
     for r in &gemv {
@@ -496,7 +500,7 @@ fn markdown(
     gpu: &str,
     date: &str,
     (rows, gemv, tf32): (&[&Row], &[&Row], &[&Row]),
-    (geomean, geomean_tf32): (f64, f64),
+    (geomean, geomean_tf32): (Option<f64>, Option<f64>),
     copy: f64,
 ) -> String {
     const HEADER: &str = "| case | kernel | batch × m × n × k | optiml ms (min–max) | TFLOP/s | cuBLAS ms (min–max) | \
@@ -506,8 +510,9 @@ fn markdown(
     matmul_rows(&mut md, rows);
     let _ = writeln!(
         md,
-        "\nGeometric mean of optiml / cuBLAS speed over the {} rows: **{geomean:.3}×**.",
-        rows.len()
+        "\nGeometric mean of optiml / cuBLAS speed over the {} rows: **{}×**.",
+        rows.len(),
+        show(geomean)
     );
     let _ = write!(
         md,
@@ -516,11 +521,17 @@ fn markdown(
     matmul_rows(&mut md, tf32);
     let _ = writeln!(
         md,
-        "\nGeometric mean of optiml / cuBLAS TF32 speed over the {} rows: **{geomean_tf32:.3}×**.",
-        tf32.len()
+        "\nGeometric mean of optiml / cuBLAS TF32 speed over the {} rows: **{}×**.",
+        tf32.len(),
+        show(geomean_tf32)
     );
     gemv_rows(&mut md, gemv, copy);
     md
+}
+
+/// A geometric mean for people: three decimals, or a dash over no rows.
+fn show(geomean: Option<f64>) -> String {
+    geomean.map_or("–".to_string(), |g| format!("{g:.3}"))
 }
 
 /// Table rows of matrix-matrix products.
