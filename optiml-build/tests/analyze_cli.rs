@@ -294,7 +294,13 @@ fn transforms_lists_the_catalog() {
     assert_eq!(
         items.len(),
         optiml_build::search::matmul_catalog().len()
+            + optiml_build::search::tf32_catalog().len()
             + optiml_build::search::elementwise_catalog().len()
+    );
+    assert!(
+        items
+            .iter()
+            .any(|t| t["family"] == "matmul tf32" && t["name"] == "ping-pong")
     );
     assert!(
         items
