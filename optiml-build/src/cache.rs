@@ -547,8 +547,23 @@ pub fn report(m: &Manifest) -> String {
     );
     for v in &m.variants {
         let r = &v.resources;
+        // NVRTC's log can be empty (the H200's compile pool): then the loaded function's attributes, which the
+        // search measured, stand in; never a made-up 0.
+        let (registers, spills, smem) = match (r.registers, &v.tuning) {
+            (0, Some(t)) => (
+                format!("{} (loaded)", t.measurement.registers),
+                format!("{} B local (loaded)", t.measurement.spill_bytes),
+                format!("{} (loaded)", t.measurement.smem_bytes),
+            ),
+            (0, None) => ("–".into(), "–".into(), "–".into()),
+            _ => (
+                r.registers.to_string(),
+                format!("{} / {}", r.spill_stores, r.spill_loads),
+                r.shared_bytes.to_string(),
+            ),
+        };
         s.push_str(&format!(
-            "| {} | {} | {} | `{:?}` | {} | {} / {} | {} |\n",
+            "| {} | {} | {} | `{:?}` | {registers} | {spills} | {smem} |\n",
             v.stem,
             match v.shape {
                 Some([b, mm, n, k]) => format!("{b}×{mm}×{n}×{k}"),
@@ -556,10 +571,6 @@ pub fn report(m: &Manifest) -> String {
             },
             v.schedule,
             v.launch,
-            r.registers,
-            r.spill_stores,
-            r.spill_loads,
-            r.shared_bytes
         ));
     }
     for v in &m.variants {
@@ -777,6 +788,24 @@ mod tests {
         assert_eq!(t.log, "search-v1.jsonl");
         assert_eq!(std::fs::read(hit.file(&t.log)).unwrap(), log);
         assert!(report(&hit.manifest).contains("1.20×"));
+        // An empty ptxas report is said as such: the loaded function's figures for a tuned variant, a dash
+        // otherwise, never zeros that read as "no spills".
+        let mut silent = hit.manifest.clone();
+        silent.variants[0].resources = Default::default();
+        silent.variants[0]
+            .tuning
+            .as_mut()
+            .unwrap()
+            .measurement
+            .registers = 168;
+        silent.variants[1].resources = Default::default();
+        silent.variants[1].tuning = None;
+        let text = report(&silent);
+        assert!(
+            text.contains("| 168 (loaded) | 0 B local (loaded) |"),
+            "{text}"
+        );
+        assert!(text.contains("| – | – | – |"), "{text}");
         // A missing search log is damage like any other file.
         std::fs::remove_file(hit.file("search-v0.jsonl")).unwrap();
         assert!(matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }));
