@@ -530,6 +530,21 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
     Ok(manifest)
 }
 
+/// Rewrites an entry's `report.md` from its manifest when it differs (a report written by an older generator);
+/// `true` when it was rewritten. The report is not among the checksummed files, so this never invalidates it.
+///
+/// # Errors
+/// [`FsError`] when the file cannot be written.
+pub fn refresh_report(entry: &Entry) -> Result<bool, FsError> {
+    let path = entry.file("report.md");
+    let text = report(&entry.manifest);
+    if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
+        return Ok(false);
+    }
+    fs::write(&path, text.as_bytes())?;
+    Ok(true)
+}
+
 /// The human-readable summary written beside the manifest.
 pub fn report(m: &Manifest) -> String {
     let mut s = format!(
@@ -788,6 +803,11 @@ mod tests {
         assert_eq!(t.log, "search-v1.jsonl");
         assert_eq!(std::fs::read(hit.file(&t.log)).unwrap(), log);
         assert!(report(&hit.manifest).contains("1.20×"));
+        // A stale report is rewritten from the manifest, and the entry still verifies.
+        std::fs::write(hit.file("report.md"), "stale").unwrap();
+        assert!(refresh_report(&hit).unwrap());
+        assert!(!refresh_report(&hit).unwrap());
+        assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
         // An empty ptxas report is said as such: the loaded function's figures for a tuned variant, a dash
         // otherwise, never zeros that read as "no spills".
         let mut silent = hit.manifest.clone();

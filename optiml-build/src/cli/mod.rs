@@ -466,6 +466,14 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     for d in &unused {
         cache.remove(d)?;
     }
+    // Reports are derived text: bring those written by an older generator up to date.
+    let mut refreshed = 0;
+    for r in resolved.iter().filter(|r| r.origin != Origin::Generated) {
+        refreshed += usize::from(crate::cache::refresh_report(&r.entry)?);
+    }
+    if refreshed > 0 {
+        eprintln!("{refreshed} report.md files rewritten from their manifests");
+    }
     let generated = resolved
         .iter()
         .filter(|r| r.origin == Origin::Generated)
