@@ -39,3 +39,7 @@ pub use optiml_runtime::Error;
 /// The cudarc this crate was built against: take `CudaStream`, `CudaSlice` and friends from here so that the
 /// generated functions and your code agree on one version.
 pub use optiml_runtime::cudarc;
+
+/// The `half` crate this crate was built against: the element types of bf16 and f16 matmul buffers
+/// (`CudaSlice<optiml::half::bf16>`).
+pub use optiml_runtime::half;

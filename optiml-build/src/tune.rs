@@ -8,13 +8,13 @@ use crate::eval::{
     TimingPlan, Tolerance, WorkerCommand,
 };
 use crate::experts::matmul::Schedule;
-use crate::experts::{Candidate, elementwise, matmul_tf32};
+use crate::experts::{Candidate, elementwise, matmul_tf32, matmul16};
 use crate::nvrtc::{Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::{
     self, Config, DeterministicJudge, DistinctProposer, Evaluator, Header, Measurement, Method,
     Outcome, RoutedProposer, Search, SearchLog, Signals, Transform, elementwise_catalog,
-    matmul_catalog, tf32_catalog,
+    matmul_catalog, matmul16_catalog, tf32_catalog,
 };
 use optiml_runtime::Arch;
 use optiml_spec::{Family, MatmulSpec, Precision};
@@ -251,10 +251,38 @@ pub fn tune_shape(
         });
     };
     let mut plan = TestPlan::for_matmul(spec, &settings.test_shapes);
-    if let Some(t) = settings.tolerance {
-        plan.tolerance = t;
-    }
+    plan.tolerance =
+        settings
+            .tolerance
+            .unwrap_or(Tolerance::for_matmul(kernel.spec.dtype, spec.precision));
     let key = [shape.batch, shape.m, shape.n, shape.k].map(|d| d as u64);
+    if let Some(spec16) = matmul16::Spec16::new(spec, kernel.spec.dtype) {
+        // The search space is the `wgmma` kernel's; elsewhere the SIMT kernel has no schedule to search.
+        if !matmul_tf32::has_wgmma(arch) {
+            return Err(TuneError::Arch {
+                kernel: kernel.name.clone(),
+                arch,
+                why: "16-bit kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the SIMT \
+                      kernel has one)",
+            });
+        }
+        return search_family(
+            nvrtc,
+            kernel,
+            arch,
+            spec16,
+            shape,
+            plan,
+            (
+                matmul16::Schedule::default_for(arch),
+                matmul16_catalog(),
+                matmul16::Schedule::all(),
+            ),
+            Some(key),
+            options,
+            report,
+        );
+    }
     if spec.precision == Precision::Tf32 {
         // The search space is the `wgmma` kernel's; elsewhere the `mma.sync` kernel runs its one schedule.
         if !matmul_tf32::has_wgmma(arch) {

@@ -7,11 +7,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use optiml_build::experts::{Candidate, elementwise, matmul, matmul_tf32};
+use optiml_build::experts::{Candidate, elementwise, matmul, matmul_tf32, matmul16};
 use optiml_build::nvrtc;
 use optiml_runtime::Arch;
 use optiml_spec::{
-    Activation, BinaryOp, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
     UnaryOp,
 };
 use std::collections::HashSet;
@@ -295,6 +295,54 @@ fn every_tf32_variant_compiles_without_spills() {
                 hopper,
             ));
         }
+    }
+    assert_compiled(&jobs, started);
+}
+
+/// The 16-bit kernels a build generates (the SIMT one as the entry on sm_80, the `wgmma` one with its SIMT
+/// companion as sm_90a on sm_90) for both types in every layout, plain and with the full epilogue, and every
+/// `wgmma` schedule the search can reach, each in one layout, type and epilogue in turn.
+#[test]
+fn every_16_bit_variant_compiles_without_spills() {
+    let started = std::time::Instant::now();
+    let transposes = [(false, false), (false, true), (true, false), (true, true)];
+    let (plain, full) = (
+        (false, false, false, None),
+        (true, true, true, Some(Activation::Gelu)),
+    );
+    let types = [DType::Bf16, DType::F16];
+    let mut jobs: Vec<Job> = Vec::new();
+    for arch in ARCHS {
+        for dtype in types {
+            for t in transposes {
+                for e in [plain, full] {
+                    let c = optiml_build::experts::default_candidate(
+                        &optiml_spec::Spec {
+                            family: optiml_spec::Family::Matmul(spec(t, e)),
+                            dtype,
+                            layout: optiml_spec::Layout::RowMajor,
+                        },
+                        arch,
+                    );
+                    let image = c.launch.image_arch(arch);
+                    jobs.push((format!("{dtype:?} {} {t:?} {e:?}", c.schedule), c, image));
+                }
+            }
+        }
+    }
+    let hopper = Arch::specific(9, 0);
+    for (i, s) in matmul16::Schedule::all().into_iter().enumerate() {
+        let (t, e, dtype) = (
+            transposes[i % 4],
+            if i / 4 % 2 == 0 { plain } else { full },
+            types[i / 8 % 2],
+        );
+        let spec16 = matmul16::Spec16::new(&spec(t, e), dtype).unwrap();
+        jobs.push((
+            format!("{dtype:?} {} {t:?} {e:?}", s.describe()),
+            s.candidate(&spec16),
+            hopper,
+        ));
     }
     assert_compiled(&jobs, started);
 }

@@ -1,6 +1,6 @@
 //! The attribute's expansion: parse the spec, bind the signature, emit the wrapper.
 
-use optiml_spec::{Binding, DType, Dim, Family, KernelId, Role, Spec, env, signature};
+use optiml_spec::{Binding, Dim, Family, KernelId, Role, Spec, env, signature};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use std::path::PathBuf;
@@ -86,7 +86,6 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
         Some(id) => quote!(#id),
         None => quote!(#default),
     };
-    let DType::F32 = spec.dtype;
     let call = match &spec.family {
         Family::Matmul(m) => {
             let (a, b, c) = (arg(Role::A), arg(Role::B), arg(Role::C));

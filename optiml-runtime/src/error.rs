@@ -86,6 +86,17 @@ pub enum Error {
         /// The rule it breaks.
         reason: &'static str,
     },
+    /// Buffers of another element type than the kernel was compiled for (only a hand-written call through
+    /// [`launch_target`](crate::matmul::launch_target) can do this: the generated functions take the spec's type).
+    #[error("kernel `{kernel}` was compiled for {compiled} elements, not {given}")]
+    ElementType {
+        /// The kernel (the user's function name).
+        kernel: &'static str,
+        /// The element type of the buffers given.
+        given: &'static str,
+        /// The element type the kernel was compiled for.
+        compiled: &'static str,
+    },
     /// A buffer lives in another CUDA context than the stream.
     #[error("kernel `{kernel}`: `{arg}` was allocated in another CUDA context than the stream's")]
     ContextMismatch {

@@ -55,6 +55,55 @@ pub enum Launch {
         /// other row; otherwise it is stored `k × rows` and loaded as 32 × 32 boxes.
         tma_p_kmajor: bool,
     },
+    /// A matmul of 16-bit operands (bf16 or fp16, fp32 accumulation, C of the operands' type).
+    Matmul16 {
+        /// The element type of A, B and C.
+        elem: Half,
+        /// The tensor-core kernel's geometry when the module's entry is the `wgmma` kernel (sm_90a); `None` when
+        /// the entry is the any-shape SIMT kernel (GPUs without `wgmma`).
+        wgmma: Option<Wgmma16>,
+    },
+}
+
+/// The 16-bit element types of tensor-core matmuls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Half {
+    /// bfloat16 (`half::bf16`).
+    Bf16,
+    /// IEEE half precision (`half::f16`).
+    F16,
+}
+
+/// The launch geometry of the 16-bit `wgmma` kernel: a persistent grid of at most one block per multiprocessor,
+/// A and B read only through TMA tensor maps the launcher encodes per call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Wgmma16 {
+    /// Rows of `C` per tile (64 per consumer warpgroup).
+    pub tile_m: u32,
+    /// Columns of `C` per tile (the `wgmma` N).
+    pub tile_n: u32,
+    /// Threads per block (128 per warpgroup).
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub smem_bytes: u32,
+    /// A is stored `k × m` (its map's boxes are 64 × 64).
+    pub trans_a: bool,
+    /// B is stored `n × k` (its map's boxes are `tile_n` rows of 64).
+    pub trans_b: bool,
+}
+
+/// The entry points a module holds beside its kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Companions {
+    /// The split-K reduction, required when the variant splits K.
+    pub reduce: Option<&'static str>,
+    /// The matrix-vector kernel of an fp32 matmul module (optional: modules built before it existed lack it).
+    pub gemv: Option<&'static str>,
+    /// The any-shape kernel of a 16-bit tensor-core module, required: it computes the calls TMA cannot address
+    /// and the matrix-vector ones.
+    pub fallback: Option<&'static str>,
 }
 
 impl Launch {
@@ -62,8 +111,12 @@ impl Launch {
     /// architecture-specific target (`sm_90a`), whose code runs on that exact chip only.
     pub fn image_arch(&self, arch: Arch) -> Arch {
         match self {
-            Launch::Wgmma { .. } => Arch::specific(arch.major, arch.minor),
-            Launch::Matmul { .. } | Launch::Elementwise { .. } => arch,
+            Launch::Wgmma { .. }
+            | Launch::Matmul16 {
+                wgmma: Some(_),
+                ..
+            } => Arch::specific(arch.major, arch.minor),
+            Launch::Matmul { .. } | Launch::Elementwise { .. } | Launch::Matmul16 { .. } => arch,
         }
     }
 
@@ -71,21 +124,43 @@ impl Launch {
     pub fn smem_bytes(&self) -> u32 {
         match *self {
             Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
-            Launch::Elementwise { .. } => 0,
+            Launch::Matmul16 {
+                wgmma: Some(w), ..
+            } => w.smem_bytes,
+            Launch::Elementwise { .. } | Launch::Matmul16 { wgmma: None, .. } => 0,
         }
     }
 
-    /// The companion entry points a module of this launch holds beside its kernel: the split-K reduction when
-    /// the variant splits K (required), and the matrix-vector kernel of every matmul module (optional: modules
-    /// built before it existed lack it).
-    pub fn companions(&self) -> (Option<&'static str>, Option<&'static str>) {
+    /// Threads per block of the module's entry point.
+    pub fn threads(&self) -> u32 {
         match *self {
-            Launch::Matmul { split_k, .. } => (
-                (split_k > 1).then_some(crate::matmul::REDUCE_ENTRY),
-                Some(crate::matmul::GEMV_ENTRY),
-            ),
-            Launch::Wgmma { .. } => (None, Some(crate::matmul::GEMV_ENTRY)),
-            Launch::Elementwise { .. } => (None, None),
+            Launch::Matmul { threads, .. }
+            | Launch::Wgmma { threads, .. }
+            | Launch::Elementwise { threads, .. } => threads,
+            Launch::Matmul16 {
+                wgmma: Some(w), ..
+            } => w.threads,
+            Launch::Matmul16 { wgmma: None, .. } => crate::matmul::SIMT16_THREADS,
+        }
+    }
+
+    /// The companion entry points a module of this launch holds beside its kernel.
+    pub fn companions(&self) -> Companions {
+        match *self {
+            Launch::Matmul { split_k, .. } => Companions {
+                reduce: (split_k > 1).then_some(crate::matmul::REDUCE_ENTRY),
+                gemv: Some(crate::matmul::GEMV_ENTRY),
+                fallback: None,
+            },
+            Launch::Wgmma { .. } => Companions {
+                gemv: Some(crate::matmul::GEMV_ENTRY),
+                ..Companions::default()
+            },
+            Launch::Matmul16 { wgmma, .. } => Companions {
+                fallback: wgmma.map(|_| crate::matmul::SIMT16_ENTRY),
+                ..Companions::default()
+            },
+            Launch::Elementwise { .. } => Companions::default(),
         }
     }
 }
@@ -145,6 +220,8 @@ pub struct LoadedVariant {
     pub reduce: Option<CudaFunction>,
     /// The matrix-vector kernel of a matmul module (absent from modules built before it existed).
     pub gemv: Option<CudaFunction>,
+    /// The any-shape kernel of a 16-bit tensor-core module.
+    pub fallback: Option<CudaFunction>,
     /// What was loaded.
     pub variant: &'static Variant,
 }
@@ -167,6 +244,8 @@ pub struct Target<'a> {
     pub reduce: Option<&'a CudaFunction>,
     /// The matrix-vector kernel (from the same module), launched for `n == 1` or `m == 1`.
     pub gemv: Option<&'a CudaFunction>,
+    /// The any-shape kernel (from the same module) for the calls a 16-bit tensor-core kernel cannot take.
+    pub fallback: Option<&'a CudaFunction>,
     /// Its launch parameters.
     pub launch: Launch,
     /// The device's multiprocessor count, for grid sizing.
@@ -183,6 +262,7 @@ impl Loaded {
             function: &f.function,
             reduce: f.reduce.as_ref(),
             gemv: f.gemv.as_ref(),
+            fallback: f.fallback.as_ref(),
             launch: f.variant.launch,
             sm_count: self.sm_count,
         }
@@ -306,13 +386,17 @@ impl KernelModule {
                     Ptx::from_src(variant.ptx)
                 };
                 let loaded = ctx.load_module(image).and_then(|m| {
-                    let (reduce, gemv) = variant.launch.companions();
-                    let reduce = reduce.map(|e| m.load_function(e)).transpose()?;
-                    let gemv = gemv.and_then(|e| m.load_function(e).ok());
-                    Ok((m.load_function(self.artifacts.entry)?, reduce, gemv))
+                    let companions = variant.launch.companions();
+                    let reduce = companions.reduce.map(|e| m.load_function(e)).transpose()?;
+                    let gemv = companions.gemv.and_then(|e| m.load_function(e).ok());
+                    let fallback = companions
+                        .fallback
+                        .map(|e| m.load_function(e))
+                        .transpose()?;
+                    Ok((m.load_function(self.artifacts.entry)?, reduce, gemv, fallback))
                 });
                 match loaded {
-                    Ok((function, reduce, gemv)) => {
+                    Ok((function, reduce, gemv, fallback)) => {
                         let smem_bytes = variant.launch.smem_bytes();
                         if smem_bytes > 48 * 1024 {
                             function
@@ -326,6 +410,7 @@ impl KernelModule {
                             function,
                             reduce,
                             gemv,
+                            fallback,
                             variant,
                         });
                     }

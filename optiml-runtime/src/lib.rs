@@ -17,6 +17,9 @@
 /// The cudarc version the runtime is built against.
 pub use cudarc;
 
+/// The `half` crate whose `bf16` and `f16` are the elements of 16-bit matmul buffers (`CudaSlice<half::bf16>`).
+pub use half;
+
 mod arch;
 mod check;
 pub mod elementwise;
@@ -27,7 +30,9 @@ pub mod probe;
 
 pub use arch::{Arch, ArchParseError};
 pub use error::Error;
-pub use kernel::{Artifacts, KernelModule, Launch, Loaded, LoadedVariant, Target, Variant};
+pub use kernel::{
+    Artifacts, Companions, Half, KernelModule, Launch, Loaded, LoadedVariant, Target, Variant, Wgmma16,
+};
 
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.
 ///

@@ -1,22 +1,54 @@
 //! Launching generated matmul kernels: `C = act(alpha · op(A) · op(B) + beta · C + bias)` over a batch.
 
-use crate::kernel::{KernelModule, Launch, Target};
+use crate::kernel::{Half, KernelModule, Launch, Target, Wgmma16};
 use crate::{Error, check};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
     PushKernelArg, result, sys,
 };
 
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for half::f16 {}
+}
+
+/// The element types of matmul operands: `f32`, `half::bf16` and `half::f16` (sealed: the kernels exist for these
+/// only).
+pub trait Element: DeviceRepr + sealed::Sealed {
+    /// `None` for f32, else which 16-bit type.
+    const HALF: Option<Half>;
+    /// The spec's name of the type, for messages.
+    const NAME: &'static str;
+}
+
+impl Element for f32 {
+    const HALF: Option<Half> = None;
+    const NAME: &'static str = "f32";
+}
+
+impl Element for half::bf16 {
+    const HALF: Option<Half> = Some(Half::Bf16);
+    const NAME: &'static str = "bf16";
+}
+
+impl Element for half::f16 {
+    const HALF: Option<Half> = Some(Half::F16);
+    const NAME: &'static str = "f16";
+}
+
 /// The arguments of one matmul launch. Matrices are row-major and packed: batch item `i` of `A` starts at
 /// `i · m · k`, of `B` at `i · k · n`, of `C` at `i · m · n`, except that a shared operand is one matrix used by
-/// every batch item.
-pub struct MatmulArgs<'a> {
+/// every batch item. `T` is the operands' element type (`f32`, `half::bf16` or `half::f16`); the bias and the
+/// scales are f32 whatever it is.
+pub struct MatmulArgs<'a, T: Element = f32> {
     /// `m × k` (or `k × m` when the spec transposes A), per batch item.
-    pub a: &'a CudaSlice<f32>,
+    pub a: &'a CudaSlice<T>,
     /// `k × n` (or `n × k` when the spec transposes B), per batch item.
-    pub b: &'a CudaSlice<f32>,
+    pub b: &'a CudaSlice<T>,
     /// `m × n`, per batch item.
-    pub c: &'a mut CudaSlice<f32>,
+    pub c: &'a mut CudaSlice<T>,
     /// Length `n`, when the spec has a bias.
     pub bias: Option<&'a CudaSlice<f32>>,
     /// Number of matrices.
@@ -46,6 +78,16 @@ pub const REDUCE_ENTRY: &str = "optiml_splitk_reduce";
 /// The matrix-vector entry point every generated matmul module also holds: a call with `n == 1` or `m == 1` is
 /// memory-bound, and a bandwidth kernel reads the matrix once at full speed where a tiled one wastes its tile.
 pub const GEMV_ENTRY: &str = "optiml_gemv";
+
+/// The any-shape 16-bit kernel every 16-bit tensor-core module also holds: it takes the calls TMA cannot address
+/// (misaligned buffers, rows that are not 16-byte multiples, an empty dimension) and the matrix-vector ones.
+pub const SIMT16_ENTRY: &str = "optiml_matmul16_simt";
+
+/// Threads per block of the 16-bit SIMT kernel (its template's fixed geometry: 64 × 64 tiles, 4 × 4 per thread).
+pub const SIMT16_THREADS: u32 = 256;
+
+/// Rows and columns of `C` per block of the 16-bit SIMT kernel.
+const SIMT16_TILE: u32 = 64;
 
 /// Threads per block of [`GEMV_ENTRY`] (the generator compiles it with this). 512 measured best over both of
 /// its modes on the H200 (`bench/harness/gemv/GEMV_NOTES.md`).
@@ -90,10 +132,10 @@ pub fn splits_for(split_k: u32, plane: usize, k: usize) -> u32 {
 /// [`Error::Dimension`] for a dimension over `i32::MAX`, [`Error::Shape`] for a buffer shorter than its
 /// dimensions need, [`Error::ContextMismatch`] for a buffer of another context, and the loading errors of
 /// [`KernelModule::load`]. Nothing is launched unless every check passes.
-pub fn launch(
+pub fn launch<T: Element>(
     kernel: &'static KernelModule,
     stream: &CudaStream,
-    args: MatmulArgs<'_>,
+    args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
     let name = kernel.name();
     if !check_args(name, stream, &args)? {
@@ -109,11 +151,11 @@ pub fn launch(
 ///
 /// # Errors
 /// As [`launch`], less the loading errors.
-pub fn launch_target(
+pub fn launch_target<T: Element>(
     name: &'static str,
     stream: &CudaStream,
     target: Target<'_>,
-    args: MatmulArgs<'_>,
+    args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
     if !check_args(name, stream, &args)? {
         return Ok(());
@@ -122,10 +164,10 @@ pub fn launch_target(
 }
 
 /// Checks every buffer against the dimensions; `Ok(false)` when there is nothing to compute.
-fn check_args(
+fn check_args<T: Element>(
     name: &'static str,
     stream: &CudaStream,
-    args: &MatmulArgs<'_>,
+    args: &MatmulArgs<'_, T>,
 ) -> Result<bool, Error> {
     for (arg, v) in [
         ("batch", args.batch),
@@ -173,12 +215,27 @@ fn check_args(
     Ok(args.batch > 0 && args.m > 0 && args.n > 0)
 }
 
-fn launch_checked(
+fn launch_checked<T: Element>(
     name: &'static str,
     stream: &CudaStream,
     target: Target<'_>,
-    args: MatmulArgs<'_>,
+    args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
+    let compiled_for = match target.launch {
+        Launch::Matmul16 { elem, .. } => Some(elem),
+        _ => None,
+    };
+    if compiled_for != T::HALF {
+        return Err(Error::ElementType {
+            kernel: name,
+            given: T::NAME,
+            compiled: match compiled_for {
+                None => "f32",
+                Some(Half::Bf16) => "bf16",
+                Some(Half::F16) => "f16",
+            },
+        });
+    }
     if (args.n == 1 || args.m == 1)
         && let Some(gemv) = target.gemv
     {
@@ -215,6 +272,13 @@ fn launch_checked(
             (tile_m, tile_n, threads, smem_bytes),
             (tma_rows, tma_a_kmajor, tma_p_kmajor),
         ),
+        Launch::Matmul16 { wgmma: None, .. } => {
+            launch_simt16(name, stream, target.function, args)
+        }
+        Launch::Matmul16 {
+            wgmma: Some(geometry),
+            ..
+        } => launch_wgmma16(name, stream, target, args, geometry),
         Launch::Elementwise { .. } => Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
@@ -237,7 +301,7 @@ struct Scalars {
 
 impl Scalars {
     /// The dimensions were checked to fit `i32` by [`check_args`].
-    fn of(args: &MatmulArgs<'_>) -> Self {
+    fn of<T: Element>(args: &MatmulArgs<'_, T>) -> Self {
         Scalars {
             batch: args.batch as i32,
             m: args.m as i32,
@@ -270,11 +334,11 @@ impl Scalars {
 }
 
 /// A block per `bm × bn` tile, batch on the grid's z axis, and split-K through a workspace when it pays.
-fn launch_tiled(
+fn launch_tiled<T: Element>(
     name: &'static str,
     stream: &CudaStream,
     target: Target<'_>,
-    args: MatmulArgs<'_>,
+    args: MatmulArgs<'_, T>,
     (bm, bn, threads, smem_bytes): (u32, u32, u32, u32),
     split_k: u32,
 ) -> Result<(), Error> {
@@ -368,11 +432,11 @@ fn launch_tiled(
 /// A persistent `wgmma` kernel: one block per multiprocessor at most, each walking tiles `b, b + grid, …`. With a
 /// TMA producer, the launcher encodes the two operands' tensor maps per call (host work of about a microsecond)
 /// or, where TMA cannot address an operand, tells the kernel to load with `cp.async` instead.
-fn launch_wgmma(
+fn launch_wgmma<T: Element>(
     name: &'static str,
     stream: &CudaStream,
     target: Target<'_>,
-    args: MatmulArgs<'_>,
+    args: MatmulArgs<'_, T>,
     (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
     tma: (u32, bool, bool),
 ) -> Result<(), Error> {
@@ -426,9 +490,9 @@ impl TmaMaps {
     /// of each 16, then the odd ones). All fp32, 128-byte swizzle, zero fill outside. TMA needs 16-byte aligned
     /// bases and row and batch strides in multiples of 16 bytes; a call that breaks any of these gets zeroed
     /// maps and `use_tma = 0`, and the kernel's `cp.async` producer.
-    fn encode(
+    fn encode<T: Element>(
         stream: &CudaStream,
-        args: &MatmulArgs<'_>,
+        args: &MatmulArgs<'_, T>,
         (tma_rows, a_kmajor, p_kmajor): (u32, bool, bool),
     ) -> Self {
         // SAFETY: an all-zero CUtensorMap is a valid value of the plain byte array (the kernel ignores it).
@@ -445,15 +509,15 @@ impl TmaMaps {
         };
         let p_map = || {
             if p_kmajor {
-                encode_map(p, args.k, p_rows, args.batch, sp, [32, 16], 2)
+                encode_map(p, args.k, p_rows, args.batch, sp, [32, 16], 2, None)
             } else {
-                encode_map(p, p_rows, args.k, args.batch, sp, [32, 32], 1)
+                encode_map(p, p_rows, args.k, args.batch, sp, [32, 32], 1, None)
             }
         };
         let maps = (args.k > 0)
             .then(|| {
                 Some(TmaMaps {
-                    q: encode_map(q, args.k, q_rows, args.batch, sq, [32, tma_rows], 1)?,
+                    q: encode_map(q, args.k, q_rows, args.batch, sq, [32, tma_rows], 1, None)?,
                     p: p_map()?,
                     use_tma: 1,
                 })
@@ -467,8 +531,10 @@ impl TmaMaps {
     }
 }
 
-/// A 3-D map `{cols, rows, batch}` of a row-major fp32 operand whose batch items are `stride` elements apart
-/// (0: one item for all), whose boxes take every `row_step`-th row, or `None` where TMA cannot address it.
+/// A 3-D map `{cols, rows, batch}` of a row-major operand of fp32 (`half` `None`) or 16-bit elements whose batch
+/// items are `stride` elements apart (0: one item for all), whose boxes take every `row_step`-th row, or `None`
+/// where TMA cannot address it.
+#[allow(clippy::too_many_arguments)]
 fn encode_map(
     base: sys::CUdeviceptr,
     cols: usize,
@@ -477,8 +543,15 @@ fn encode_map(
     stride: i64,
     boxed: [u32; 2],
     row_step: u32,
+    half: Option<Half>,
 ) -> Option<TmaMap> {
-    let (dims, byte_strides) = map_geometry(base, cols, rows, batch, stride)?;
+    use sys::CUtensorMapDataType as D;
+    let (data_type, bytes) = match half {
+        None => (D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4),
+        Some(Half::Bf16) => (D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2),
+        Some(Half::F16) => (D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2),
+    };
+    let (dims, byte_strides) = map_geometry(base, cols, rows, batch, stride, bytes)?;
     let box_dims = [boxed[0], boxed[1], 1];
     let element_strides = [1, row_step, 1];
     // SAFETY: a CUtensorMap is plain bytes, for which all zeros is a valid value.
@@ -488,7 +561,7 @@ fn encode_map(
     let status = unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map.0,
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            data_type,
             3,
             base as *mut std::ffi::c_void,
             dims.as_ptr(),
@@ -504,30 +577,32 @@ fn encode_map(
     (status == sys::CUresult::CUDA_SUCCESS).then_some(map)
 }
 
-/// The dimensions `{cols, rows, items}` and byte strides `{row, item}` of a TMA map of a row-major fp32 operand,
-/// or `None` where TMA cannot address it: a base not 16-byte aligned, rows or batch items not 16-byte multiples,
-/// an empty operand, or the driver's limits (dimensions up to 2³², strides under 2⁴⁰ bytes). A shared operand
-/// (`stride` 0) is one item.
+/// The dimensions `{cols, rows, items}` and byte strides `{row, item}` of a TMA map of a row-major operand of
+/// `bytes`-byte elements, or `None` where TMA cannot address it: a base not 16-byte aligned, rows or batch items
+/// not 16-byte multiples, an empty operand, or the driver's limits (dimensions up to 2³², strides under 2⁴⁰
+/// bytes). A shared operand (`stride` 0) is one item.
 fn map_geometry(
     base: sys::CUdeviceptr,
     cols: usize,
     rows: usize,
     batch: usize,
     stride: i64,
+    bytes: u64,
 ) -> Option<([u64; 3], [u64; 2])> {
+    let row_bytes = cols as u64 * bytes;
     if !base.is_multiple_of(16)
-        || !cols.is_multiple_of(4)
-        || stride % 4 != 0
+        || !row_bytes.is_multiple_of(16)
+        || (stride.unsigned_abs() * bytes) % 16 != 0
+        || stride < 0
         || cols == 0
         || rows == 0
     {
         return None;
     }
-    let row_bytes = cols as u64 * 4;
     let (items, item_bytes) = if stride == 0 {
         (1, row_bytes * rows as u64)
     } else {
-        (batch as u64, stride as u64 * 4)
+        (batch as u64, stride as u64 * bytes)
     };
     let dims = [cols as u64, rows as u64, items];
     (dims.iter().all(|&d| d <= 1 << 32) && item_bytes < 1 << 40)
@@ -536,7 +611,7 @@ fn map_geometry(
 
 /// The batch strides of A, B and C in elements: packed, or 0 for a shared operand (the templates read batch item
 /// `z` of X at `X + z · strideX`).
-fn strides(args: &MatmulArgs<'_>) -> (i64, i64, i64) {
+fn strides<T: Element>(args: &MatmulArgs<'_, T>) -> (i64, i64, i64) {
     let packed = |shared: bool, len: usize| if shared { 0 } else { len as i64 };
     (
         packed(args.shared_a, args.m * args.k),
@@ -545,12 +620,119 @@ fn strides(args: &MatmulArgs<'_>) -> (i64, i64, i64) {
     )
 }
 
+/// The 16-bit SIMT kernel ([`SIMT16_ENTRY`], or a module's entry on GPUs without `wgmma`): 64 × 64 tiles, any
+/// grid correct (blocks loop over tiles and batch items), so the grid is capped where CUDA caps it.
+fn launch_simt16<T: Element>(
+    name: &'static str,
+    stream: &CudaStream,
+    function: &CudaFunction,
+    args: MatmulArgs<'_, T>,
+) -> Result<(), Error> {
+    let tiles = |d: usize| d.div_ceil(SIMT16_TILE as usize).min(65535) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (
+            args.n.div_ceil(SIMT16_TILE as usize).min(i32::MAX as usize) as u32,
+            tiles(args.m),
+            args.batch.min(65535) as u32,
+        ),
+        block_dim: (SIMT16_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let scalars = Scalars::of(&args);
+    let mut builder = stream.launch_builder(function);
+    builder.arg(args.a).arg(args.b).arg(&mut *args.c);
+    scalars.push(&mut builder, args.bias);
+    // SAFETY: `optiml_matmul16_simt(const u16* A, const u16* B, u16* C, const float* bias, int batch, int M,
+    // int N, int K, long long strideA, strideB, strideC, float alpha, float beta)` is `optiml_matmul`'s ABI with
+    // 2-byte elements, which `T` is here (the launch's element type was checked against `T`); every buffer was
+    // checked to hold what the dimensions address, in the stream's context. Any grid is correct.
+    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    Ok(())
+}
+
+/// The 16-bit `wgmma` kernel: a persistent grid walking `tile_m × tile_n` tiles, A and B read through TMA maps
+/// encoded per call. Calls TMA cannot address, and matrix-vector products (where a 64-row tile would be mostly
+/// padding), go to the module's SIMT kernel.
+fn launch_wgmma16<T: Element>(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    args: MatmulArgs<'_, T>,
+    g: Wgmma16,
+) -> Result<(), Error> {
+    let Some(fallback) = target.fallback else {
+        return Err(Error::NoVariant {
+            kernel: name,
+            device: "this launcher".into(),
+            available: format!("a 16-bit tensor-core variant without `{SIMT16_ENTRY}`"),
+        });
+    };
+    let maps = if args.m == 1 || args.n == 1 {
+        None
+    } else {
+        tma_maps16(stream, &args, g)
+    };
+    let Some((map_a, map_b)) = maps else {
+        return launch_simt16(name, stream, fallback, args);
+    };
+    let tiles = (args.m.div_ceil(g.tile_m as usize) as u64)
+        .saturating_mul(args.n.div_ceil(g.tile_n as usize) as u64)
+        .saturating_mul(args.batch as u64);
+    let cfg = LaunchConfig {
+        grid_dim: (
+            tiles.clamp(1, u64::from(target.sm_count.max(1))) as u32,
+            1,
+            1,
+        ),
+        block_dim: (g.threads, 1, 1),
+        shared_mem_bytes: g.smem_bytes,
+    };
+    let scalars = Scalars::of(&args);
+    let mut builder = stream.launch_builder(target.function);
+    builder.arg(args.a).arg(args.b).arg(&mut *args.c);
+    scalars.push(&mut builder, args.bias);
+    builder.arg(&map_a).arg(&map_b);
+    // SAFETY: the arguments match the 16-bit `wgmma` template's `optiml_matmul` (the common ABI with 2-byte
+    // elements of the checked type, then the `__grid_constant__` tensor maps of A and B); every buffer was
+    // checked to hold what the dimensions address, and the maps describe exactly those extents (reads outside
+    // them are zero-filled by TMA). Any grid is valid: blocks loop over tiles.
+    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    Ok(())
+}
+
+/// The tensor maps of A and B for the 16-bit `wgmma` kernel, or `None` when TMA cannot address either (the
+/// SIMT kernel takes the call). An operand stored `rows × cols` is mapped `{cols, rows, batch}` with boxes of 64
+/// columns (one 128-byte swizzle row) and, along the rows, the tile's extent when the rows are the tile's own
+/// dimension (A `m × k`, B `n × k`), else 64 (A `k × m`, B `k × n`: the kernel takes 64-wide slices).
+fn tma_maps16<T: Element>(
+    stream: &CudaStream,
+    args: &MatmulArgs<'_, T>,
+    g: Wgmma16,
+) -> Option<(TmaMap, TmaMap)> {
+    let (sa, sb, _) = strides(args);
+    let (a, _a_sync) = args.a.device_ptr(stream);
+    let (b, _b_sync) = args.b.device_ptr(stream);
+    let (a_cols, a_rows, a_box) = if g.trans_a {
+        (args.m, args.k, 64)
+    } else {
+        (args.k, args.m, g.tile_m)
+    };
+    let (b_cols, b_rows, b_box) = if g.trans_b {
+        (args.k, args.n, g.tile_n)
+    } else {
+        (args.n, args.k, 64)
+    };
+    let map_a = encode_map(a, a_cols, a_rows, args.batch, sa, [64, a_box], 1, T::HALF)?;
+    let map_b = encode_map(b, b_cols, b_rows, args.batch, sb, [64, b_box], 1, T::HALF)?;
+    Some((map_a, map_b))
+}
+
 /// A matrix-vector product (`n == 1` or `m == 1`) through [`GEMV_ENTRY`], whose ABI is `optiml_matmul`'s.
-fn launch_gemv(
+fn launch_gemv<T: Element>(
     name: &'static str,
     stream: &CudaStream,
     gemv: &CudaFunction,
-    args: MatmulArgs<'_>,
+    args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
     let outputs = if args.n == 1 { args.m } else { args.n };
     let cfg = LaunchConfig {
@@ -631,20 +813,34 @@ mod tests {
     fn tma_maps_only_where_the_hardware_can_address_them() {
         // A packed batch of 1024 × 512 matrices.
         assert_eq!(
-            map_geometry(0x7f00_0000_0000, 512, 1024, 8, 512 * 1024),
+            map_geometry(0x7f00_0000_0000, 512, 1024, 8, 512 * 1024, 4),
             Some(([512, 1024, 8], [2048, 2 << 20]))
         );
         // A shared operand is one item, whatever the batch.
         assert_eq!(
-            map_geometry(0x1000, 64, 3, 100, 0),
+            map_geometry(0x1000, 64, 3, 100, 0, 4),
             Some(([64, 3, 1], [256, 768]))
         );
         // Misaligned base, rows of 33 floats, an item stride of an odd count, no rows: the cp.async path.
-        assert_eq!(map_geometry(0x1004, 64, 64, 1, 4096), None);
-        assert_eq!(map_geometry(0x1000, 33, 64, 1, 33 * 64), None);
-        assert_eq!(map_geometry(0x1000, 64, 3, 2, 64 * 3 + 2), None);
-        assert_eq!(map_geometry(0x1000, 64, 0, 1, 0), None);
-        assert_eq!(map_geometry(0x1000, 0, 8, 1, 0), None);
+        assert_eq!(map_geometry(0x1004, 64, 64, 1, 4096, 4), None);
+        assert_eq!(map_geometry(0x1000, 33, 64, 1, 33 * 64, 4), None);
+        assert_eq!(map_geometry(0x1000, 64, 3, 2, 64 * 3 + 2, 4), None);
+        assert_eq!(map_geometry(0x1000, 64, 0, 1, 0, 4), None);
+        assert_eq!(map_geometry(0x1000, 0, 8, 1, 0, 4), None);
+    }
+
+    #[test]
+    fn sixteen_bit_maps_need_rows_of_eight_elements() {
+        // 2-byte elements: rows of 8, 16, … elements are 16-byte multiples; 4 are not (f32 would be).
+        assert_eq!(
+            map_geometry(0x1000, 1024, 1024, 2, 1024 * 1024, 2),
+            Some(([1024, 1024, 2], [2048, 2 << 20]))
+        );
+        assert_eq!(map_geometry(0x1000, 4, 16, 1, 64, 2), None);
+        assert_eq!(map_geometry(0x1000, 8, 3, 5, 8 * 3, 2), Some(([8, 3, 5], [16, 48])));
+        // 255 × 257 items: the rows of 257 cannot be mapped, whatever the stride.
+        assert_eq!(map_geometry(0x1000, 257, 255, 4, 257 * 255, 2), None);
+        assert_eq!(map_geometry(0x1000, 256, 255, 4, 256 * 255 + 4, 2), None);
     }
 
     #[test]

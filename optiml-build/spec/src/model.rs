@@ -24,19 +24,49 @@ pub enum Family {
     Elementwise(ElementwiseSpec),
 }
 
-/// Element types. Only [`DType::F32`] is generated today; the others are recognised so that a spec naming them
+/// Element types of the tensor operands. Other names (f64, int8, fp8) are recognised so that a spec naming them
 /// gets a clear "not supported yet" error instead of "unknown word".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DType {
     /// IEEE single precision, exact fp32 arithmetic.
     F32,
+    /// bfloat16 storage (8 significant bits, fp32's range): matmul operands and output; products accumulate in
+    /// fp32 and the output is rounded once. Bias, `alpha` and `beta` stay f32.
+    Bf16,
+    /// IEEE half precision storage (11 significant bits, largest finite 65504), as [`DType::Bf16`] otherwise.
+    F16,
 }
 
 impl DType {
-    /// The Rust element type a buffer of this dtype holds.
+    /// The name of the Rust element type a buffer of this dtype holds, as a signature spells its last segment
+    /// (`f32`, or `bf16` / `f16` from the `half` crate).
     pub fn rust_type(self) -> &'static str {
         match self {
             DType::F32 => "f32",
+            DType::Bf16 => "bf16",
+            DType::F16 => "f16",
+        }
+    }
+
+    /// The element type's path as messages show it (`half::bf16`).
+    pub fn rust_path(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::Bf16 => "half::bf16",
+            DType::F16 => "half::f16",
+        }
+    }
+
+    /// The canonical name (`f32`, `bf16`, `f16`).
+    pub fn name(self) -> &'static str {
+        self.rust_type()
+    }
+
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::Bf16 | DType::F16 => 2,
         }
     }
 }
@@ -220,9 +250,7 @@ impl Spec {
     /// The canonical text of the spec: one spelling per meaning, stable across releases
     /// (it is hashed into every cache key).
     pub fn canonical(&self) -> String {
-        let dtype = match self.dtype {
-            DType::F32 => "f32",
-        };
+        let dtype = self.dtype.name();
         match &self.family {
             Family::Matmul(m) => {
                 let mut s = String::from("matmul");

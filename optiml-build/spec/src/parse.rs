@@ -174,12 +174,12 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("float", Meaning::DType(DType::F32)),
     ("single", Meaning::DType(DType::F32)),
     ("single precision", Meaning::DType(DType::F32)),
-    ("f16", Meaning::UnsupportedDType("f16")),
-    ("fp16", Meaning::UnsupportedDType("f16")),
-    ("float16", Meaning::UnsupportedDType("f16")),
-    ("half", Meaning::UnsupportedDType("f16")),
-    ("bf16", Meaning::UnsupportedDType("bf16")),
-    ("bfloat16", Meaning::UnsupportedDType("bf16")),
+    ("f16", Meaning::DType(DType::F16)),
+    ("fp16", Meaning::DType(DType::F16)),
+    ("float16", Meaning::DType(DType::F16)),
+    ("half", Meaning::DType(DType::F16)),
+    ("bf16", Meaning::DType(DType::Bf16)),
+    ("bfloat16", Meaning::DType(DType::Bf16)),
     ("tf32", Meaning::Tf32),
     ("tf32 allowed", Meaning::Tf32),
     ("allow tf32", Meaning::Tf32),
@@ -349,7 +349,7 @@ fn apply(meaning: Meaning, text: &str, draft: &mut Draft) -> Result<(), SpecErro
         Meaning::UnsupportedDType(d) => {
             return Err(SpecError::Unsupported {
                 what: format!("dtype `{d}` (from `{text}`)"),
-                hint: "only f32 kernels are generated so far; write `f32`".into(),
+                hint: "f32, bf16 and f16 kernels are generated so far".into(),
             });
         }
         Meaning::Tf32 => draft.tf32 = Some(text),
@@ -553,6 +553,21 @@ impl Draft {
         } else {
             return Err(SpecError::NoFamily);
         };
+        if dtype != DType::F32 {
+            let word = &self.dtypes[0].1;
+            if let Family::Elementwise(_) = family {
+                return Err(SpecError::Unsupported {
+                    what: format!("`{word}` elements in an elementwise map"),
+                    hint: "elementwise maps are f32 so far; bf16 and f16 are matmul dtypes".into(),
+                });
+            }
+            if let Some(tf32) = &self.tf32 {
+                return Err(SpecError::Ambiguous {
+                    what: format!("`{tf32}` with `{word}` elements"),
+                    hint: "tf32 is how f32 products may be rounded; 16-bit operands run on the tensor cores already: drop one".into(),
+                });
+            }
+        }
         Ok(Spec {
             family,
             dtype,
@@ -886,6 +901,26 @@ mod tests {
     }
 
     #[test]
+    fn sixteen_bit_dtypes_are_matmul_dtypes() {
+        for (text, dtype) in [
+            ("batched matmul, bf16", DType::Bf16),
+            ("gemm, bfloat16, bias, gelu", DType::Bf16),
+            ("matmul, fp16, B transposed", DType::F16),
+            ("bmm half", DType::F16),
+        ] {
+            assert_eq!(parse(text).unwrap().dtype, dtype, "{text}");
+        }
+        assert_eq!(
+            parse("matmul, bf16, A transposed").unwrap().canonical(),
+            "matmul bf16 row-major a:t b:n m=? n=? k=?"
+        );
+        assert_eq!(
+            parse("bmm, float16").unwrap().canonical(),
+            parse("batched matmul f16").unwrap().canonical()
+        );
+    }
+
+    #[test]
     fn tf32_is_a_matmul_precision() {
         for text in [
             "batched matmul, f32, tf32",
@@ -997,7 +1032,7 @@ mod tests {
         assert!(matches!(parse(""), Err(SpecError::Empty)));
         assert!(matches!(parse("f32"), Err(SpecError::NoFamily)));
         assert!(matches!(
-            parse("matmul, fp16"),
+            parse("matmul, double"),
             Err(SpecError::Unsupported { .. })
         ));
         assert!(matches!(
@@ -1015,7 +1050,19 @@ mod tests {
         assert!(matches!(parse("product"), Err(SpecError::Ambiguous { .. })));
         assert!(matches!(
             parse("matmul, f32, f16"),
+            Err(SpecError::Ambiguous { .. })
+        ));
+        assert!(matches!(
+            parse("matmul, f64"),
             Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("relu, bf16"),
+            Err(SpecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("matmul, f16, tf32"),
+            Err(SpecError::Ambiguous { .. })
         ));
         assert!(matches!(
             parse("relu, transposed a"),

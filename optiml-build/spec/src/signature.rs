@@ -6,7 +6,7 @@
 //! `&mut`, one it only reads must not be.
 
 use crate::error::Errors;
-use crate::model::{Dim, ElementwiseOp, Family, Operand, Spec};
+use crate::model::{DType, Dim, ElementwiseOp, Family, Operand, Spec};
 use serde::{Deserialize, Serialize};
 
 /// What a parameter is to the kernel.
@@ -108,6 +108,9 @@ struct Expected {
     role: Role,
     kind: Kind,
     optional: bool,
+    /// The element type of a buffer or scalar: the spec's, except a matmul's bias and scales, which are f32
+    /// whatever the operands hold.
+    dtype: DType,
 }
 
 fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
@@ -117,6 +120,7 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
         role,
         kind: Kind::Buffer(access),
         optional: false,
+        dtype: spec.dtype,
     };
     let mut fixed = Vec::new();
     let mut dim = |name, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
@@ -126,6 +130,7 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
             role,
             kind: Kind::Dim,
             optional,
+            dtype: spec.dtype,
         }),
         Dim::Fixed(v) => fixed.push((name, v)),
     };
@@ -144,7 +149,10 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
                 },
             ));
             if m.bias {
-                out.push(buf("bias", Role::Bias, Access::Read));
+                out.push(Expected {
+                    dtype: DType::F32,
+                    ..buf("bias", Role::Bias, Access::Read)
+                });
             }
             if m.batched {
                 dim("batch", Role::Batch, m.batch, &mut out, false);
@@ -163,6 +171,7 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
                         role,
                         kind: Kind::Scalar,
                         optional: false,
+                        dtype: DType::F32,
                     });
                 }
             }
@@ -182,6 +191,7 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
                     role: Role::Scalar,
                     kind: Kind::Scalar,
                     optional: false,
+                    dtype: spec.dtype,
                 }),
                 ElementwiseOp::Unary(_) => {}
             }
@@ -195,7 +205,8 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
     (out, fixed)
 }
 
-fn describe(e: &Expected, dtype: &str) -> String {
+fn describe(e: &Expected) -> String {
+    let dtype = e.dtype.rust_path();
     let ty = match e.kind {
         Kind::Buffer(Access::Read) => format!("&CudaSlice<{dtype}>"),
         Kind::Buffer(_) => format!("&mut CudaSlice<{dtype}>"),
@@ -254,7 +265,6 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
         );
     }
 
-    let dtype = spec.dtype.rust_type();
     let (expect, fixed) = expected(spec);
     let mut params = Vec::new();
     for input in &sig.inputs {
@@ -283,7 +293,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
             } else {
                 let list: Vec<String> = expect
                     .iter()
-                    .map(|e| format!("`{}`", describe(e, dtype)))
+                    .map(|e| format!("`{}`", describe(e)))
                     .collect();
                 format!(
                     "unexpected parameter `{name}`: a {family} kernel takes {}",
@@ -300,7 +310,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
             );
             continue;
         }
-        if let Err(msg) = check_type(&pat.ty, e, dtype, &name) {
+        if let Err(msg) = check_type(&pat.ty, e, &name) {
             errors.push_spanned(&pat.ty, msg);
         }
         params.push(Param {
@@ -315,7 +325,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
                 sig.ident.span(),
                 format!(
                     "missing parameter `{}` for a {family} kernel",
-                    describe(e, dtype)
+                    describe(e)
                 ),
             ));
         }
@@ -324,11 +334,12 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
     Ok(Binding { params })
 }
 
-fn check_type(ty: &syn::Type, e: &Expected, dtype: &str, name: &str) -> Result<(), String> {
+fn check_type(ty: &syn::Type, e: &Expected, name: &str) -> Result<(), String> {
+    let (dtype, path) = (e.dtype.rust_type(), e.dtype.rust_path());
     match e.kind {
         Kind::Buffer(access) => {
             let want_mut = access != Access::Read;
-            let shown = describe(e, dtype);
+            let shown = describe(e);
             let syn::Type::Reference(r) = ty else {
                 return Err(format!(
                     "expected `{shown}`: buffers are borrowed device slices"
@@ -338,16 +349,21 @@ fn check_type(ty: &syn::Type, e: &Expected, dtype: &str, name: &str) -> Result<(
                 return Err(format!("expected `{shown}`"));
             };
             if elem != dtype {
+                let why = if e.role == Role::Bias {
+                    " (a bias is f32 whatever the operands hold)".to_string()
+                } else {
+                    format!(" (the spec says {dtype})")
+                };
                 return Err(format!(
-                    "`{name}` must hold `{dtype}` elements (the spec says {dtype}), not `{elem}`"
+                    "`{name}` must hold `{path}` elements{why}, not `{elem}`"
                 ));
             }
             match (want_mut, r.mutability.is_some()) {
                 (true, false) => Err(format!(
-                    "the kernel writes `{name}`: take it as `&mut CudaSlice<{dtype}>`"
+                    "the kernel writes `{name}`: take it as `&mut CudaSlice<{path}>`"
                 )),
                 (false, true) => Err(format!(
-                    "the kernel only reads `{name}`: take it as `&CudaSlice<{dtype}>`"
+                    "the kernel only reads `{name}`: take it as `&CudaSlice<{path}>`"
                 )),
                 _ => Ok(()),
             }
@@ -361,9 +377,7 @@ fn check_type(ty: &syn::Type, e: &Expected, dtype: &str, name: &str) -> Result<(
         },
         Kind::Scalar => match last_ident(ty) {
             Some(t) if t == dtype => Ok(()),
-            _ => Err(format!(
-                "`{name}` is a scalar of the spec's dtype: use `{dtype}`"
-            )),
+            _ => Err(format!("`{name}` is a scalar: use `{path}`")),
         },
     }
 }
@@ -489,6 +503,33 @@ mod tests {
         ] {
             assert!(e.contains(want), "missing {want:?} in:\n{e}");
         }
+    }
+
+    #[test]
+    fn sixteen_bit_operands_keep_an_f32_bias_and_scales() {
+        let spec = parse("matmul, bf16, alpha, bias").unwrap();
+        assert!(
+            bind(
+                &spec,
+                &sig("fn g(a: &CudaSlice<half::bf16>, b: &CudaSlice<bf16>, c: &mut CudaSlice<optiml::half::bf16>, bias: &CudaSlice<f32>, m: usize, n: usize, k: usize, alpha: f32);"),
+            )
+            .is_ok()
+        );
+        let e = err(
+            "matmul, f16, alpha, bias",
+            "fn g(a: &CudaSlice<f32>, b: &CudaSlice<half::f16>, c: &mut CudaSlice<half::bf16>, bias: &CudaSlice<half::f16>, m: usize, n: usize, k: usize, alpha: half::f16);",
+        );
+        for want in [
+            "`a` must hold `half::f16` elements (the spec says f16), not `f32`",
+            "`c` must hold `half::f16` elements (the spec says f16), not `bf16`",
+            "`bias` must hold `f32` elements (a bias is f32 whatever the operands hold), not `f16`",
+            "`alpha` is a scalar: use `f32`",
+        ] {
+            assert!(e.contains(want), "missing {want:?} in:\n{e}");
+        }
+        assert!(!e.contains("`b` must"), "{e}");
+        let e = err("gemm, bf16", "fn g(m: usize, n: usize, k: usize);");
+        assert!(e.contains("missing parameter `a: &CudaSlice<half::bf16>`"), "{e}");
     }
 
     #[test]

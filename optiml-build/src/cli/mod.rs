@@ -147,6 +147,15 @@ fn transforms(t: &Transforms) -> anyhow::Result<bool> {
                 t.rationale,
             )
         }))
+        .chain(search::matmul16_catalog().iter().map(|t| {
+            (
+                "matmul bf16/f16",
+                t.name,
+                name(t.addresses),
+                t.claimed_gain,
+                t.rationale,
+            )
+        }))
         .chain(search::elementwise_catalog().iter().map(|t| {
             (
                 "elementwise",

@@ -5,12 +5,12 @@ use super::client::{Client, ClientError, WorkerCommand};
 use super::plan::{MatmulShape, TestPlan, splitmix};
 use super::protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
 use crate::experts::Candidate;
-use crate::experts::{elementwise, matmul, matmul_tf32};
+use crate::experts::{elementwise, matmul, matmul_tf32, matmul16};
 use crate::nvrtc::{self, Compiled, Nvrtc};
 use crate::search::Tunable;
 use crate::search::{Evaluator, Measurement, Outcome, Signals};
 use optiml_runtime::Arch;
-use optiml_spec::{ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
+use optiml_spec::{DType, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
@@ -102,6 +102,11 @@ pub trait Family: Tunable {
     }
 }
 
+/// The run-time `alpha` of every matmul check (ignored without alpha): not 1, so that a kernel ignoring it fails.
+const MATMUL_ALPHA: f32 = 0.75;
+/// The run-time `beta` of every matmul check (ignored without beta).
+const MATMUL_BETA: f32 = -0.5;
+
 impl Family for matmul::Schedule {
     type Spec = MatmulSpec;
     type Shape = MatmulShape;
@@ -122,9 +127,10 @@ impl Family for matmul::Schedule {
     fn problem(spec: &MatmulSpec, shape: MatmulShape) -> Problem {
         Problem::Matmul {
             spec: spec.clone(),
+            dtype: DType::F32,
             dispatch: shape,
-            alpha: 0.75,
-            beta: -0.5,
+            alpha: MATMUL_ALPHA,
+            beta: MATMUL_BETA,
         }
     }
 
@@ -153,6 +159,35 @@ impl Family for matmul_tf32::Schedule {
 
     fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
         matmul::Schedule::work(spec, shape)
+    }
+}
+
+impl Family for matmul16::Schedule {
+    type Spec = matmul16::Spec16;
+    type Shape = MatmulShape;
+
+    fn candidate(&self, spec: &matmul16::Spec16) -> Candidate {
+        matmul16::Schedule::candidate(self, spec)
+    }
+
+    /// Dense bf16 / fp16 tensor-core throughput is 16× the fp32 FMA rate per SM and clock on Hopper (4096
+    /// against 256 FLOPs).
+    fn peak_tflops(fp32_tflops: f64) -> f64 {
+        16.0 * fp32_tflops
+    }
+
+    fn problem(spec: &matmul16::Spec16, shape: MatmulShape) -> Problem {
+        Problem::Matmul {
+            spec: spec.matmul.clone(),
+            dtype: spec.dtype(),
+            dispatch: shape,
+            alpha: MATMUL_ALPHA,
+            beta: MATMUL_BETA,
+        }
+    }
+
+    fn work(spec: &matmul16::Spec16, shape: MatmulShape) -> (f64, f64) {
+        (shape.flops(), shape.min_bytes_of(&spec.matmul, 2.0))
     }
 }
 

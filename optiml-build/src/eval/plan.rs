@@ -4,7 +4,7 @@
 
 pub use crate::search::splitmix;
 use optiml_spec::{
-    Activation, BinaryOp, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
     UnaryOp,
 };
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,11 @@ impl MatmulShape {
 
     /// The fewest DRAM bytes the problem can move: A and B read once, C written once (and read with beta).
     pub fn min_bytes(&self, spec: &MatmulSpec) -> f64 {
+        self.min_bytes_of(spec, 4.0)
+    }
+
+    /// [`min_bytes`](Self::min_bytes) for A, B and C of `elem_bytes`-byte elements (the bias is f32).
+    pub fn min_bytes_of(&self, spec: &MatmulSpec, elem_bytes: f64) -> f64 {
         let (b, m, n, k) = (
             self.batch as f64,
             self.m as f64,
@@ -39,7 +44,7 @@ impl MatmulShape {
         );
         let c = if spec.beta { 2.0 } else { 1.0 };
         let items = |shared: bool| if shared { 1.0 } else { b };
-        4.0 * (items(spec.shared_a) * m * k + items(spec.shared_b) * k * n + b * c * m * n)
+        elem_bytes * (items(spec.shared_a) * m * k + items(spec.shared_b) * k * n + b * c * m * n)
             + if spec.bias { 4.0 * n } else { 0.0 }
     }
 
@@ -152,6 +157,29 @@ impl Tolerance {
         match precision {
             Precision::Exact => Tolerance::F32,
             Precision::Tf32 => Tolerance::TF32,
+        }
+    }
+
+    /// bf16 operands and output, fp32 accumulation. The inputs are exact (the worker generates values bf16
+    /// holds) and their products are exact in fp32; the output is rounded once to 8 significant bits, up to
+    /// 2⁻⁹ ≈ 2.0e-3 of |out| (RMS about 1.1e-3), plus the accumulation's few fp32 ulps of Σ|terms|.
+    pub const BF16: Tolerance = Tolerance {
+        rel_l2: 4e-3,
+        scaled_abs: 4e-3,
+    };
+
+    /// fp16 operands and output: as [`Tolerance::BF16`] with 11 significant bits, 2⁻¹² ≈ 2.4e-4 of |out|.
+    pub const F16: Tolerance = Tolerance {
+        rel_l2: 5e-4,
+        scaled_abs: 5e-4,
+    };
+
+    /// The tolerance of a matmul of `dtype` elements computed at `precision`.
+    pub fn for_matmul(dtype: DType, precision: Precision) -> Tolerance {
+        match dtype {
+            DType::F32 => Tolerance::for_precision(precision),
+            DType::Bf16 => Tolerance::BF16,
+            DType::F16 => Tolerance::F16,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::plan::{MatmulShape, TestPlan};
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::{ElementwiseSpec, MatmulSpec};
+use optiml_spec::{DType, ElementwiseSpec, MatmulSpec};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
@@ -53,6 +53,8 @@ pub enum Problem {
     Matmul {
         /// The spec (transposes and epilogue).
         spec: MatmulSpec,
+        /// The element type of A, B and C (the worker generates f32 inputs the 16-bit types hold exactly).
+        dtype: DType,
         /// The shape it is timed at and will be dispatched for.
         dispatch: MatmulShape,
         /// The run-time `alpha` used in checks (1 without alpha in the spec).

@@ -75,3 +75,50 @@ extern "C" __global__ void optiml_fma_peak(float* out, int iters, float seed) {
     // Never true for these inputs, but the compiler cannot know: the chains stay live.
     if (s == 1234.5f) out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
+
+// ---- 16-bit (bf16 / fp16) operands: the checks work on f32 values that the 16-bit type holds exactly.
+// dtype 0: bf16, 1: fp16. Round to nearest even; NaN stays NaN, overflow gives infinity.
+
+__device__ __forceinline__ unsigned short optiml_to16_bits(float x, int dtype) {
+    if (dtype == 0) {
+        unsigned u = __float_as_uint(x);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)0x7fc0;  // a quiet NaN
+        u += 0x7fffu + ((u >> 16) & 1u);
+        return (unsigned short)(u >> 16);
+    }
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+
+__device__ __forceinline__ float optiml_from16_bits(unsigned short h, int dtype) {
+    if (dtype == 0) return __uint_as_float(((unsigned)h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// Rounds f32 values in place to values of the 16-bit type, first clamped to [-clip, clip] (fp16's range is
+// small: heavy-tailed inputs would overflow correct outputs).
+extern "C" __global__ void optiml_round16(float* p, long long n, int dtype, float clip) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float v = p[i];
+        if (v == v) v = fminf(fmaxf(v, -clip), clip);
+        p[i] = optiml_from16_bits(optiml_to16_bits(v, dtype), dtype);
+    }
+}
+
+extern "C" __global__ void optiml_to16(const float* src, unsigned short* dst, long long n, int dtype) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        dst[i] = optiml_to16_bits(src[i], dtype);
+    }
+}
+
+extern "C" __global__ void optiml_from16(const unsigned short* src, float* dst, long long n, int dtype) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        dst[i] = optiml_from16_bits(src[i], dtype);
+    }
+}

@@ -14,8 +14,8 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use optiml_runtime::elementwise::{self, ElementwiseArgs};
 use optiml_runtime::matmul::{self, MatmulArgs};
-use optiml_runtime::{Launch, Target, probe};
-use optiml_spec::{ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
+use optiml_runtime::{Target, probe};
+use optiml_spec::{DType, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
 use std::sync::Arc;
 
 /// Set (to any value) in a process's environment to make [`serve_if_requested`] serve as a worker.
@@ -155,6 +155,25 @@ struct Support {
     fill_const: CudaFunction,
     count_nonfinite: CudaFunction,
     fma_peak: CudaFunction,
+    round16: CudaFunction,
+    to16: CudaFunction,
+    from16: CudaFunction,
+}
+
+/// Device copies of A, B and C in a 16-bit kernel's element type. The checks fill, poison and read the f32
+/// buffers beside them, whose values the 16-bit type holds exactly (`Worker::round16`); these are converted
+/// from them before a launch and C back after it.
+enum Narrow {
+    Bf16([CudaSlice<half::bf16>; 3]),
+    F16([CudaSlice<half::f16>; 3]),
+}
+
+/// The support kernels' code of a 16-bit type.
+fn code16(dtype: DType) -> i32 {
+    match dtype {
+        DType::F16 => 1,
+        DType::Bf16 | DType::F32 => 0,
+    }
 }
 
 /// The dispatch shape's buffers, kept between jobs of the same shape (allocating gigabytes per job would
@@ -166,6 +185,8 @@ struct Dispatch {
     c: CudaSlice<f32>,
     c0: Option<CudaSlice<f32>>,
     bias: Option<CudaSlice<f32>>,
+    /// A, B and C in the kernel's 16-bit type.
+    narrow: Option<Narrow>,
 }
 
 struct Worker {
@@ -220,6 +241,9 @@ impl Worker {
             fill_const: f("optiml_fill_const")?,
             count_nonfinite: f("optiml_count_nonfinite")?,
             fma_peak: f("optiml_fma_peak")?,
+            round16: f("optiml_round16")?,
+            to16: f("optiml_to16")?,
+            from16: f("optiml_from16")?,
             _module: module,
         };
         let flush = stream
@@ -328,6 +352,89 @@ impl Worker {
             .map_err(fault("poisoning the output"))
     }
 
+    /// Rounds an f32 input in place to values of the 16-bit `dtype`; fp16 inputs are first clamped to ±32, so
+    /// that the plan's heavy-tailed inputs cannot overflow a correct output past fp16's 65504.
+    fn round16(&self, buf: &mut CudaSlice<f32>, dtype: DType) -> Result<(), Stop> {
+        let n = buf.len() as i64;
+        let code = code16(dtype);
+        let clip = if dtype == DType::F16 {
+            32.0f32
+        } else {
+            f32::MAX
+        };
+        let mut b = self.stream.launch_builder(&self.support.round16);
+        b.arg(&mut *buf).arg(&n).arg(&code).arg(&clip);
+        // SAFETY: `optiml_round16(float*, long long, int, float)` rewrites indices below the buffer's length.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("rounding inputs to 16 bits"))
+    }
+
+    /// Allocates the 16-bit copies of buffers of `lens` elements.
+    fn alloc_narrow(&self, dtype: DType, lens: [usize; 3]) -> Result<Option<Narrow>, Stop> {
+        let s = &self.stream;
+        Ok(match dtype {
+            DType::F32 => None,
+            DType::Bf16 => Some(Narrow::Bf16(
+                lens.map(|n| s.alloc_zeros::<half::bf16>(n.max(1)))
+                    .into_iter()
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(fault("allocating 16-bit buffers"))?
+                    .try_into()
+                    .map_err(|_| reject("allocating", "three buffers"))?,
+            )),
+            DType::F16 => Some(Narrow::F16(
+                lens.map(|n| s.alloc_zeros::<half::f16>(n.max(1)))
+                    .into_iter()
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(fault("allocating 16-bit buffers"))?
+                    .try_into()
+                    .map_err(|_| reject("allocating", "three buffers"))?,
+            )),
+        })
+    }
+
+    /// Converts f32 `src` into 16-bit copy `which` (0 A, 1 B, 2 C) of `narrow`, or back (`to_narrow` false).
+    fn convert(
+        &self,
+        narrow: &mut Narrow,
+        which: usize,
+        f32s: &mut CudaSlice<f32>,
+        to_narrow: bool,
+    ) -> Result<(), Stop> {
+        fn go<T: cudarc::driver::DeviceRepr>(
+            w: &Worker,
+            narrow: &mut CudaSlice<T>,
+            f32s: &mut CudaSlice<f32>,
+            to_narrow: bool,
+            code: i32,
+        ) -> Result<(), Stop> {
+            let n = f32s.len().min(narrow.len()) as i64;
+            let (f, what) = if to_narrow {
+                (&w.support.to16, "converting to 16 bits")
+            } else {
+                (&w.support.from16, "widening the 16-bit output")
+            };
+            let mut b = w.stream.launch_builder(f);
+            if to_narrow {
+                b.arg(&*f32s).arg(&mut *narrow);
+            } else {
+                b.arg(&*narrow).arg(&mut *f32s);
+            }
+            b.arg(&n).arg(&code);
+            // SAFETY: `optiml_to16(const float*, u16*, long long, int)` and `optiml_from16(const u16*, float*,
+            // long long, int)` touch indices below `n`, the shorter buffer's length; both element types are
+            // 2-byte `half` types, the kernels' `unsigned short`.
+            unsafe { b.launch(grid_for(n as usize, w.device.sm_count)) }
+                .map(|_| ())
+                .map_err(fault(what))
+        }
+        match narrow {
+            Narrow::Bf16(bufs) => go(self, &mut bufs[which], f32s, to_narrow, 0),
+            Narrow::F16(bufs) => go(self, &mut bufs[which], f32s, to_narrow, 1),
+        }
+    }
+
     /// Overwrites the flush buffer, so the next run starts with nothing of its inputs in L2.
     fn flush_l2(&mut self) -> Result<(), Stop> {
         let Some(mut flush) = self.flush.take() else {
@@ -373,11 +480,7 @@ impl Worker {
         let function = module
             .load_function(&job.entry)
             .map_err(|e| reject("load", format!("no entry point `{}`: {e}", job.entry)))?;
-        let threads = match job.launch {
-            Launch::Matmul { threads, .. }
-            | Launch::Wgmma { threads, .. }
-            | Launch::Elementwise { threads, .. } => threads,
-        };
+        let threads = job.launch.threads();
         let smem = job.launch.smem_bytes();
         if smem > 48 * 1024 {
             function
@@ -410,34 +513,50 @@ impl Worker {
             shared_bytes: attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
         };
         // The same companions the generated wrapper loads (`Launch::companions`).
-        let (reduce, gemv) = job.launch.companions();
-        let reduce = reduce
-            .map(|entry| {
-                module.load_function(entry).map_err(|e| {
-                    reject("load", format!("a split-K schedule without `{entry}`: {e}"))
+        let companions = job.launch.companions();
+        let required = |entry: Option<&str>| {
+            entry
+                .map(|entry| {
+                    module.load_function(entry).map_err(|e| {
+                        reject("load", format!("a module without its `{entry}`: {e}"))
+                    })
                 })
-            })
-            .transpose()?;
-        let gemv = gemv.and_then(|entry| module.load_function(entry).ok());
+                .transpose()
+        };
+        let reduce = required(companions.reduce)?;
+        let fallback = required(companions.fallback)?;
+        let gemv = companions
+            .gemv
+            .and_then(|entry| module.load_function(entry).ok());
         let target = Target {
             function: &function,
             reduce: reduce.as_ref(),
             gemv: gemv.as_ref(),
+            fallback: fallback.as_ref(),
             launch: job.launch,
             sm_count: self.device.sm_count,
         };
         let times = match &job.problem {
             Problem::Matmul {
                 spec,
+                dtype,
                 dispatch,
                 alpha,
                 beta,
             } => {
+                let case = Case {
+                    job,
+                    target,
+                    spec,
+                    dtype: *dtype,
+                    alpha: *alpha,
+                    beta: *beta,
+                };
                 for (i, shape) in job.plan.shapes.iter().enumerate() {
                     let seed = plan::splitmix(job.seed ^ (i as u64 + 1));
-                    self.check_shape(job, target, spec, shape, *alpha, *beta, seed, i)?;
+                    self.check_shape(&case, shape, seed, i)?;
                 }
-                self.time_dispatch(job, target, spec, *dispatch, *alpha, *beta)
+                self.time_dispatch(&case, *dispatch)
             }
             Problem::Elementwise { spec, n, s } => {
                 for (i, &len) in job.plan.lengths.iter().enumerate() {
@@ -576,57 +695,104 @@ impl Worker {
         verify(self, &out, "after the last timed run")
     }
 
-    /// Launches the candidate on `args`-shaped buffers through the runtime's own launcher.
+    /// Launches the candidate on `shape` through the runtime's own launcher: on the f32 buffers, or for a
+    /// 16-bit kernel on `narrow` after converting A, B and C into it, converting C back after the launch. The
+    /// conversions are stream work before and after the launch: a timed launch's events bracket only the
+    /// launch itself (`launch_timed`).
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
-        job: &Job,
-        target: Target<'_>,
-        spec: &MatmulSpec,
+        case: &Case<'_>,
         shape: &MatmulShape,
-        a: &CudaSlice<f32>,
-        b: &CudaSlice<f32>,
+        a: &mut CudaSlice<f32>,
+        b: &mut CudaSlice<f32>,
         c: &mut CudaSlice<f32>,
         bias: Option<&CudaSlice<f32>>,
-        alpha: f32,
-        beta: f32,
+        narrow: Option<&mut Narrow>,
     ) -> Result<(), Stop> {
-        matmul::launch_target(
-            "candidate",
-            &self.stream,
-            target,
-            MatmulArgs {
-                a,
-                b,
-                c,
-                bias,
-                batch: shape.batch,
-                m: shape.m,
-                n: shape.n,
-                k: shape.k,
-                alpha,
-                beta,
-                shared_a: spec.shared_a,
-                shared_b: spec.shared_b,
-            },
-        )
-        .map_err(fault(format!("launching `{}`", job.name)))
+        let Some(narrow) = narrow else {
+            return self.launch_timed(case, shape, Operands32::F32(a, b, c), bias, None);
+        };
+        self.convert(narrow, 0, a, true)?;
+        self.convert(narrow, 1, b, true)?;
+        self.convert(narrow, 2, c, true)?;
+        self.launch_timed(case, shape, Operands32::Narrow(narrow), bias, None)?;
+        self.convert(narrow, 2, c, false)
+    }
+
+    /// Launches on device operands as they are, with events around the launch when `times` is given.
+    fn launch_timed(
+        &self,
+        case: &Case<'_>,
+        shape: &MatmulShape,
+        ops: Operands32<'_>,
+        bias: Option<&CudaSlice<f32>>,
+        times: Option<&mut Vec<f64>>,
+    ) -> Result<(), Stop> {
+        fn go<T: matmul::Element>(
+            w: &Worker,
+            case: &Case<'_>,
+            shape: &MatmulShape,
+            (a, b, c): (&CudaSlice<T>, &CudaSlice<T>, &mut CudaSlice<T>),
+            bias: Option<&CudaSlice<f32>>,
+            times: Option<&mut Vec<f64>>,
+        ) -> Result<(), Stop> {
+            let s = &w.stream;
+            let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let start = match times {
+                Some(_) => Some(s.record_event(flags).map_err(fault("recording an event"))?),
+                None => None,
+            };
+            matmul::launch_target(
+                "candidate",
+                s,
+                case.target,
+                MatmulArgs {
+                    a,
+                    b,
+                    c,
+                    bias,
+                    batch: shape.batch,
+                    m: shape.m,
+                    n: shape.n,
+                    k: shape.k,
+                    alpha: case.alpha,
+                    beta: case.beta,
+                    shared_a: case.spec.shared_a,
+                    shared_b: case.spec.shared_b,
+                },
+            )
+            .map_err(fault(format!("launching `{}`", case.job.name)))?;
+            if let (Some(start), Some(times)) = (start, times) {
+                let end = s.record_event(flags).map_err(fault("recording an event"))?;
+                let ms = start
+                    .elapsed_ms(&end)
+                    .map_err(fault(format!("running `{}` on {shape}", case.job.name)))?;
+                times.push(ms as f64);
+            }
+            Ok(())
+        }
+        match ops {
+            Operands32::F32(a, b, c) => go(self, case, shape, (a, b, c), bias, times),
+            Operands32::Narrow(Narrow::Bf16([a, b, c])) => {
+                go(self, case, shape, (a, b, c), bias, times)
+            }
+            Operands32::Narrow(Narrow::F16([a, b, c])) => {
+                go(self, case, shape, (a, b, c), bias, times)
+            }
+        }
     }
 
     /// One fully checked shape: fresh inputs, a NaN-poisoned output (or a random old C with beta), every element
     /// compared with the float64 reference.
-    #[allow(clippy::too_many_arguments)]
     fn check_shape(
         &mut self,
-        job: &Job,
-        target: Target<'_>,
-        spec: &MatmulSpec,
+        case: &Case<'_>,
         shape: &MatmulShape,
-        alpha: f32,
-        beta: f32,
         seed: u64,
         index: usize,
     ) -> Result<(), Stop> {
+        let (job, spec) = (case.job, case.spec);
         let dist = job.plan.distribution(index + job.seed as usize % 3);
         let check = format!("{shape} {dist}");
         let (pa, pb, pc) = shape.per_item();
@@ -651,20 +817,23 @@ impl Worker {
         if let Some(bias) = &mut bias {
             self.fill(bias, seed ^ 4, dist)?;
         }
+        let mut narrow = self.alloc_narrow(case.dtype, [la, lb, shape.batch * pc])?;
+        if narrow.is_some() {
+            for buf in [&mut a, &mut b, &mut c] {
+                self.round16(buf, case.dtype)?;
+            }
+        }
         let host = |buf: &CudaSlice<f32>| s.clone_dtoh(buf).map_err(fault("copying inputs"));
         let (ha, hb, hc0) = (host(&a)?, host(&b)?, host(&c)?);
         let hbias = bias.as_ref().map(host).transpose()?;
         self.launch(
-            job,
-            target,
-            spec,
+            case,
             shape,
-            &a,
-            &b,
+            &mut a,
+            &mut b,
             &mut c,
             bias.as_ref(),
-            alpha,
-            beta,
+            narrow.as_mut(),
         )?;
         s.synchronize()
             .map_err(fault(format!("running `{}` on {check}", job.name)))?;
@@ -682,8 +851,8 @@ impl Worker {
                 shape,
                 &job.plan.tolerance,
                 &ops,
-                alpha,
-                beta,
+                case.alpha,
+                case.beta,
                 &out[item * pc..][..pc],
                 item,
             )
@@ -695,24 +864,24 @@ impl Worker {
     /// The dispatch shape: fresh inputs, a verified first run, then warm-up and timed runs each starting from a
     /// poisoned output and a flushed L2, then the last output checked again (a kernel that skips work once it
     /// has produced an answer leaves NaN behind).
-    fn time_dispatch(
-        &mut self,
-        job: &Job,
-        target: Target<'_>,
-        spec: &MatmulSpec,
-        shape: MatmulShape,
-        alpha: f32,
-        beta: f32,
-    ) -> Result<Vec<f64>, Stop> {
+    fn time_dispatch(&mut self, case: &Case<'_>, shape: MatmulShape) -> Result<Vec<f64>, Stop> {
+        let spec = case.spec;
         let (_, _, pc) = shape.per_item();
         let (la, lb) = shape.operand_lens(spec);
         let s = self.stream.clone();
-        if self.dispatch.as_ref().map(|d| d.shape) != Some(shape)
-            || self.dispatch.as_ref().map(|d| (d.a.len(), d.b.len()))
-                != Some((la.max(1), lb.max(1)))
-            || self.dispatch.as_ref().map(|d| d.c0.is_some()) != Some(spec.beta)
-            || self.dispatch.as_ref().map(|d| d.bias.is_some()) != Some(spec.bias)
-        {
+        let reusable = self.dispatch.as_ref().is_some_and(|d| {
+            d.shape == shape
+                && (d.a.len(), d.b.len()) == (la.max(1), lb.max(1))
+                && d.c0.is_some() == spec.beta
+                && d.bias.is_some() == spec.bias
+                && match (&d.narrow, case.dtype) {
+                    (None, DType::F32) => true,
+                    (Some(Narrow::Bf16(_)), DType::Bf16) => true,
+                    (Some(Narrow::F16(_)), DType::F16) => true,
+                    _ => false,
+                }
+        });
+        if !reusable {
             self.dispatch = None;
             let alloc = |n: usize| {
                 s.alloc_zeros::<f32>(n.max(1))
@@ -733,25 +902,19 @@ impl Worker {
                 } else {
                     None
                 },
+                narrow: self.alloc_narrow(case.dtype, [la, lb, shape.batch * pc])?,
             });
         }
         let Some(mut d) = self.dispatch.take() else {
             return Err(reject("dispatch", "no buffers"));
         };
-        let result = self.time_with(job, target, spec, &mut d, alpha, beta);
+        let result = self.time_with(case, &mut d);
         self.dispatch = Some(d);
         result
     }
 
-    fn time_with(
-        &mut self,
-        job: &Job,
-        target: Target<'_>,
-        spec: &MatmulSpec,
-        d: &mut Dispatch,
-        alpha: f32,
-        beta: f32,
-    ) -> Result<Vec<f64>, Stop> {
+    fn time_with(&mut self, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64>, Stop> {
+        let (job, spec) = (case.job, case.spec);
         let shape = d.shape;
         let (pa, pb, pc) = shape.per_item();
         let dist = job.plan.distribution(job.seed as usize);
@@ -764,6 +927,15 @@ impl Worker {
         }
         if let Some(bias) = &mut d.bias {
             self.fill(bias, seed ^ 4, dist)?;
+        }
+        if let Some(narrow) = &mut d.narrow {
+            self.round16(&mut d.a, case.dtype)?;
+            self.round16(&mut d.b, case.dtype)?;
+            if let Some(c0) = &mut d.c0 {
+                self.round16(c0, case.dtype)?;
+            }
+            self.convert(narrow, 0, &mut d.a, true)?;
+            self.convert(narrow, 1, &mut d.b, true)?;
         }
         let s = self.stream.clone();
         // The batch items whose every sampled element is compared: first, last and one drawn.
@@ -835,7 +1007,8 @@ impl Worker {
                 };
                 for &i in &rows {
                     for &j in &cols {
-                        let (r, mag) = g.reference(spec, &shape, &ops, alpha, beta, i, j);
+                        let (r, mag) =
+                            g.reference(spec, &shape, &ops, case.alpha, case.beta, i, j);
                         cmp.check(
                             &job.plan.tolerance,
                             &|| format!("C[{item}][{i}][{j}] {when}"),
@@ -851,7 +1024,6 @@ impl Worker {
                 .map_err(|reason| reject(check.clone(), reason))
         };
 
-        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let total = 1 + job.timing.warmup + job.timing.runs;
         let mut times = Vec::new();
         for run in 0..total {
@@ -859,34 +1031,49 @@ impl Worker {
                 Some(c0) => s.memcpy_dtod(c0, &mut d.c).map_err(fault("restoring C"))?,
                 None => self.fill_const(&mut d.c, f32::NAN)?,
             }
+            if let Some(narrow) = &mut d.narrow {
+                self.convert(narrow, 2, &mut d.c, true)?;
+            }
             if job.timing.flush_l2 {
                 self.flush_l2()?;
             }
-            let start = s.record_event(flags).map_err(fault("recording an event"))?;
-            self.launch(
-                job,
-                target,
-                spec,
-                &shape,
-                &d.a,
-                &d.b,
-                &mut d.c,
-                d.bias.as_ref(),
-                alpha,
-                beta,
-            )?;
-            let end = s.record_event(flags).map_err(fault("recording an event"))?;
-            let ms = start
-                .elapsed_ms(&end)
-                .map_err(fault(format!("running `{}` on {check}", job.name)))?;
+            let mut ms = Vec::new();
+            let ops = match &mut d.narrow {
+                Some(narrow) => Operands32::Narrow(narrow),
+                None => Operands32::F32(&mut d.a, &mut d.b, &mut d.c),
+            };
+            self.launch_timed(case, &shape, ops, d.bias.as_ref(), Some(&mut ms))?;
+            if let Some(narrow) = &mut d.narrow {
+                self.convert(narrow, 2, &mut d.c, false)?;
+            }
             if run == 0 {
                 // Verified before any timing counts.
                 verify(self, &d.c, "after the first run")?;
             } else if run > job.timing.warmup {
-                times.push(ms as f64);
+                times.extend(ms);
             }
         }
         verify(self, &d.c, "after the last timed run")?;
         Ok(times)
     }
+}
+
+/// One matmul job's fixed parts: what every check and timed run of it launches.
+struct Case<'a> {
+    job: &'a Job,
+    target: Target<'a>,
+    spec: &'a MatmulSpec,
+    dtype: DType,
+    alpha: f32,
+    beta: f32,
+}
+
+/// The device operands of one launch: the f32 buffers, or their 16-bit copies.
+enum Operands32<'a> {
+    F32(
+        &'a mut CudaSlice<f32>,
+        &'a mut CudaSlice<f32>,
+        &'a mut CudaSlice<f32>,
+    ),
+    Narrow(&'a mut Narrow),
 }

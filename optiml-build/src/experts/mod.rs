@@ -3,10 +3,11 @@
 
 pub mod elementwise;
 pub mod matmul;
+pub mod matmul16;
 pub mod matmul_tf32;
 
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::{Family, Precision, Spec, sha256_hex};
+use optiml_spec::{DType, Family, Precision, Spec, sha256_hex};
 
 /// A kernel ready to compile: full CUDA source plus how to launch it.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +25,10 @@ pub struct Candidate {
 /// The family's default candidate for `spec` on `arch`.
 pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
     match &spec.family {
+        Family::Matmul(m) if spec.dtype != DType::F32 => match matmul16::Spec16::new(m, spec.dtype) {
+            Some(s) => matmul16::default_candidate(&s, arch),
+            None => matmul::Schedule::default_for(arch).candidate(m),
+        },
         Family::Matmul(m) if m.precision == Precision::Tf32 => {
             matmul_tf32::default_candidate(m, arch)
         }
@@ -38,6 +43,9 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
 /// only names; we hash code).
 pub fn generator_version(spec: &Spec) -> String {
     let templates: &[&str] = match &spec.family {
+        Family::Matmul(_) if spec.dtype != DType::F32 => {
+            &[matmul16::WGMMA_TEMPLATE, matmul16::SIMT_TEMPLATE]
+        }
         Family::Matmul(m) if m.precision == Precision::Tf32 => &[
             matmul_tf32::WGMMA_TEMPLATE,
             matmul_tf32::MMA_TEMPLATE,

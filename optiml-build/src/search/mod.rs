@@ -30,7 +30,7 @@ pub use replay::Replay;
 pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
 pub use transform::{
     DistinctProposer, Proposer, RoutedProposer, Transform, claimed_gain, elementwise_catalog,
-    matmul_catalog, tf32_catalog,
+    matmul_catalog, matmul16_catalog, tf32_catalog,
 };
 
 use std::time::Duration;

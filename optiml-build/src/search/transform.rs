@@ -4,7 +4,7 @@
 use super::Tunable;
 use super::reward::Bottleneck;
 use crate::experts::matmul::{GROUP_M, SPLIT_K, Schedule};
-use crate::experts::{elementwise, matmul_tf32};
+use crate::experts::{elementwise, matmul_tf32, matmul16};
 
 /// One transformation of a schedule of type `S` (a matmul schedule unless said otherwise).
 #[derive(Clone, Copy, Debug)]
@@ -386,23 +386,89 @@ pub fn tf32_catalog() -> Vec<Transform<matmul_tf32::Schedule>> {
             rationale: "one more stage in flight hides more load latency behind the MMAs",
             addresses: Bottleneck::Memory,
             claimed_gain: 1.03,
-            apply: |s| next_stage(s, 1),
+            apply: |s| next_depth(s.stages, 1).map(|stages| matmul_tf32::Schedule { stages, ..*s }),
         },
         Transform {
             name: "shallower-ring",
             rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
             addresses: Bottleneck::Mixed,
             claimed_gain: 1.02,
-            apply: |s| next_stage(s, -1),
+            apply: |s| next_depth(s.stages, -1).map(|stages| matmul_tf32::Schedule { stages, ..*s }),
         },
     ]
 }
 
-/// The neighbouring ring depth of `s` in [`matmul_tf32::STAGES`], `step` positions away.
-fn next_stage(s: &matmul_tf32::Schedule, step: isize) -> Option<matmul_tf32::Schedule> {
-    let at = matmul_tf32::STAGES.iter().position(|&d| d == s.stages)?;
-    let stages = *matmul_tf32::STAGES.get(at.checked_add_signed(step)?)?;
-    Some(matmul_tf32::Schedule { stages, ..*s })
+
+/// The 16-bit `wgmma` kernel's transformations: its tile, its ring depth and its raster order. Names and claimed
+/// gains are those of the same moves in the other catalogs.
+pub fn matmul16_catalog() -> Vec<Transform<matmul16::Schedule>> {
+    vec![
+        Transform {
+            name: "wide-wgmma",
+            rationale: "a wider wgmma N reads each 64-row slice of A once per more columns: fewer shared-memory \
+                        bytes per MMA",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.10,
+            apply: |s| Some(matmul16::Schedule { bn: s.bn * 2, ..*s }),
+        },
+        Transform {
+            name: "narrow-wgmma",
+            rationale: "a narrower tile gives more tiles, filling the machine on problems of fewer tiles than \
+                        multiprocessors",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.10,
+            apply: |s| Some(matmul16::Schedule { bn: s.bn / 2, ..*s }),
+        },
+        Transform {
+            name: "second-consumer",
+            rationale: "two consumer warpgroups share each loaded stage of B: twice the MMAs per byte loaded",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.10,
+            apply: |s| Some(matmul16::Schedule { consumers: 2, ..*s }),
+        },
+        Transform {
+            name: "one-consumer",
+            rationale: "one consumer warpgroup halves the tile's rows: more tiles for small problems",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.05,
+            apply: |s| Some(matmul16::Schedule { consumers: 1, ..*s }),
+        },
+        Transform {
+            name: "deeper-ring",
+            rationale: "one more stage in flight hides more load latency behind the MMAs",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| next_depth(s.stages, 1).map(|stages| matmul16::Schedule { stages, ..*s }),
+        },
+        Transform {
+            name: "shallower-ring",
+            rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| next_depth(s.stages, -1).map(|stages| matmul16::Schedule { stages, ..*s }),
+        },
+        Transform {
+            name: "group-tile-rows",
+            rationale: "blocks running at once walk 8 tile rows per column: they share B panels in L2",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.08,
+            apply: |s| Some(matmul16::Schedule { group_m: 8, ..*s }),
+        },
+        Transform {
+            name: "ungroup-tile-rows",
+            rationale: "row-major tile order: consecutive blocks share A panels instead",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.01,
+            apply: |s| Some(matmul16::Schedule { group_m: 1, ..*s }),
+        },
+    ]
+}
+
+/// The ring depth `step` positions from `stages` in the `wgmma` kernels' shared list of depths.
+fn next_depth(stages: u32, step: isize) -> Option<u32> {
+    debug_assert_eq!(matmul_tf32::STAGES, matmul16::STAGES);
+    let at = matmul16::STAGES.iter().position(|&d| d == stages)?;
+    matmul16::STAGES.get(at.checked_add_signed(step)?).copied()
 }
 
 /// The gain a transformation of any family's catalog claims, by name (reports compare it with the measured one).

@@ -4,12 +4,12 @@
 // wgmma operands from shared-memory descriptors (SS form) in ALL four layouts
 // (the 16-bit wgmma has the transpose immediates imm-trans-a / imm-trans-b).
 // Standalone; no #include, inline PTX only: NVRTC compiles it as is
-// (-arch=sm_90a). See WGMMA16_NOTES.md for the design, the layouts and the
-// descriptor math. Derived from ../wgmma_tf32.cu (round 2/3 structure).
+// (-arch=sm_90a). See bench/harness/wgmma16/WGMMA16_NOTES.md for the design,
+// the layouts and the descriptor math (measured on the H200 in
+// bench/results/2026-11-30-h200-tensor-core-prototypes.md).
 //
-// Entry point:
-//   extern "C" __global__ void optiml_matmul_bf16 (OPTIML_DTYPE 0)
-//                          or  optiml_matmul_f16  (OPTIML_DTYPE 1) (
+// Entry point (OPTIML_KERNEL, default optiml_matmul, for both dtypes):
+//   extern "C" __global__ void optiml_matmul(
 //       const T16* A, const T16* B, TC* C, const float* bias,
 //       int batch, int M, int N, int K,
 //       long long strideA, long long strideB, long long strideC,   // elements
@@ -137,12 +137,14 @@
 #define OPTIML_CONSUMER_REGS 232
 #endif
 
+// The entry point: optiml_matmul, the name every optiml matmul module exports.
+#ifndef OPTIML_KERNEL
+#define OPTIML_KERNEL optiml_matmul
+#endif
 #if OPTIML_DTYPE == 0
 #define OPTIML_WG_T "bf16"
-#define OPTIML_KERNEL optiml_matmul_bf16
 #elif OPTIML_DTYPE == 1
 #define OPTIML_WG_T "f16"
-#define OPTIML_KERNEL optiml_matmul_f16
 #else
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
 #endif

@@ -12,7 +12,7 @@
 // cvt.rn.bf16.f32 when available, an integer round-to-nearest-even before).
 //
 // Entry point (ABI):
-//   extern "C" __global__ void optiml_matmul16_simt(
+//   extern "C" __global__ void optiml_matmul16_simt(   (OPTIML_SIMT16_ENTRY)
 //       const unsigned short* A, const unsigned short* B, unsigned short* C,
 //       const float* bias, int batch, int M, int N, int K,
 //       long long strideA, long long strideB, long long strideC,  // elements
@@ -64,6 +64,11 @@
 
 #ifndef OPTIML_DTYPE
 #define OPTIML_DTYPE 0
+#endif
+// The entry point's name: the companion of the tensor-core kernel in one module, or the module's own
+// optiml_matmul on GPUs without wgmma.
+#ifndef OPTIML_SIMT16_ENTRY
+#define OPTIML_SIMT16_ENTRY optiml_matmul16_simt
 #endif
 #ifndef OPTIML_TRANS_A
 #define OPTIML_TRANS_A 0
@@ -218,7 +223,7 @@ __device__ __forceinline__ int optiml_s16_next(int cur, int step, int limit) {
 
 // ---------------------------------------------------------------- kernel
 extern "C" __global__ void __launch_bounds__(OPTIML_S16_THREADS)
-optiml_matmul16_simt(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
+OPTIML_SIMT16_ENTRY(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                      unsigned short* __restrict__ C, const float* __restrict__ bias, int batch, int M, int N, int K,
                      long long strideA, long long strideB, long long strideC, float alpha, float beta) {
     __shared__ __align__(16) float As[OPTIML_S16_BK][OPTIML_S16_LD];
