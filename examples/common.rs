@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use optiml::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, sys};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use optiml::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, sys};
+use optiml::half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::error::Error;
@@ -47,9 +49,56 @@ pub fn random(len: usize, seed: Option<u64>) -> (Vec<f32>, u64) {
     )
 }
 
+/// [`random`]'s values rounded to `T` (the inputs both optiml and cuBLAS multiply, and the reference's, read
+/// back exactly). |x| < 1 keeps a K-term product below K in magnitude, far inside fp16's range (65504) for every K
+/// the examples use.
+pub fn random16<T: Half>(len: usize) -> (Vec<T>, u64) {
+    let (v, seed) = random(len, None);
+    (v.into_iter().map(T::from_f32).collect(), seed)
+}
+
 /// A device buffer of `len` NaNs: anything the kernel fails to write stays NaN and fails the check.
 pub fn poisoned(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<f32>, BoxError> {
     Ok(stream.clone_htod(&vec![f32::NAN; len])?)
+}
+
+/// A 16-bit float optiml's matmuls take (`bf16`, `f16`): stored 16-bit, multiplied and accumulated in fp32.
+pub trait Half: DeviceRepr + Copy + Into<f64> {
+    /// How the examples print the type.
+    const NAME: &'static str;
+    /// The NaN a poisoned buffer holds.
+    const NAN: Self;
+    /// 1 and 0, cuBLAS's alpha and beta (cudarc widens them to fp32 for the fp32 compute type).
+    const ONE: Self;
+    /// See [`Half::ONE`].
+    const ZERO: Self;
+    /// `x` rounded to nearest.
+    fn from_f32(x: f32) -> Self;
+}
+
+impl Half for bf16 {
+    const NAME: &'static str = "bf16";
+    const NAN: Self = bf16::NAN;
+    const ONE: Self = bf16::ONE;
+    const ZERO: Self = bf16::ZERO;
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+}
+
+impl Half for f16 {
+    const NAME: &'static str = "fp16";
+    const NAN: Self = f16::NAN;
+    const ONE: Self = f16::ONE;
+    const ZERO: Self = f16::ZERO;
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+}
+
+/// [`poisoned`] for a 16-bit output.
+pub fn poisoned16<T: Half>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, BoxError> {
+    Ok(stream.clone_htod(&vec![T::NAN; len])?)
 }
 
 /// Median, minimum and maximum of timed runs, in milliseconds.
@@ -69,6 +118,13 @@ impl Stats {
     /// As JSON.
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({"median_ms": self.median_ms, "min_ms": self.min_ms, "max_ms": self.max_ms, "runs": self.runs})
+    }
+    /// A table cell: `median (min–max)`.
+    pub fn cell(&self) -> String {
+        format!(
+            "{:.4} ({:.4}–{:.4})",
+            self.median_ms, self.min_ms, self.max_ms
+        )
     }
 }
 
@@ -139,6 +195,30 @@ fn stats(mut times: Vec<f64>) -> Stats {
     }
 }
 
+/// Device-to-device copy bandwidth (bytes read plus bytes written per second) over a 1 GiB buffer: the
+/// reference a memory-bound kernel is judged against.
+pub fn copy_bandwidth(stream: &Arc<CudaStream>) -> Result<f64, BoxError> {
+    let len = 1 << 28;
+    let src = stream.alloc_zeros::<f32>(len)?;
+    let mut dst = stream.alloc_zeros::<f32>(len)?;
+    let t = time(stream, 3, 10, || Ok(stream.memcpy_dtod(&src, &mut dst)?))?;
+    Ok(2.0 * 4.0 * len as f64 / (t.median_ms * 1e-3))
+}
+
+/// The geometric mean of speed ratios; `None` over none (a `--kernels` selection without such rows), so a
+/// report never shows a mean of nothing as 1×.
+pub fn geomean(ratios: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (sum, count) = ratios
+        .into_iter()
+        .fold((0f64, 0usize), |(s, c), r| (s + r.ln(), c + 1));
+    (count > 0).then(|| (sum / count as f64).exp())
+}
+
+/// A geometric mean for people: three decimals, or a dash over no rows.
+pub fn show_geomean(geomean: Option<f64>) -> String {
+    geomean.map_or("–".to_string(), |g| format!("{g:.3}"))
+}
+
 /// The naive batched matmul of the seed (one thread per output element, 16×16 blocks), compiled at run time
 /// with NVRTC. `None` when NVRTC is not installed: the baseline is then skipped, not faked.
 pub fn naive_bmm(ctx: &Arc<CudaContext>) -> Option<CudaFunction> {
@@ -194,22 +274,26 @@ pub fn arg_value(flag: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// Checks a batched `m × n` output: every element written (nothing left of the NaN poison), and `samples`
-/// pseudo-random elements within `tol` (1e-5 for exact fp32, 2e-3 for TF32) of `reference(item, row, column)`,
-/// which returns the float64 value and the magnitude of its terms (Σ|a·b| + |bias|, the scale a dot product's
-/// rounding error is proportional to). Returns the largest sampled error relative to that magnitude.
+/// Checks a batched `m × n` output (f32, or a 16-bit type read exactly as f64): every element written (nothing
+/// left of the NaN poison, no overflow), and `samples` pseudo-random elements within `tol` (1e-5 for exact fp32,
+/// 2e-3 for TF32, 4e-3 for bf16, 5e-4 for fp16) of `reference(item, row, column)`, which returns the float64
+/// value and the magnitude of its terms (Σ|a·b| + |bias|, the scale a dot product's rounding error is
+/// proportional to). Returns the largest sampled error relative to that magnitude.
 ///
 /// # Errors
 /// The first element not written, or the largest sampled error when it exceeds `tol`.
-pub fn check_sampled(
-    out: &[f32],
+pub fn check_sampled<T: Copy + Into<f64>>(
+    out: &[T],
     (batch, m, n): (usize, usize, usize),
     samples: usize,
     tol: f64,
     reference: impl Fn(usize, usize, usize) -> (f64, f64),
 ) -> Result<f64, String> {
-    if let Some(i) = out.iter().position(|v| !v.is_finite()) {
-        return Err(format!("element {i} is {} (unwritten or wrong)", out[i]));
+    if let Some(i) = out.iter().position(|&v| !v.into().is_finite()) {
+        return Err(format!(
+            "element {i} is {} (unwritten or wrong)",
+            out[i].into()
+        ));
     }
     let (mut worst, mut state) = (0f64, 0x9e37_79b9_7f4a_7c15_u64);
     for _ in 0..samples {
@@ -223,7 +307,7 @@ pub fn check_sampled(
             ((state >> 40) % n as u64) as usize,
         );
         let (want, mag) = reference(z, i, j);
-        let err = (f64::from(out[z * m * n + i * n + j]) - want).abs() / mag.max(1e-30);
+        let err = (out[z * m * n + i * n + j].into() - want).abs() / mag.max(1e-30);
         worst = worst.max(err);
     }
     if worst > tol {
@@ -232,12 +316,57 @@ pub fn check_sampled(
     Ok(worst)
 }
 
+/// [`check_sampled`] for the row-major product `C[z] = op(A[z])·op(B[z])` of packed matrices laid out as `shape`
+/// says, with `gelu(C + bias)` (exact, erf) applied when `bias_gelu` is given: the float64 reference from the
+/// very values the kernel read (f32, or 16-bit read exactly), with the magnitude Σ|a·b| + |bias|, which bounds
+/// |reference| too.
+///
+/// # Errors
+/// As [`check_sampled`].
+pub fn check_matmul<T: Copy + Into<f64>>(
+    shape: GemmShape,
+    (a, b, bias_gelu): (&[T], &[T], Option<&[f32]>),
+    out: &[T],
+    samples: usize,
+    tol: f64,
+) -> Result<f64, String> {
+    let GemmShape {
+        batch,
+        m,
+        n,
+        k,
+        trans_a,
+        trans_b,
+    } = shape;
+    let a_at = |z: usize, i: usize, l: usize| {
+        a[z * m * k + if trans_a { l * m + i } else { i * k + l }].into()
+    };
+    let b_at = |z: usize, l: usize, j: usize| {
+        b[z * k * n + if trans_b { j * k + l } else { l * n + j }].into()
+    };
+    check_sampled(out, (batch, m, n), samples, tol, |z, i, j| {
+        let (mut acc, mut mag) = (0f64, 0f64);
+        for l in 0..k {
+            let p = a_at(z, i, l) * b_at(z, l, j);
+            acc += p;
+            mag += p.abs();
+        }
+        if let Some(bias) = bias_gelu {
+            acc += f64::from(bias[j]);
+            mag += f64::from(bias[j]).abs();
+            acc = 0.5 * acc * (1.0 + libm::erf(acc / std::f64::consts::SQRT_2));
+        }
+        (acc, mag)
+    })
+}
+
 /// ‖x − y‖₂ / ‖y‖₂ in float64: how far a result is from a baseline's.
-pub fn rel_diff(x: &[f32], y: &[f32]) -> f64 {
+pub fn rel_diff<T: Copy + Into<f64>>(x: &[T], y: &[T]) -> f64 {
     let (mut num, mut den) = (0f64, 0f64);
-    for (a, b) in x.iter().zip(y) {
-        num += (f64::from(*a) - f64::from(*b)).powi(2);
-        den += f64::from(*b).powi(2);
+    for (&a, &b) in x.iter().zip(y) {
+        let (a, b): (f64, f64) = (a.into(), b.into());
+        num += (a - b).powi(2);
+        den += b.powi(2);
     }
     (num / den.max(1e-300)).sqrt()
 }
@@ -259,21 +388,10 @@ pub struct GemmShape {
     pub trans_b: bool,
 }
 
-/// cuBLAS's fp32 gemm (default math mode: exact fp32) for the same row-major problem. cuBLAS is column-major:
-/// the row-major `C = op(A)·op(B)` is the column-major `Cᵀ = op(B)ᵀ·op(A)ᵀ`, so B goes first, and a row-major
-/// operand stored untransposed is a column-major one to use as it is.
-///
-/// # Errors
-/// What cuBLAS reports.
-pub fn cublas_gemm(
-    blas: &cudarc::cublas::CudaBlas,
-    shape: GemmShape,
-    a: &CudaSlice<f32>,
-    b: &CudaSlice<f32>,
-    out: &mut CudaSlice<f32>,
-) -> Result<(), BoxError> {
+/// The cuBLAS configuration of a row-major problem, operands swapped as [`cublas_gemm`] says (the caller passes
+/// `b` as cuBLAS's A).
+fn swapped<T>(shape: GemmShape, alpha: T, beta: T) -> StridedBatchedConfig<T> {
     use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-    use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
     let GemmShape {
         batch,
         m,
@@ -292,31 +410,70 @@ pub fn cublas_gemm(
     } else {
         (CUBLAS_OP_N, k)
     };
-    let gemm = GemmConfig {
-        transa,
-        transb,
-        m: n as i32,
-        n: m as i32,
-        k: k as i32,
-        alpha: 1.0f32,
-        lda: lda as i32,
-        ldb: ldb as i32,
-        beta: 0.0f32,
-        ldc: n as i32,
-    };
-    if batch == 1 {
-        // SAFETY: the caller's buffers hold matrices of the sizes in `gemm`.
-        unsafe { blas.gemm(gemm, b, a, out) }?;
+    StridedBatchedConfig {
+        gemm: GemmConfig {
+            transa,
+            transb,
+            m: n as i32,
+            n: m as i32,
+            k: k as i32,
+            alpha,
+            lda: lda as i32,
+            ldb: ldb as i32,
+            beta,
+            ldc: n as i32,
+        },
+        batch_size: batch as i32,
+        stride_a: (k * n) as i64,
+        stride_b: (m * k) as i64,
+        stride_c: (m * n) as i64,
+    }
+}
+
+/// cuBLAS's fp32 gemm (default math mode: exact fp32) for the same row-major problem: sgemm for one matrix,
+/// sgemm_strided_batched for more. cuBLAS is column-major: the row-major `C = op(A)·op(B)` is the column-major
+/// `Cᵀ = op(B)ᵀ·op(A)ᵀ`, so B goes first, and a row-major operand stored untransposed is a column-major one to
+/// use as it is.
+///
+/// # Errors
+/// What cuBLAS reports.
+pub fn cublas_gemm(
+    blas: &CudaBlas,
+    shape: GemmShape,
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+) -> Result<(), BoxError> {
+    let cfg = swapped(shape, 1.0f32, 0.0f32);
+    if shape.batch == 1 {
+        // SAFETY: the caller's buffers hold matrices of the sizes in `cfg.gemm`.
+        unsafe { blas.gemm(cfg.gemm, b, a, out) }?;
     } else {
-        let cfg = StridedBatchedConfig {
-            gemm,
-            batch_size: batch as i32,
-            stride_a: (k * n) as i64,
-            stride_b: (m * k) as i64,
-            stride_c: (m * n) as i64,
-        };
         // SAFETY: every buffer holds `batch` packed matrices of the sizes in `cfg`.
         unsafe { blas.gemm_strided_batched(cfg, b, a, out) }?;
     }
+    Ok(())
+}
+
+/// cuBLAS's gemm for 16-bit operands and output, fp32 compute: `cublasGemmStridedBatchedEx` with A, B and C
+/// `CUDA_R_16BF` (or `CUDA_R_16F`), `CUBLAS_COMPUTE_32F`, `CUBLAS_GEMM_DEFAULT` and fp32 alpha = 1, beta = 0 —
+/// the call cudarc 0.19's `Gemm<bf16>` / `Gemm<f16>::gemm_strided_batched` makes (`src/cublas/safe/gemm.rs`).
+/// One matrix is a batch of one rather than `cublasGemmEx`, so every row measures the same entry point.
+/// Operands are swapped as [`cublas_gemm`] explains.
+///
+/// # Errors
+/// What cuBLAS reports.
+pub fn cublas_gemm16<T: Half>(
+    blas: &CudaBlas,
+    shape: GemmShape,
+    a: &CudaSlice<T>,
+    b: &CudaSlice<T>,
+    out: &mut CudaSlice<T>,
+) -> Result<(), BoxError>
+where
+    CudaBlas: Gemm<T>,
+{
+    // SAFETY: every buffer holds `batch` packed matrices of the sizes in the configuration.
+    unsafe { blas.gemm_strided_batched(swapped(shape, T::ONE, T::ZERO), b, a, out) }?;
     Ok(())
 }

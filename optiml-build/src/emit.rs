@@ -117,7 +117,9 @@ fn launch(l: &Launch) -> String {
                      threads: {threads}, smem_bytes: {smem_bytes}, trans_a: {trans_a}, trans_b: {trans_b} }})"
                 ),
             };
-            format!("::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, wgmma: {wgmma} }}")
+            format!(
+                "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, wgmma: {wgmma} }}"
+            )
         }
         Launch::Elementwise {
             threads,

@@ -251,10 +251,9 @@ pub fn tune_shape(
         });
     };
     let mut plan = TestPlan::for_matmul(spec, &settings.test_shapes);
-    plan.tolerance =
-        settings
-            .tolerance
-            .unwrap_or(Tolerance::for_matmul(kernel.spec.dtype, spec.precision));
+    plan.tolerance = settings
+        .tolerance
+        .unwrap_or(Tolerance::for_matmul(kernel.spec.dtype, spec.precision));
     let key = [shape.batch, shape.m, shape.n, shape.k].map(|d| d as u64);
     if let Some(spec16) = matmul16::Spec16::new(spec, kernel.spec.dtype) {
         // The search space is the `wgmma` kernel's; elsewhere the SIMT kernel has no schedule to search.

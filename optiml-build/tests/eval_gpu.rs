@@ -6,11 +6,12 @@
 
 use optiml_build::cache::{Cache, KeyInputs, Lookup, NewVariant};
 use optiml_build::eval::{
-    EvalSetup, GpuEvaluator, MatmulShape, TestPlan, TimingPlan, WorkerCommand,
+    EvalSetup, GpuEvaluator, MatmulShape, TestPlan, TimingPlan, Tolerance, WorkerCommand,
 };
 use optiml_build::experts::Candidate;
 use optiml_build::experts::matmul::{self, Schedule};
 use optiml_build::experts::matmul_tf32 as tf32;
+use optiml_build::experts::matmul16;
 use optiml_build::search::{
     Config, DeterministicJudge, Evaluator, Outcome, RoutedProposer, Search, matmul_catalog,
 };
@@ -308,6 +309,116 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
     );
     eprintln!("2048³: exact fp32 {fp32_ms:.4} ms, tf32 {tf32_ms:.4} ms");
     assert!(tf32_ms * 3.0 < fp32_ms, "{tf32_ms} ms vs {fp32_ms} ms");
+}
+
+fn evaluator16(
+    arch: Arch,
+    spec: matmul16::Spec16,
+    dispatch: MatmulShape,
+    tolerance: Tolerance,
+) -> GpuEvaluator<matmul16::Schedule> {
+    GpuEvaluator::new(
+        optiml_build::nvrtc::load().expect("NVRTC"),
+        EvalSetup {
+            name: "16-bit".into(),
+            plan: TestPlan {
+                tolerance,
+                ..TestPlan::for_matmul(&spec.matmul, &[])
+            },
+            spec,
+            arch,
+            dispatch,
+            timing: TimingPlan::default(),
+            worker: worker(),
+            device: 0,
+            compile_threads: 8,
+            seed: 11,
+            ncu: None,
+        },
+    )
+    .expect("an evaluator on GPU 0")
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sixteen_bit_kernels_pass_their_gate_in_every_layout_with_the_simt_fallback() {
+    let arch = arch();
+    assert!(
+        tf32::has_wgmma(arch),
+        "this test times the sm_90 wgmma kernel; {arch} has none"
+    );
+    let square = MatmulShape {
+        batch: 1,
+        m: 2048,
+        n: 2048,
+        k: 2048,
+    };
+    let parse = |text: &str| {
+        let s = optiml_spec::parse(text).unwrap();
+        match &s.family {
+            Family::Matmul(m) => (matmul16::Spec16::new(m, s.dtype).unwrap(), s.dtype),
+            other => panic!("{other:?}"),
+        }
+    };
+    // Both types in every layout, the full epilogue and a shared operand; every schedule of the search space
+    // on the plain product, the default and the smallest tile on the others. The gate's shapes include K = 0,
+    // 1×1×1, matrix-vector products and rows TMA cannot address (the SIMT kernel takes those), and the
+    // dispatch shape runs the `wgmma` kernel.
+    for text in [
+        "batched matmul, bf16",
+        "gemm, fp16, transposed A and transposed B, alpha, beta, bias, gelu",
+        "matmul, bf16, B transposed, relu",
+        "batched matmul, f16, A transposed, beta",
+        "batched matmul, bf16, B shared",
+    ] {
+        let (spec, dtype) = parse(text);
+        let tolerance = Tolerance::for_matmul(dtype, spec.matmul.precision);
+        let mut e = evaluator16(arch, spec.clone(), square, tolerance);
+        let default = matmul16::Schedule::default_for(arch);
+        let schedules = if text == "batched matmul, bf16" {
+            matmul16::Schedule::all()
+        } else {
+            vec![
+                default,
+                matmul16::Schedule {
+                    bn: 64,
+                    consumers: 1,
+                    stages: 8,
+                    group_m: 1,
+                },
+            ]
+        };
+        for s in schedules {
+            match e.evaluate(&s) {
+                Outcome::Measured(m) => eprintln!(
+                    "{text}: {}: {:.4} ms ({:.0} TFLOP/s)",
+                    s.describe(),
+                    m.time_ms,
+                    square.flops() / m.time_ms / 1e9
+                ),
+                Outcome::Rejected(why) => panic!("{text}, {}: rejected: {why}", s.describe()),
+            }
+        }
+        // The SIMT kernel other architectures get as their entry passes the same gate on Hopper.
+        let (outcome, _) = e.evaluate_candidate(&matmul16::simt_candidate(&spec));
+        let simt_ms = match outcome {
+            Outcome::Measured(m) => m.time_ms,
+            other => panic!("{text}, SIMT: {other:?}"),
+        };
+        let tc_ms = match e.evaluate(&default) {
+            Outcome::Measured(m) => m.time_ms,
+            other => panic!("{text}: {other:?}"),
+        };
+        eprintln!("{text}: 2048³ SIMT {simt_ms:.4} ms, wgmma {tc_ms:.4} ms");
+        assert!(tc_ms * 5.0 < simt_ms, "{tc_ms} ms vs {simt_ms} ms");
+    }
+    // The output's rounding is what the tolerance allows: held to fp32's, the same kernel fails.
+    let (spec, _) = parse("batched matmul, bf16");
+    let mut strict = evaluator16(arch, spec, square, Tolerance::F32);
+    assert!(matches!(
+        strict.evaluate(&matmul16::Schedule::default_for(arch)),
+        Outcome::Rejected(_)
+    ));
 }
 
 /// Serves some schedules with broken kernels, the others honestly.

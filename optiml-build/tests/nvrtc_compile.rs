@@ -11,8 +11,8 @@ use optiml_build::experts::{Candidate, elementwise, matmul, matmul_tf32, matmul1
 use optiml_build::nvrtc;
 use optiml_runtime::Arch;
 use optiml_spec::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
-    UnaryOp,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand,
+    Precision, UnaryOp,
 };
 use std::collections::HashSet;
 

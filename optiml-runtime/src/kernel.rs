@@ -111,11 +111,9 @@ impl Launch {
     /// architecture-specific target (`sm_90a`), whose code runs on that exact chip only.
     pub fn image_arch(&self, arch: Arch) -> Arch {
         match self {
-            Launch::Wgmma { .. }
-            | Launch::Matmul16 {
-                wgmma: Some(_),
-                ..
-            } => Arch::specific(arch.major, arch.minor),
+            Launch::Wgmma { .. } | Launch::Matmul16 { wgmma: Some(_), .. } => {
+                Arch::specific(arch.major, arch.minor)
+            }
             Launch::Matmul { .. } | Launch::Elementwise { .. } | Launch::Matmul16 { .. } => arch,
         }
     }
@@ -124,9 +122,7 @@ impl Launch {
     pub fn smem_bytes(&self) -> u32 {
         match *self {
             Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
-            Launch::Matmul16 {
-                wgmma: Some(w), ..
-            } => w.smem_bytes,
+            Launch::Matmul16 { wgmma: Some(w), .. } => w.smem_bytes,
             Launch::Elementwise { .. } | Launch::Matmul16 { wgmma: None, .. } => 0,
         }
     }
@@ -137,9 +133,7 @@ impl Launch {
             Launch::Matmul { threads, .. }
             | Launch::Wgmma { threads, .. }
             | Launch::Elementwise { threads, .. } => threads,
-            Launch::Matmul16 {
-                wgmma: Some(w), ..
-            } => w.threads,
+            Launch::Matmul16 { wgmma: Some(w), .. } => w.threads,
             Launch::Matmul16 { wgmma: None, .. } => crate::matmul::SIMT16_THREADS,
         }
     }
@@ -393,7 +387,12 @@ impl KernelModule {
                         .fallback
                         .map(|e| m.load_function(e))
                         .transpose()?;
-                    Ok((m.load_function(self.artifacts.entry)?, reduce, gemv, fallback))
+                    Ok((
+                        m.load_function(self.artifacts.entry)?,
+                        reduce,
+                        gemv,
+                        fallback,
+                    ))
                 });
                 match loaded {
                     Ok((function, reduce, gemv, fallback)) => {

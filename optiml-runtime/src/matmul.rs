@@ -272,9 +272,7 @@ fn launch_checked<T: Element>(
             (tile_m, tile_n, threads, smem_bytes),
             (tma_rows, tma_a_kmajor, tma_p_kmajor),
         ),
-        Launch::Matmul16 { wgmma: None, .. } => {
-            launch_simt16(name, stream, target.function, args)
-        }
+        Launch::Matmul16 { wgmma: None, .. } => launch_simt16(name, stream, target.function, args),
         Launch::Matmul16 {
             wgmma: Some(geometry),
             ..
@@ -545,13 +543,49 @@ fn encode_map(
     row_step: u32,
     half: Option<Half>,
 ) -> Option<TmaMap> {
+    encode_map_strided(
+        base,
+        (cols, cols),
+        rows,
+        batch,
+        stride,
+        boxed,
+        row_step,
+        half,
+    )
+}
+
+/// [`encode_map`] of an operand whose rows are `pitch ≥ cols` elements apart, with boxes of consecutive rows.
+fn encode_map_pitched(
+    base: sys::CUdeviceptr,
+    cols_pitch: (usize, usize),
+    rows: usize,
+    batch: usize,
+    stride: i64,
+    boxed: [u32; 2],
+    half: Option<Half>,
+) -> Option<TmaMap> {
+    encode_map_strided(base, cols_pitch, rows, batch, stride, boxed, 1, half)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_map_strided(
+    base: sys::CUdeviceptr,
+    (cols, pitch): (usize, usize),
+    rows: usize,
+    batch: usize,
+    stride: i64,
+    boxed: [u32; 2],
+    row_step: u32,
+    half: Option<Half>,
+) -> Option<TmaMap> {
     use sys::CUtensorMapDataType as D;
     let (data_type, bytes) = match half {
         None => (D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4),
         Some(Half::Bf16) => (D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2),
         Some(Half::F16) => (D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2),
     };
-    let (dims, byte_strides) = map_geometry(base, cols, rows, batch, stride, bytes)?;
+    let (dims, byte_strides) = map_geometry(base, (cols, pitch), rows, batch, stride, bytes)?;
     let box_dims = [boxed[0], boxed[1], 1];
     let element_strides = [1, row_step, 1];
     // SAFETY: a CUtensorMap is plain bytes, for which all zeros is a valid value.
@@ -578,23 +612,24 @@ fn encode_map(
 }
 
 /// The dimensions `{cols, rows, items}` and byte strides `{row, item}` of a TMA map of a row-major operand of
-/// `bytes`-byte elements, or `None` where TMA cannot address it: a base not 16-byte aligned, rows or batch items
+/// `bytes`-byte elements whose rows are `pitch` elements apart, or `None` where TMA cannot address it: a base not 16-byte aligned, rows or batch items
 /// not 16-byte multiples, an empty operand, or the driver's limits (dimensions up to 2³², strides under 2⁴⁰
 /// bytes). A shared operand (`stride` 0) is one item.
 fn map_geometry(
     base: sys::CUdeviceptr,
-    cols: usize,
+    (cols, pitch): (usize, usize),
     rows: usize,
     batch: usize,
     stride: i64,
     bytes: u64,
 ) -> Option<([u64; 3], [u64; 2])> {
-    let row_bytes = cols as u64 * bytes;
+    let row_bytes = pitch as u64 * bytes;
     if !base.is_multiple_of(16)
         || !row_bytes.is_multiple_of(16)
-        || (stride.unsigned_abs() * bytes) % 16 != 0
+        || !(stride.unsigned_abs() * bytes).is_multiple_of(16)
         || stride < 0
         || cols == 0
+        || cols > pitch
         || rows == 0
     {
         return None;
@@ -672,7 +707,7 @@ fn launch_wgmma16<T: Element>(
     } else {
         tma_maps16(stream, &args, g)
     };
-    let Some((map_a, map_b)) = maps else {
+    let Some((map_a, map_b, _copies)) = maps else {
         return launch_simt16(name, stream, fallback, args);
     };
     let tiles = (args.m.div_ceil(g.tile_m as usize) as u64)
@@ -700,15 +735,16 @@ fn launch_wgmma16<T: Element>(
     Ok(())
 }
 
-/// The tensor maps of A and B for the 16-bit `wgmma` kernel, or `None` when TMA cannot address either (the
-/// SIMT kernel takes the call). An operand stored `rows × cols` is mapped `{cols, rows, batch}` with boxes of 64
-/// columns (one 128-byte swizzle row) and, along the rows, the tile's extent when the rows are the tile's own
-/// dimension (A `m × k`, B `n × k`), else 64 (A `k × m`, B `k × n`: the kernel takes 64-wide slices).
-fn tma_maps16<T: Element>(
-    stream: &CudaStream,
+/// The tensor maps of A and B for the 16-bit `wgmma` kernel, and the pitched copies they read where TMA cannot
+/// address an operand in place; `None` sends the call to the SIMT kernel. An operand stored `rows × cols` is
+/// mapped `{cols, rows, batch}` with boxes of 64 columns (one 128-byte swizzle row) and, along the rows, the
+/// tile's extent when the rows are the tile's own dimension (A `m × k`, B `n × k`), else 64 (A `k × m`, B
+/// `k × n`: the kernel takes 64-wide slices).
+fn tma_maps16<'s, T: Element>(
+    stream: &'s CudaStream,
     args: &MatmulArgs<'_, T>,
     g: Wgmma16,
-) -> Option<(TmaMap, TmaMap)> {
+) -> Option<(TmaMap, TmaMap, [Option<Workspace<'s>>; 2])> {
     let (sa, sb, _) = strides(args);
     let (a, _a_sync) = args.a.device_ptr(stream);
     let (b, _b_sync) = args.b.device_ptr(stream);
@@ -722,9 +758,77 @@ fn tma_maps16<T: Element>(
     } else {
         (args.n, args.k, 64)
     };
-    let map_a = encode_map(a, a_cols, a_rows, args.batch, sa, [64, a_box], 1, T::HALF)?;
-    let map_b = encode_map(b, b_cols, b_rows, args.batch, sb, [64, b_box], 1, T::HALF)?;
-    Some((map_a, map_b))
+    let (map_a, copy_a) = map16::<T>(stream, a, (a_cols, a_rows, args.batch), sa, a_box)?;
+    let (map_b, copy_b) = map16::<T>(stream, b, (b_cols, b_rows, args.batch), sb, b_box)?;
+    Some((map_a, map_b, [copy_a, copy_b]))
+}
+
+/// The map of one 16-bit operand of `(cols, rows, batch)` whose items are `stride` elements apart (0: shared).
+/// Rows that are not 16-byte multiples (an odd K, N or M) cannot be mapped in place: the operand is copied on
+/// the stream into a workspace whose rows are padded to 8 elements (the padding is never read: the map's
+/// extent is the true width, and TMA fills outside it with zeros), which costs one read and write of the
+/// operand against the SIMT kernel's twenty-fold slower product.
+fn map16<'s, T: Element>(
+    stream: &'s CudaStream,
+    base: sys::CUdeviceptr,
+    (cols, rows, batch): (usize, usize, usize),
+    stride: i64,
+    box_rows: u32,
+) -> Option<(TmaMap, Option<Workspace<'s>>)> {
+    let boxed = [64, box_rows];
+    if let Some(map) = encode_map(base, cols, rows, batch, stride, boxed, 1, T::HALF) {
+        return Some((map, None));
+    }
+    let pitch = cols.next_multiple_of(8);
+    let items = if stride == 0 { 1 } else { batch };
+    let height = items.checked_mul(rows)?;
+    let bytes = height.checked_mul(pitch)?.checked_mul(2)?;
+    if cols == 0 || height == 0 || bytes > MAX_WORKSPACE_BYTES {
+        return None;
+    }
+    let copy = Workspace::new(stream, bytes).ok()?;
+    // Packed items are `rows · cols` apart: the operand is one `items · rows × cols` matrix.
+    let layout = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: base,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: cols * 2,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: copy.ptr,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: pitch * 2,
+        WidthInBytes: cols * 2,
+        Height: height,
+    };
+    // SAFETY: the source is the checked operand (`height` rows of `cols` 2-byte elements, contiguous), the
+    // destination the workspace just allocated (`height` rows of `pitch ≥ cols` elements); both are device
+    // memory of the stream's context, and the copy is ordered on the stream before the launch that reads it
+    // and before the workspace's stream-ordered free.
+    let status = unsafe { sys::cuMemcpy2DAsync_v2(&layout, stream.cu_stream()) };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    let copied_stride = if stride == 0 {
+        0
+    } else {
+        (rows * pitch) as i64
+    };
+    let map = encode_map_pitched(
+        copy.ptr,
+        (cols, pitch),
+        rows,
+        batch,
+        copied_stride,
+        boxed,
+        T::HALF,
+    )?;
+    Some((map, Some(copy)))
 }
 
 /// A matrix-vector product (`n == 1` or `m == 1`) through [`GEMV_ENTRY`], whose ABI is `optiml_matmul`'s.
@@ -813,34 +917,46 @@ mod tests {
     fn tma_maps_only_where_the_hardware_can_address_them() {
         // A packed batch of 1024 × 512 matrices.
         assert_eq!(
-            map_geometry(0x7f00_0000_0000, 512, 1024, 8, 512 * 1024, 4),
+            map_geometry(0x7f00_0000_0000, (512, 512), 1024, 8, 512 * 1024, 4),
             Some(([512, 1024, 8], [2048, 2 << 20]))
         );
         // A shared operand is one item, whatever the batch.
         assert_eq!(
-            map_geometry(0x1000, 64, 3, 100, 0, 4),
+            map_geometry(0x1000, (64, 64), 3, 100, 0, 4),
             Some(([64, 3, 1], [256, 768]))
         );
         // Misaligned base, rows of 33 floats, an item stride of an odd count, no rows: the cp.async path.
-        assert_eq!(map_geometry(0x1004, 64, 64, 1, 4096, 4), None);
-        assert_eq!(map_geometry(0x1000, 33, 64, 1, 33 * 64, 4), None);
-        assert_eq!(map_geometry(0x1000, 64, 3, 2, 64 * 3 + 2, 4), None);
-        assert_eq!(map_geometry(0x1000, 64, 0, 1, 0, 4), None);
-        assert_eq!(map_geometry(0x1000, 0, 8, 1, 0, 4), None);
+        assert_eq!(map_geometry(0x1004, (64, 64), 64, 1, 4096, 4), None);
+        assert_eq!(map_geometry(0x1000, (33, 33), 64, 1, 33 * 64, 4), None);
+        assert_eq!(map_geometry(0x1000, (64, 64), 3, 2, 64 * 3 + 2, 4), None);
+        assert_eq!(map_geometry(0x1000, (64, 64), 0, 1, 0, 4), None);
+        assert_eq!(map_geometry(0x1000, (0, 0), 8, 1, 0, 4), None);
     }
 
     #[test]
     fn sixteen_bit_maps_need_rows_of_eight_elements() {
         // 2-byte elements: rows of 8, 16, … elements are 16-byte multiples; 4 are not (f32 would be).
         assert_eq!(
-            map_geometry(0x1000, 1024, 1024, 2, 1024 * 1024, 2),
+            map_geometry(0x1000, (1024, 1024), 1024, 2, 1024 * 1024, 2),
             Some(([1024, 1024, 2], [2048, 2 << 20]))
         );
-        assert_eq!(map_geometry(0x1000, 4, 16, 1, 64, 2), None);
-        assert_eq!(map_geometry(0x1000, 8, 3, 5, 8 * 3, 2), Some(([8, 3, 5], [16, 48])));
+        assert_eq!(map_geometry(0x1000, (4, 4), 16, 1, 64, 2), None);
+        assert_eq!(
+            map_geometry(0x1000, (8, 8), 3, 5, 8 * 3, 2),
+            Some(([8, 3, 5], [16, 48]))
+        );
         // 255 × 257 items: the rows of 257 cannot be mapped, whatever the stride.
-        assert_eq!(map_geometry(0x1000, 257, 255, 4, 257 * 255, 2), None);
-        assert_eq!(map_geometry(0x1000, 256, 255, 4, 256 * 255 + 4, 2), None);
+        assert_eq!(map_geometry(0x1000, (257, 257), 255, 4, 257 * 255, 2), None);
+        assert_eq!(
+            map_geometry(0x1000, (256, 256), 255, 4, 256 * 255 + 4, 2),
+            None
+        );
+        // Their pitched copy (rows padded to 264 elements) can; the map keeps the true width.
+        assert_eq!(
+            map_geometry(0x1000, (257, 264), 255, 4, 264 * 255, 2),
+            Some(([257, 255, 4], [528, 528 * 255]))
+        );
+        assert_eq!(map_geometry(0x1000, (265, 264), 255, 1, 0, 2), None);
     }
 
     #[test]

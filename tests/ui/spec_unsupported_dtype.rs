@@ -2,7 +2,7 @@
 
 use optiml::cudarc::driver::CudaSlice;
 
-#[optiml::kernel("matmul, fp16")]
-pub fn mm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
+#[optiml::kernel("matmul, double")]
+pub fn mm(a: &CudaSlice<f64>, b: &CudaSlice<f64>, c: &mut CudaSlice<f64>, m: usize, n: usize, k: usize);
 
 fn main() {}

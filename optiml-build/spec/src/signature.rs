@@ -323,10 +323,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
         if !e.optional && !params.iter().any(|p| p.role == e.role) {
             errors.push(syn::Error::new(
                 sig.ident.span(),
-                format!(
-                    "missing parameter `{}` for a {family} kernel",
-                    describe(e)
-                ),
+                format!("missing parameter `{}` for a {family} kernel", describe(e)),
             ));
         }
     }
@@ -529,7 +526,10 @@ mod tests {
         }
         assert!(!e.contains("`b` must"), "{e}");
         let e = err("gemm, bf16", "fn g(m: usize, n: usize, k: usize);");
-        assert!(e.contains("missing parameter `a: &CudaSlice<half::bf16>`"), "{e}");
+        assert!(
+            e.contains("missing parameter `a: &CudaSlice<half::bf16>`"),
+            "{e}"
+        );
     }
 
     #[test]

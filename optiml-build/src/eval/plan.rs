@@ -4,8 +4,8 @@
 
 pub use crate::search::splitmix;
 use optiml_spec::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand, Precision,
-    UnaryOp,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand,
+    Precision, UnaryOp,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -133,6 +133,11 @@ pub struct Tolerance {
     /// |out − ref| must not exceed this times the element's magnitude bound Σ|terms| (the scale a correctly
     /// rounded dot product's error is proportional to).
     pub scaled_abs: f64,
+    /// An absolute allowance on top of the scaled bound: the output type's finest spacing near zero, where
+    /// relative rounding stops (fp16's subnormals are 2⁻²⁴ apart; fp32's and bf16's spacing there is far below
+    /// anything measurable, so 0 leaves the smallest fp32 normal as the floor).
+    #[serde(default)]
+    pub abs: f64,
 }
 
 impl Tolerance {
@@ -140,6 +145,7 @@ impl Tolerance {
     pub const F32: Tolerance = Tolerance {
         rel_l2: 1e-5,
         scaled_abs: 1e-5,
+        abs: 0.0,
     };
 
     /// TF32 tensor cores with fp32 accumulation. Each product's operands are rounded to 10 mantissa bits, one
@@ -150,6 +156,7 @@ impl Tolerance {
     pub const TF32: Tolerance = Tolerance {
         rel_l2: 2e-3,
         scaled_abs: 2e-3,
+        abs: 0.0,
     };
 
     /// The tolerance of a matmul computed at `precision`.
@@ -162,16 +169,21 @@ impl Tolerance {
 
     /// bf16 operands and output, fp32 accumulation. The inputs are exact (the worker generates values bf16
     /// holds) and their products are exact in fp32; the output is rounded once to 8 significant bits, up to
-    /// 2⁻⁹ ≈ 2.0e-3 of |out| (RMS about 1.1e-3), plus the accumulation's few fp32 ulps of Σ|terms|.
+    /// 2⁻⁸ ≈ 3.9e-3 of |out| (RMS about 2.3e-3), plus the accumulation's few fp32 ulps of Σ|terms|. Elements
+    /// get twice the rounding; the relative L2 error, which averages it, a little under.
     pub const BF16: Tolerance = Tolerance {
         rel_l2: 4e-3,
-        scaled_abs: 4e-3,
+        scaled_abs: 8e-3,
+        abs: 0.0,
     };
 
-    /// fp16 operands and output: as [`Tolerance::BF16`] with 11 significant bits, 2⁻¹² ≈ 2.4e-4 of |out|.
+    /// fp16 operands and output: as [`Tolerance::BF16`] with 11 significant bits, 2⁻¹¹ ≈ 4.9e-4 of |out|
+    /// (RMS about 2.8e-4), and below 2⁻¹⁴ (fp16's subnormals) up to half a spacing of 2⁻²⁴ absolute: the
+    /// H200 gate saw a correct 2.92e-5 output off by exactly 2⁻²⁵.
     pub const F16: Tolerance = Tolerance {
         rel_l2: 5e-4,
-        scaled_abs: 5e-4,
+        scaled_abs: 1e-3,
+        abs: 1.0 / 16_777_216.0,
     };
 
     /// The tolerance of a matmul of `dtype` elements computed at `precision`.
@@ -188,6 +200,7 @@ impl Tolerance {
     pub const F32_ELEMENTWISE: Tolerance = Tolerance {
         rel_l2: 1e-6,
         scaled_abs: 2e-6,
+        abs: 0.0,
     };
 }
 
@@ -503,11 +516,13 @@ impl Comparison {
         // relative error measures that conditioning, not the kernel (on the H200, a correct gelu epilogue
         // failed the 1×1×1×1 check at relative error 1 on an output of 1e-9 from terms of 6). Such elements
         // are held to the scaled bound below only.
-        if r.abs() >= Self::CONDITIONED * mag {
+        // Likewise an element so small that the output type's absolute spacing, not its relative rounding,
+        // bounds it (fp16's subnormals).
+        if r.abs() >= Self::CONDITIONED * mag && tol.scaled_abs * r.abs() >= tol.abs {
             self.diff2 += d * d;
             self.ref2 += r * r;
         }
-        let bound = tol.scaled_abs * mag.max(r.abs()) + f32::MIN_POSITIVE as f64;
+        let bound = tol.scaled_abs * mag.max(r.abs()) + tol.abs.max(f32::MIN_POSITIVE as f64);
         if d > bound {
             self.failure = Some(format!(
                 "{} is {out:.8e}, expected {r:.8e} (error {d:.3e} > bound {bound:.3e})",
@@ -710,6 +725,25 @@ mod tests {
             drift.check(&tol, &at, 1.0 + 2e-5, 1.0, 3.0);
         }
         assert!(drift.finish(&tol).unwrap_err().contains("relative L2"));
+    }
+
+    #[test]
+    fn sixteen_bit_outputs_are_held_to_their_rounding() {
+        let at = || "x".to_string();
+        let check = |tol: &Tolerance, out: f32, r: f64| {
+            let mut c = Comparison::default();
+            c.check(tol, &at, out, r, r.abs());
+            c.finish(tol).is_ok()
+        };
+        // bf16 rounds 1 + 2⁻⁹ to 1; fp16 would not, and fp32's tolerance rejects bf16's rounding.
+        assert!(check(&Tolerance::BF16, 1.0, 1.0 + 1.0 / 256.0 / 2.0));
+        assert!(!check(&Tolerance::BF16, 1.0, 1.01));
+        assert!(!check(&Tolerance::F16, 1.0, 1.0 + 1.0 / 512.0));
+        assert!(!check(&Tolerance::F32, 1.0, 1.0 + 1.0 / 512.0));
+        // fp16's subnormals: the H200 gate's 2.92e-5 output, half a spacing (2⁻²⁵) off; a whole spacing is not.
+        assert!(check(&Tolerance::F16, 2.920_627_6e-5, 2.917_647_4e-5));
+        assert!(!check(&Tolerance::F16, 2.92e-5 + 1.2e-7, 2.92e-5));
+        assert!(!check(&Tolerance::BF16, 2.95e-5, 2.9e-5));
     }
 
     #[test]

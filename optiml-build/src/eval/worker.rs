@@ -517,9 +517,9 @@ impl Worker {
         let required = |entry: Option<&str>| {
             entry
                 .map(|entry| {
-                    module.load_function(entry).map_err(|e| {
-                        reject("load", format!("a module without its `{entry}`: {e}"))
-                    })
+                    module
+                        .load_function(entry)
+                        .map_err(|e| reject("load", format!("a module without its `{entry}`: {e}")))
                 })
                 .transpose()
         };
@@ -874,12 +874,12 @@ impl Worker {
                 && (d.a.len(), d.b.len()) == (la.max(1), lb.max(1))
                 && d.c0.is_some() == spec.beta
                 && d.bias.is_some() == spec.bias
-                && match (&d.narrow, case.dtype) {
-                    (None, DType::F32) => true,
-                    (Some(Narrow::Bf16(_)), DType::Bf16) => true,
-                    (Some(Narrow::F16(_)), DType::F16) => true,
-                    _ => false,
-                }
+                && matches!(
+                    (&d.narrow, case.dtype),
+                    (None, DType::F32)
+                        | (Some(Narrow::Bf16(_)), DType::Bf16)
+                        | (Some(Narrow::F16(_)), DType::F16)
+                )
         });
         if !reusable {
             self.dispatch = None;
@@ -1007,8 +1007,7 @@ impl Worker {
                 };
                 for &i in &rows {
                     for &j in &cols {
-                        let (r, mag) =
-                            g.reference(spec, &shape, &ops, case.alpha, case.beta, i, j);
+                        let (r, mag) = g.reference(spec, &shape, &ops, case.alpha, case.beta, i, j);
                         cmp.check(
                             &job.plan.tolerance,
                             &|| format!("C[{item}][{i}][{j}] {when}"),

@@ -301,7 +301,10 @@ mod tests {
                 wgmma: None
             }
         );
-        assert!(c.source.contains("#define OPTIML_SIMT16_ENTRY optiml_matmul\n"));
+        assert!(
+            c.source
+                .contains("#define OPTIML_SIMT16_ENTRY optiml_matmul\n")
+        );
         assert!(!c.source.contains("wgmma.mma_async"));
         assert_eq!(c.launch.companions().fallback, None);
         assert_eq!(c.launch.image_arch(Arch::new(8, 0)), Arch::new(8, 0));

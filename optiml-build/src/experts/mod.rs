@@ -25,7 +25,8 @@ pub struct Candidate {
 /// The family's default candidate for `spec` on `arch`.
 pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
     match &spec.family {
-        Family::Matmul(m) if spec.dtype != DType::F32 => match matmul16::Spec16::new(m, spec.dtype) {
+        Family::Matmul(m) if spec.dtype != DType::F32 => match matmul16::Spec16::new(m, spec.dtype)
+        {
             Some(s) => matmul16::default_candidate(&s, arch),
             None => matmul::Schedule::default_for(arch).candidate(m),
         },

@@ -393,11 +393,12 @@ pub fn tf32_catalog() -> Vec<Transform<matmul_tf32::Schedule>> {
             rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
             addresses: Bottleneck::Mixed,
             claimed_gain: 1.02,
-            apply: |s| next_depth(s.stages, -1).map(|stages| matmul_tf32::Schedule { stages, ..*s }),
+            apply: |s| {
+                next_depth(s.stages, -1).map(|stages| matmul_tf32::Schedule { stages, ..*s })
+            },
         },
     ]
 }
-
 
 /// The 16-bit `wgmma` kernel's transformations: its tile, its ring depth and its raster order. Names and claimed
 /// gains are those of the same moves in the other catalogs.

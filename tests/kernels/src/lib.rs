@@ -3,6 +3,7 @@
 //! against a CPU reference on the GPU.
 
 use optiml::cudarc::driver::CudaSlice;
+use optiml::half::{bf16, f16};
 
 /// The README's kernel.
 #[optiml::kernel("batched matmul, f32")]
@@ -104,6 +105,56 @@ pub fn matmul_tf32_nt(
     a: &CudaSlice<f32>,
     b: &CudaSlice<f32>,
     c: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// bf16 operands and output, fp32 accumulation: `wgmma` with TMA on sm_90 (the SIMT kernel for calls TMA cannot
+/// address), the SIMT kernel elsewhere.
+#[optiml::kernel("batched matmul, bf16")]
+pub fn bmm_bf16(
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// fp16 with both operands transposed and every epilogue option (bias, alpha and beta stay f32).
+#[optiml::kernel("batched gemm, fp16, C = gelu(alpha·Aᵀ·Bᵀ + beta·C + bias)")]
+pub fn bmm_f16_tt_full(
+    a: &CudaSlice<f16>,
+    b: &CudaSlice<f16>,
+    c: &mut CudaSlice<f16>,
+    bias: &CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    beta: f32,
+);
+
+/// bf16 with A stored transposed (`k × m`).
+#[optiml::kernel("matmul, A transposed, bf16")]
+pub fn matmul_bf16_tn(
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// fp16 with B stored transposed (`n × k`).
+#[optiml::kernel("C = A·Bᵀ, f16")]
+pub fn matmul_f16_nt(
+    a: &CudaSlice<f16>,
+    b: &CudaSlice<f16>,
+    c: &mut CudaSlice<f16>,
     m: usize,
     n: usize,
     k: usize,

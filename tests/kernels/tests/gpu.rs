@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::too_many_arguments)]
 
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
+use optiml::half::{bf16, f16};
 use optiml_test_kernels as k;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -52,6 +53,13 @@ fn down(s: &Arc<CudaStream>, v: &CudaSlice<f32>) -> Vec<f32> {
 /// ‖out − ref‖ / ‖ref‖ ≤ `rel`, every element finite, and every element within `rel` of the largest
 /// reference magnitude scaled by √k (fp32 accumulation error grows with the reduction length).
 fn check(what: &str, out: &[f32], want: &[f64], rel: f64, k: usize) {
+    check_above(what, out, want, (rel, 1e-30), k);
+}
+
+/// [`check`] with an absolute allowance `floor` per element, below which an element does not count in the
+/// relative error either: an output type's spacing near zero (fp16's subnormals are 2⁻²⁴ apart, so a
+/// correct 1×1×1 product of 2.8e-8 comes out as 0).
+fn check_above(what: &str, out: &[f32], want: &[f64], (rel, floor): (f64, f64), k: usize) {
     assert_eq!(out.len(), want.len(), "{what}: length");
     let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
     let (mut num, mut den) = (0f64, 0f64);
@@ -62,11 +70,13 @@ fn check(what: &str, out: &[f32], want: &[f64], rel: f64, k: usize) {
         );
         let d = o as f64 - r;
         assert!(
-            d.abs() <= rel * scale * (k.max(1) as f64).sqrt() + 1e-30,
+            d.abs() <= rel * scale * (k.max(1) as f64).sqrt() + floor,
             "{what}: element {i} = {o}, reference {r}"
         );
-        num += d * d;
-        den += r * r;
+        if r.abs() * rel >= floor {
+            num += d * d;
+            den += r * r;
+        }
     }
     let err = (num / den.max(1e-300)).sqrt();
     assert!(err <= rel, "{what}: relative error {err:e} > {rel:e}");
@@ -250,6 +260,136 @@ fn tf32_kernels_in_three_layouts() {
             2e-3,
             kk,
         );
+    }
+}
+
+/// fp16's relative error and its subnormals' spacing.
+const F16_TOLERANCE: (f64, f64) = (5e-4, 1.0 / 16_777_216.0);
+
+/// The 16-bit element types, for the tests: conversions with round to nearest even.
+trait Half:
+    Copy + optiml::cudarc::driver::DeviceRepr + optiml::cudarc::driver::ValidAsZeroBits
+{
+    fn of(v: f32) -> Self;
+    fn get(self) -> f32;
+    const NAN: Self;
+}
+
+impl Half for bf16 {
+    fn of(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn get(self) -> f32 {
+        self.to_f32()
+    }
+    const NAN: Self = bf16::NAN;
+}
+
+impl Half for f16 {
+    fn of(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn get(self) -> f32 {
+        self.to_f32()
+    }
+    const NAN: Self = f16::NAN;
+}
+
+/// `v` rounded to `T`: the device copy and the f32 values it holds exactly (the reference's inputs).
+fn up16<T: Half>(s: &Arc<CudaStream>, v: &[f32]) -> (CudaSlice<T>, Vec<f32>) {
+    let narrow: Vec<T> = v.iter().map(|&x| T::of(x)).collect();
+    let exact = narrow.iter().map(|x| x.get()).collect();
+    (s.clone_htod(&narrow).unwrap(), exact)
+}
+
+fn poisoned16<T: Half>(s: &Arc<CudaStream>, len: usize) -> CudaSlice<T> {
+    s.clone_htod(&vec![T::NAN; len]).unwrap()
+}
+
+fn down16<T: Half>(s: &Arc<CudaStream>, v: &CudaSlice<T>) -> Vec<f32> {
+    s.clone_dtoh(v)
+        .unwrap()
+        .into_iter()
+        .map(Half::get)
+        .collect()
+}
+
+/// 16-bit kernels are held to their output's rounding (`Tolerance::BF16`'s relative L2 4e-3, `Tolerance::F16`'s
+/// 5e-4): the `wgmma` kernel reading the operands in place where TMA can address them (every stored row a
+/// multiple of 8 elements: 128³, 3×136×264×72, 4×256×512×1024) and from padded copies elsewhere (K = 4, 33,
+/// 100, 513; N = 45, 257, 300), the SIMT kernel for matrix-vector products and K = 0.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sixteen_bit_kernels_in_every_layout() {
+    let s = stream();
+    let mut r = rng();
+    let shapes = SHAPES
+        .iter()
+        .chain(&[(2, 300, 1, 64), (3, 136, 264, 72), (4, 256, 512, 1024)]);
+    for (i, &(batch, m, n, kk)) in shapes.enumerate() {
+        let a = random(&mut r, batch * m * kk, i);
+        let b = random(&mut r, batch * kk * n, i + 1);
+        let shape = (batch, m, n, kk);
+
+        let ((da, ha), (db, hb)) = (up16::<bf16>(&s, &a), up16::<bf16>(&s, &b));
+        let mut c = poisoned16::<bf16>(&s, batch * m * n);
+        k::bmm_bf16(&s, &da, &db, &mut c, batch, m, n, kk).unwrap();
+        let want = reference(&Mm::plain(&ha, &hb, shape));
+        let what = format!("bmm_bf16 {batch}x{m}x{n}x{kk}");
+        check(&what, &down16(&s, &c), &want, 4e-3, kk);
+
+        let (a1, b1) = (&a[..m * kk], &b[..kk * n]);
+        let ((da, ha), (db, hb)) = (up16::<bf16>(&s, a1), up16::<bf16>(&s, b1));
+        let mut c = poisoned16::<bf16>(&s, m * n);
+        k::matmul_bf16_tn(&s, &da, &db, &mut c, m, n, kk).unwrap();
+        let want = reference(&Mm {
+            ta: true,
+            ..Mm::plain(&ha, &hb, (1, m, n, kk))
+        });
+        let what = format!("matmul_bf16_tn {m}x{n}x{kk}");
+        check(&what, &down16(&s, &c), &want, 4e-3, kk);
+
+        // fp16's range ends at 65504: the inputs (|x| < 30) keep every output far below it.
+        let ((da, ha), (db, hb)) = (up16::<f16>(&s, a1), up16::<f16>(&s, b1));
+        let mut c = poisoned16::<f16>(&s, m * n);
+        k::matmul_f16_nt(&s, &da, &db, &mut c, m, n, kk).unwrap();
+        let want = reference(&Mm {
+            tb: true,
+            ..Mm::plain(&ha, &hb, (1, m, n, kk))
+        });
+        let what = format!("matmul_f16_nt {m}x{n}x{kk}");
+        check_above(&what, &down16(&s, &c), &want, F16_TOLERANCE, kk);
+
+        let ((da, ha), (db, hb)) = (up16::<f16>(&s, &a), up16::<f16>(&s, &b));
+        let (mut c, c0) = up16::<f16>(&s, &random(&mut r, batch * m * n, i + 2));
+        let bias = random(&mut r, n, i + 3);
+        let (alpha, beta) = (0.75f32, -0.5f32);
+        k::bmm_f16_tt_full(
+            &s,
+            &da,
+            &db,
+            &mut c,
+            &up(&s, &bias),
+            batch,
+            m,
+            n,
+            kk,
+            alpha,
+            beta,
+        )
+        .unwrap();
+        let want = reference(&Mm {
+            c0: Some(&c0),
+            bias: Some(&bias),
+            ta: true,
+            tb: true,
+            alpha: alpha.into(),
+            beta: beta.into(),
+            act: gelu,
+            ..Mm::plain(&ha, &hb, shape)
+        });
+        let what = format!("bmm_f16_tt_full {batch}x{m}x{n}x{kk}");
+        check_above(&what, &down16(&s, &c), &want, F16_TOLERANCE, kk);
     }
 }
 
