@@ -13,7 +13,7 @@
 use crate::engine::Resolved;
 use crate::fs::{self, FsError};
 use crate::scan::FoundKernel;
-use optiml_runtime::{Launch, Wgmma16};
+use optiml_runtime::{Kernel16, Launch, Wgmma16};
 use std::path::{Path, PathBuf};
 
 /// Writes the generated file of each kernel (`kernels` holds distinct ids); returns the paths written.
@@ -102,10 +102,10 @@ fn launch(l: &Launch) -> String {
              smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
              tma_p_kmajor: {tma_p_kmajor} }}"
         ),
-        Launch::Matmul16 { elem, wgmma } => {
-            let wgmma = match wgmma {
-                None => "::core::option::Option::None".to_string(),
-                Some(Wgmma16 {
+        Launch::Matmul16 { elem, kernel } => {
+            let kernel = match kernel {
+                Kernel16::Simt => "::optiml::runtime::Kernel16::Simt".to_string(),
+                Kernel16::Wgmma(Wgmma16 {
                     tile_m,
                     tile_n,
                     threads,
@@ -113,12 +113,13 @@ fn launch(l: &Launch) -> String {
                     trans_a,
                     trans_b,
                 }) => format!(
-                    "::core::option::Option::Some(::optiml::runtime::Wgmma16 {{ tile_m: {tile_m}, tile_n: {tile_n}, \
-                     threads: {threads}, smem_bytes: {smem_bytes}, trans_a: {trans_a}, trans_b: {trans_b} }})"
+                    "::optiml::runtime::Kernel16::Wgmma(::optiml::runtime::Wgmma16 {{ tile_m: {tile_m}, \
+                     tile_n: {tile_n}, threads: {threads}, smem_bytes: {smem_bytes}, trans_a: {trans_a}, \
+                     trans_b: {trans_b} }})"
                 ),
             };
             format!(
-                "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, wgmma: {wgmma} }}"
+                "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, kernel: {kernel} }}"
             )
         }
         Launch::Elementwise {

@@ -59,10 +59,19 @@ pub enum Launch {
     Matmul16 {
         /// The element type of A, B and C.
         elem: Half,
-        /// The tensor-core kernel's geometry when the module's entry is the `wgmma` kernel (sm_90a); `None` when
-        /// the entry is the any-shape SIMT kernel (GPUs without `wgmma`).
-        wgmma: Option<Wgmma16>,
+        /// Which kernel the module's entry is.
+        kernel: Kernel16,
     },
+}
+
+/// The kernel a 16-bit matmul module's entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Kernel16 {
+    /// The sm_90a `wgmma` kernel; the module also holds the SIMT kernel for the calls it does not take.
+    Wgmma(Wgmma16),
+    /// The any-shape SIMT kernel (GPUs without a tensor-core kernel of their own).
+    Simt,
 }
 
 /// The 16-bit element types of tensor-core matmuls.
@@ -111,9 +120,11 @@ impl Launch {
     /// architecture-specific target (`sm_90a`), whose code runs on that exact chip only.
     pub fn image_arch(&self, arch: Arch) -> Arch {
         match self {
-            Launch::Wgmma { .. } | Launch::Matmul16 { wgmma: Some(_), .. } => {
-                Arch::specific(arch.major, arch.minor)
-            }
+            Launch::Wgmma { .. }
+            | Launch::Matmul16 {
+                kernel: Kernel16::Wgmma(_),
+                ..
+            } => Arch::specific(arch.major, arch.minor),
             Launch::Matmul { .. } | Launch::Elementwise { .. } | Launch::Matmul16 { .. } => arch,
         }
     }
@@ -122,8 +133,15 @@ impl Launch {
     pub fn smem_bytes(&self) -> u32 {
         match *self {
             Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
-            Launch::Matmul16 { wgmma: Some(w), .. } => w.smem_bytes,
-            Launch::Elementwise { .. } | Launch::Matmul16 { wgmma: None, .. } => 0,
+            Launch::Matmul16 {
+                kernel: Kernel16::Wgmma(w),
+                ..
+            } => w.smem_bytes,
+            Launch::Elementwise { .. }
+            | Launch::Matmul16 {
+                kernel: Kernel16::Simt,
+                ..
+            } => 0,
         }
     }
 
@@ -133,8 +151,14 @@ impl Launch {
             Launch::Matmul { threads, .. }
             | Launch::Wgmma { threads, .. }
             | Launch::Elementwise { threads, .. } => threads,
-            Launch::Matmul16 { wgmma: Some(w), .. } => w.threads,
-            Launch::Matmul16 { wgmma: None, .. } => crate::matmul::SIMT16_THREADS,
+            Launch::Matmul16 {
+                kernel: Kernel16::Wgmma(w),
+                ..
+            } => w.threads,
+            Launch::Matmul16 {
+                kernel: Kernel16::Simt,
+                ..
+            } => crate::matmul::SIMT16_THREADS,
         }
     }
 
@@ -150,8 +174,9 @@ impl Launch {
                 gemv: Some(crate::matmul::GEMV_ENTRY),
                 ..Companions::default()
             },
-            Launch::Matmul16 { wgmma, .. } => Companions {
-                fallback: wgmma.map(|_| crate::matmul::SIMT16_ENTRY),
+            Launch::Matmul16 { kernel, .. } => Companions {
+                fallback: matches!(kernel, Kernel16::Wgmma(_))
+                    .then_some(crate::matmul::SIMT16_ENTRY),
                 ..Companions::default()
             },
             Launch::Elementwise { .. } => Companions::default(),

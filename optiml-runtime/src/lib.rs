@@ -31,8 +31,8 @@ pub mod probe;
 pub use arch::{Arch, ArchParseError};
 pub use error::Error;
 pub use kernel::{
-    Artifacts, Companions, Half, KernelModule, Launch, Loaded, LoadedVariant, Target, Variant,
-    Wgmma16,
+    Artifacts, Companions, Half, Kernel16, KernelModule, Launch, Loaded, LoadedVariant, Target,
+    Variant, Wgmma16,
 };
 
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.

@@ -1,6 +1,6 @@
 //! Launching generated matmul kernels: `C = act(alpha · op(A) · op(B) + beta · C + bias)` over a batch.
 
-use crate::kernel::{Half, KernelModule, Launch, Target, Wgmma16};
+use crate::kernel::{Half, Kernel16, KernelModule, Launch, Target, Wgmma16};
 use crate::{Error, check};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
@@ -272,9 +272,12 @@ fn launch_checked<T: Element>(
             (tile_m, tile_n, threads, smem_bytes),
             (tma_rows, tma_a_kmajor, tma_p_kmajor),
         ),
-        Launch::Matmul16 { wgmma: None, .. } => launch_simt16(name, stream, target.function, args),
         Launch::Matmul16 {
-            wgmma: Some(geometry),
+            kernel: Kernel16::Simt,
+            ..
+        } => launch_simt16(name, stream, target.function, args),
+        Launch::Matmul16 {
+            kernel: Kernel16::Wgmma(geometry),
             ..
         } => launch_wgmma16(name, stream, target, args, geometry),
         Launch::Elementwise { .. } => Err(Error::NoVariant {

@@ -372,29 +372,24 @@ impl Worker {
 
     /// Allocates the 16-bit copies of buffers of `lens` elements.
     fn alloc_narrow(&self, dtype: DType, lens: [usize; 3]) -> Result<Option<Narrow>, Stop> {
-        let s = &self.stream;
+        fn three<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+            s: &Arc<CudaStream>,
+            [a, b, c]: [usize; 3],
+        ) -> Result<[CudaSlice<T>; 3], Stop> {
+            let alloc = |n: usize| {
+                s.alloc_zeros::<T>(n.max(1))
+                    .map_err(fault("allocating 16-bit buffers"))
+            };
+            Ok([alloc(a)?, alloc(b)?, alloc(c)?])
+        }
         Ok(match dtype {
             DType::F32 => None,
-            DType::Bf16 => Some(Narrow::Bf16(
-                lens.map(|n| s.alloc_zeros::<half::bf16>(n.max(1)))
-                    .into_iter()
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(fault("allocating 16-bit buffers"))?
-                    .try_into()
-                    .map_err(|_| reject("allocating", "three buffers"))?,
-            )),
-            DType::F16 => Some(Narrow::F16(
-                lens.map(|n| s.alloc_zeros::<half::f16>(n.max(1)))
-                    .into_iter()
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(fault("allocating 16-bit buffers"))?
-                    .try_into()
-                    .map_err(|_| reject("allocating", "three buffers"))?,
-            )),
+            DType::Bf16 => Some(Narrow::Bf16(three(&self.stream, lens)?)),
+            DType::F16 => Some(Narrow::F16(three(&self.stream, lens)?)),
         })
     }
 
-    /// Converts f32 `src` into 16-bit copy `which` (0 A, 1 B, 2 C) of `narrow`, or back (`to_narrow` false).
+    /// Converts `f32s` into 16-bit copy `which` (0 A, 1 B, 2 C) of `narrow`, or back (`to_narrow` false).
     fn convert(
         &self,
         narrow: &mut Narrow,

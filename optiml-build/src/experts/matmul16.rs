@@ -5,7 +5,7 @@
 //! Elsewhere the SIMT kernel is the module's entry.
 
 use super::{Candidate, defines};
-use optiml_runtime::{Arch, Half, Launch, Wgmma16};
+use optiml_runtime::{Arch, Half, Kernel16, Launch, Wgmma16};
 use optiml_spec::{DType, MatmulSpec};
 
 /// The `wgmma` template (sm_90a).
@@ -179,7 +179,7 @@ impl Schedule {
             entry: "optiml_matmul",
             launch: Launch::Matmul16 {
                 elem: spec.elem,
-                wgmma: Some(Wgmma16 {
+                kernel: Kernel16::Wgmma(Wgmma16 {
                     tile_m: self.tile_m(),
                     tile_n: self.bn,
                     threads: self.threads(),
@@ -207,7 +207,7 @@ pub fn simt_candidate(spec: &Spec16) -> Candidate {
         entry: "optiml_matmul",
         launch: Launch::Matmul16 {
             elem: spec.elem,
-            wgmma: None,
+            kernel: Kernel16::Simt,
         },
         schedule: "SIMT 64x64, 256 threads".into(),
     }
@@ -267,7 +267,7 @@ mod tests {
             c.launch,
             Launch::Matmul16 {
                 elem: Half::F16,
-                wgmma: Some(Wgmma16 {
+                kernel: Kernel16::Wgmma(Wgmma16 {
                     tile_m: 128,
                     tile_n: 256,
                     threads: 384,
@@ -298,7 +298,7 @@ mod tests {
             c.launch,
             Launch::Matmul16 {
                 elem: Half::Bf16,
-                wgmma: None
+                kernel: Kernel16::Simt
             }
         );
         assert!(
