@@ -286,6 +286,10 @@ fn transforms_lists_the_catalog() {
         stdout.contains("| elementwise | more-blocks-per-sm | memory |"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("| matmul bf16/f16 | group-tile-rows | memory | 1.08× |"),
+        "{stdout}"
+    );
 
     let out = cargo_optiml(&["transforms", "--json"]);
     assert!(out.status.success());
@@ -295,6 +299,7 @@ fn transforms_lists_the_catalog() {
         items.len(),
         optiml_build::search::matmul_catalog().len()
             + optiml_build::search::tf32_catalog().len()
+            + optiml_build::search::matmul16_catalog().len()
             + optiml_build::search::elementwise_catalog().len()
     );
     assert!(
