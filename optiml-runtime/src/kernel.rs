@@ -108,10 +108,10 @@ pub struct Wgmma16 {
 pub struct Companions {
     /// The split-K reduction, required when the variant splits K.
     pub reduce: Option<&'static str>,
-    /// The matrix-vector kernel of an fp32 matmul module (optional: modules built before it existed lack it).
+    /// The matrix-vector kernel of a matmul module (optional: modules built before it existed lack it).
     pub gemv: Option<&'static str>,
     /// The any-shape kernel of a 16-bit tensor-core module, required: it computes the calls TMA cannot address
-    /// and the matrix-vector ones.
+    /// (and the matrix-vector ones, in modules without a matrix-vector kernel).
     pub fallback: Option<&'static str>,
 }
 
@@ -175,9 +175,10 @@ impl Launch {
                 ..Companions::default()
             },
             Launch::Matmul16 { kernel, .. } => Companions {
+                reduce: None,
+                gemv: Some(crate::matmul::GEMV_ENTRY),
                 fallback: matches!(kernel, Kernel16::Wgmma(_))
                     .then_some(crate::matmul::SIMT16_ENTRY),
-                ..Companions::default()
             },
             Launch::Elementwise { .. } => Companions::default(),
         }
