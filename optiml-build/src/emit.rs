@@ -105,6 +105,15 @@ fn launch(l: &Launch) -> String {
         Launch::Matmul16 { elem, kernel } => {
             let kernel = match kernel {
                 Kernel16::Simt => "::optiml::runtime::Kernel16::Simt".to_string(),
+                Kernel16::Mma {
+                    bm,
+                    bn,
+                    threads,
+                    smem_bytes,
+                } => format!(
+                    "::optiml::runtime::Kernel16::Mma {{ bm: {bm}, bn: {bn}, threads: {threads}, \
+                     smem_bytes: {smem_bytes} }}"
+                ),
                 Kernel16::Wgmma(Wgmma16 {
                     tile_m,
                     tile_n,

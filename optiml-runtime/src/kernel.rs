@@ -70,8 +70,20 @@ pub enum Launch {
 pub enum Kernel16 {
     /// The sm_90a `wgmma` kernel; the module also holds the SIMT kernel for the calls it does not take.
     Wgmma(Wgmma16),
-    /// The any-shape SIMT kernel (GPUs without a tensor-core kernel of their own).
+    /// The any-shape SIMT kernel (GPUs older than sm_80).
     Simt,
+    /// The any-shape `mma.sync` kernel (sm_80 and newer without `wgmma`): one block of `threads` per `bm × bn`
+    /// tile of `C`, batch on the grid's z axis.
+    Mma {
+        /// Rows of `C` per block.
+        bm: u32,
+        /// Columns of `C` per block.
+        bn: u32,
+        /// Threads per block.
+        threads: u32,
+        /// Dynamic shared memory per block, in bytes.
+        smem_bytes: u32,
+    },
 }
 
 /// The 16-bit element types of tensor-core matmuls.
@@ -137,6 +149,10 @@ impl Launch {
                 kernel: Kernel16::Wgmma(w),
                 ..
             } => w.smem_bytes,
+            Launch::Matmul16 {
+                kernel: Kernel16::Mma { smem_bytes, .. },
+                ..
+            } => smem_bytes,
             Launch::Elementwise { .. }
             | Launch::Matmul16 {
                 kernel: Kernel16::Simt,
@@ -155,6 +171,10 @@ impl Launch {
                 kernel: Kernel16::Wgmma(w),
                 ..
             } => w.threads,
+            Launch::Matmul16 {
+                kernel: Kernel16::Mma { threads, .. },
+                ..
+            } => threads,
             Launch::Matmul16 {
                 kernel: Kernel16::Simt,
                 ..

@@ -280,6 +280,22 @@ fn launch_checked<T: Element>(
             kernel: Kernel16::Wgmma(geometry),
             ..
         } => launch_wgmma16(name, stream, target, args, geometry),
+        Launch::Matmul16 {
+            kernel:
+                Kernel16::Mma {
+                    bm,
+                    bn,
+                    threads,
+                    smem_bytes,
+                },
+            ..
+        } => launch_blocks16(
+            name,
+            stream,
+            target.function,
+            args,
+            (bm, bn, threads, smem_bytes),
+        ),
         Launch::Elementwise { .. } => Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
@@ -658,32 +674,46 @@ fn strides<T: Element>(args: &MatmulArgs<'_, T>) -> (i64, i64, i64) {
     )
 }
 
-/// The 16-bit SIMT kernel ([`SIMT16_ENTRY`], or a module's entry on GPUs without `wgmma`): 64 × 64 tiles, any
-/// grid correct (blocks loop over tiles and batch items), so the grid is capped where CUDA caps it.
+/// The 16-bit SIMT kernel ([`SIMT16_ENTRY`], or a module's entry on GPUs older than sm_80).
 fn launch_simt16<T: Element>(
     name: &'static str,
     stream: &CudaStream,
     function: &CudaFunction,
     args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
-    let tiles = |d: usize| d.div_ceil(SIMT16_TILE as usize).min(65535) as u32;
+    let geometry = (SIMT16_TILE, SIMT16_TILE, SIMT16_THREADS, 0);
+    launch_blocks16(name, stream, function, args, geometry)
+}
+
+/// A 16-bit kernel of one block per `bm × bn` tile, batch on the grid's z axis (the SIMT and the `mma.sync`
+/// kernels). Both are correct for any grid (blocks loop over tiles and batch items), so the grid is capped
+/// where CUDA caps it.
+fn launch_blocks16<T: Element>(
+    name: &'static str,
+    stream: &CudaStream,
+    function: &CudaFunction,
+    args: MatmulArgs<'_, T>,
+    (bm, bn, threads, smem_bytes): (u32, u32, u32, u32),
+) -> Result<(), Error> {
     let cfg = LaunchConfig {
         grid_dim: (
-            args.n.div_ceil(SIMT16_TILE as usize).min(i32::MAX as usize) as u32,
-            tiles(args.m),
+            args.n.div_ceil(bn as usize).min(i32::MAX as usize) as u32,
+            args.m.div_ceil(bm as usize).min(65535) as u32,
             args.batch.min(65535) as u32,
         ),
-        block_dim: (SIMT16_THREADS, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: smem_bytes,
     };
     let scalars = Scalars::of(&args);
     let mut builder = stream.launch_builder(function);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     scalars.push(&mut builder, args.bias);
-    // SAFETY: `optiml_matmul16_simt(const u16* A, const u16* B, u16* C, const float* bias, int batch, int M,
-    // int N, int K, long long strideA, strideB, strideC, float alpha, float beta)` is `optiml_matmul`'s ABI with
-    // 2-byte elements, which `T` is here (the launch's element type was checked against `T`); every buffer was
-    // checked to hold what the dimensions address, in the stream's context. Any grid is correct.
+    // SAFETY: the SIMT kernel and the `mma.sync` kernel both take `optiml_matmul`'s ABI with 2-byte elements
+    // (`const u16* A, const u16* B, u16* C, const float* bias, int batch, int M, int N, int K, long long
+    // strideA, strideB, strideC, float alpha, float beta`), which `T` is here (the launch's element type was
+    // checked against `T`); every buffer was checked to hold what the dimensions address, in the stream's
+    // context; the shared memory is what the variant was compiled for (its limit raised at load). Any grid is
+    // correct.
     unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
     Ok(())
 }

@@ -44,13 +44,12 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
 /// only names; we hash code).
 pub fn generator_version(spec: &Spec) -> String {
     let templates: &[&str] = match &spec.family {
-        Family::Matmul(_) if spec.dtype != DType::F32 => {
-            &[
-                matmul16::WGMMA_TEMPLATE,
-                matmul16::SIMT_TEMPLATE,
-                matmul16::GEMV_TEMPLATE,
-            ]
-        }
+        Family::Matmul(_) if spec.dtype != DType::F32 => &[
+            matmul16::WGMMA_TEMPLATE,
+            matmul16::SIMT_TEMPLATE,
+            matmul16::MMA_TEMPLATE,
+            matmul16::GEMV_TEMPLATE,
+        ],
         Family::Matmul(m) if m.precision == Precision::Tf32 => &[
             matmul_tf32::WGMMA_TEMPLATE,
             matmul_tf32::MMA_TEMPLATE,
