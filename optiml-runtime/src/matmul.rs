@@ -457,18 +457,11 @@ fn launch_wgmma<T: Element>(
     (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
     tma: (u32, bool, bool),
 ) -> Result<(), Error> {
-    let tiles = (args.m.div_ceil(tile_m as usize) as u64)
-        .saturating_mul(args.n.div_ceil(tile_n as usize) as u64)
-        .saturating_mul(args.batch as u64);
-    let cfg = LaunchConfig {
-        grid_dim: (
-            tiles.clamp(1, u64::from(target.sm_count.max(1))) as u32,
-            1,
-            1,
-        ),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: smem_bytes,
-    };
+    let cfg = persistent(
+        &args,
+        (tile_m, tile_n, threads, smem_bytes),
+        target.sm_count,
+    );
     let scalars = Scalars::of(&args);
     let maps = (tma.0 > 0).then(|| TmaMaps::encode(stream, &args, tma));
     let mut builder = stream.launch_builder(target.function);
@@ -719,8 +712,9 @@ fn launch_blocks16<T: Element>(
 }
 
 /// The 16-bit `wgmma` kernel: a persistent grid walking `tile_m × tile_n` tiles, A and B read through TMA maps
-/// encoded per call. Calls TMA cannot address, and matrix-vector products (where a 64-row tile would be mostly
-/// padding), go to the module's SIMT kernel.
+/// encoded per call (of padded copies where rows are not 16-byte multiples). Calls no map can describe (K = 0, or
+/// a copy over the workspace limit), and matrix-vector products in modules without a matrix-vector kernel (where
+/// a 64-row tile would be mostly padding), go to the module's SIMT kernel.
 fn launch_wgmma16<T: Element>(
     name: &'static str,
     stream: &CudaStream,
@@ -743,18 +737,8 @@ fn launch_wgmma16<T: Element>(
     let Some((map_a, map_b, _copies)) = maps else {
         return launch_simt16(name, stream, fallback, args);
     };
-    let tiles = (args.m.div_ceil(g.tile_m as usize) as u64)
-        .saturating_mul(args.n.div_ceil(g.tile_n as usize) as u64)
-        .saturating_mul(args.batch as u64);
-    let cfg = LaunchConfig {
-        grid_dim: (
-            tiles.clamp(1, u64::from(target.sm_count.max(1))) as u32,
-            1,
-            1,
-        ),
-        block_dim: (g.threads, 1, 1),
-        shared_mem_bytes: g.smem_bytes,
-    };
+    let geometry = (g.tile_m, g.tile_n, g.threads, g.smem_bytes);
+    let cfg = persistent(&args, geometry, target.sm_count);
     let scalars = Scalars::of(&args);
     let mut builder = stream.launch_builder(target.function);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
@@ -766,6 +750,23 @@ fn launch_wgmma16<T: Element>(
     // them are zero-filled by TMA). Any grid is valid: blocks loop over tiles.
     unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
     Ok(())
+}
+
+/// The launch of a persistent kernel: one block per multiprocessor at most (and per tile), each walking the
+/// `tile_m × tile_n` tiles of every batch item `b, b + grid, …`.
+fn persistent<T: Element>(
+    args: &MatmulArgs<'_, T>,
+    (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
+    sm_count: u32,
+) -> LaunchConfig {
+    let tiles = (args.m.div_ceil(tile_m as usize) as u64)
+        .saturating_mul(args.n.div_ceil(tile_n as usize) as u64)
+        .saturating_mul(args.batch as u64);
+    LaunchConfig {
+        grid_dim: (tiles.clamp(1, u64::from(sm_count.max(1))) as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: smem_bytes,
+    }
 }
 
 /// The tensor maps of A and B for the 16-bit `wgmma` kernel, and the pitched copies they read where TMA cannot
