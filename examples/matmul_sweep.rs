@@ -13,8 +13,8 @@
 use cudarc::cublas::CudaBlas;
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml_examples::{
-    BoxError, GemmShape, Stats, arg_value, check_sampled, cublas_gemm, describe, gpu_or_explain,
-    poisoned, random, rel_diff, time, time_pair,
+    BoxError, GemmShape, Stats, arg_value, check_sampled, copy_bandwidth, cublas_gemm, describe,
+    geomean, gpu_or_explain, poisoned, random, rel_diff, show_geomean, time_pair,
 };
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -317,16 +317,6 @@ fn min_bytes(c: &Case) -> f64 {
     4.0 * (c.batch * (c.m * c.k + c.k * c.n + c.m * c.n)) as f64
 }
 
-/// Device-to-device copy bandwidth (bytes read plus bytes written per second) over a 1 GiB buffer: the
-/// reference a memory-bound kernel is judged against.
-fn copy_bandwidth(stream: &Arc<CudaStream>) -> Result<f64, BoxError> {
-    let len = 1 << 28;
-    let src = stream.alloc_zeros::<f32>(len)?;
-    let mut dst = stream.alloc_zeros::<f32>(len)?;
-    let t = time(stream, 3, 10, || Ok(stream.memcpy_dtod(&src, &mut dst)?))?;
-    Ok(2.0 * 4.0 * len as f64 / (t.median_ms * 1e-3))
-}
-
 fn main() -> Result<(), BoxError> {
     let Some(ctx) = gpu_or_explain("The matmul sweep") else {
         return Ok(());
@@ -392,18 +382,14 @@ fn main() -> Result<(), BoxError> {
     }
     let (tf32, exact): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.case.kernel.tf32());
     let (gemv, gemm): (Vec<&Row>, Vec<&Row>) = exact.into_iter().partition(|r| r.case.is_gemv());
-    // None over no rows (a `--kernels` selection without any).
-    let geomean_of = |rows: &[&Row]| {
-        (!rows.is_empty())
-            .then(|| (rows.iter().map(|r| r.ratio().ln()).sum::<f64>() / rows.len() as f64).exp())
-    };
+    let geomean_of = |rows: &[&Row]| geomean(rows.iter().map(|r| r.ratio()));
     let (geomean, geomean_tf32) = (geomean_of(&gemm), geomean_of(&tf32));
     println!(
         "geometric mean of optiml / cuBLAS speed: {}x over {} exact fp32 matrix-matrix shapes, {}x over {} TF32 \
          shapes",
-        show(geomean),
+        show_geomean(geomean),
         gemm.len(),
-        show(geomean_tf32),
+        show_geomean(geomean_tf32),
         tf32.len()
     );
     for r in &gemv {
@@ -512,7 +498,7 @@ fn markdown(
         md,
         "\nGeometric mean of optiml / cuBLAS speed over the {} rows: **{}×**.",
         rows.len(),
-        show(geomean)
+        show_geomean(geomean)
     );
     let _ = write!(
         md,
@@ -523,22 +509,17 @@ fn markdown(
         md,
         "\nGeometric mean of optiml / cuBLAS TF32 speed over the {} rows: **{}×**.",
         tf32.len(),
-        show(geomean_tf32)
+        show_geomean(geomean_tf32)
     );
     gemv_rows(&mut md, gemv, copy);
     md
-}
-
-/// A geometric mean for people: three decimals, or a dash over no rows.
-fn show(geomean: Option<f64>) -> String {
-    geomean.map_or("–".to_string(), |g| format!("{g:.3}"))
 }
 
 /// Table rows of matrix-matrix products.
 fn matmul_rows(md: &mut String, rows: &[&Row]) {
     for r in rows {
         let c = r.case;
-        let cell = |s: &Stats| format!("{:.4} ({:.4}–{:.4})", s.median_ms, s.min_ms, s.max_ms);
+        let cell = Stats::cell;
         let _ = writeln!(
             md,
             "| {} | `{}` | {}×{}×{}×{} | {} | {:.1} | {} | {:.1} | {:.2}×{} | {:.1e} |",
@@ -575,7 +556,7 @@ fn gemv_rows(md: &mut String, gemv: &[&Row], copy: f64) {
     );
     for r in gemv {
         let c = r.case;
-        let cell = |s: &Stats| format!("{:.4} ({:.4}–{:.4})", s.median_ms, s.min_ms, s.max_ms);
+        let cell = Stats::cell;
         let _ = writeln!(
             md,
             "| {} | `{}` | {} | {} | {:.2} | {:.0}% | {} | {:.2} | {:.2}× | {:.1e} |",
