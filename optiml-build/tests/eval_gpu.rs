@@ -401,17 +401,17 @@ fn sixteen_bit_kernels_pass_their_gate_in_every_layout_with_the_simt_fallback() 
         }
         // The kernels other architectures get as their entry (`mma.sync` from sm_80 on, SIMT before) pass the
         // same gate on Hopper.
-        let mut time = |c: &optiml_build::experts::Candidate, what: &str| match e
-            .evaluate_candidate(c)
-            .0
-        {
-            Outcome::Measured(m) => m.time_ms,
-            other => panic!("{text}, {what}: {other:?}"),
-        };
+        let mut time =
+            |c: &optiml_build::experts::Candidate, what: &str| match e.evaluate_candidate(c).0 {
+                Outcome::Measured(m) => m.time_ms,
+                other => panic!("{text}, {what}: {other:?}"),
+            };
         let simt_ms = time(&matmul16::simt_candidate(&spec), "SIMT");
         let mma_ms = time(&matmul16::mma_candidate(&spec, arch), "mma.sync");
         let tc_ms = time(&default.candidate(&spec), "wgmma");
-        eprintln!("{text}: 2048³ SIMT {simt_ms:.4} ms, mma.sync {mma_ms:.4} ms, wgmma {tc_ms:.4} ms");
+        eprintln!(
+            "{text}: 2048³ SIMT {simt_ms:.4} ms, mma.sync {mma_ms:.4} ms, wgmma {tc_ms:.4} ms"
+        );
         assert!(tc_ms * 5.0 < simt_ms, "{tc_ms} ms vs {simt_ms} ms");
         assert!(mma_ms * 5.0 < simt_ms, "{mma_ms} ms vs {simt_ms} ms");
     }
