@@ -15,7 +15,7 @@ OPTIML_GEMV_COL_TX=8) and the generator's options (--std=c++17,
   3. extras: sm_75 (pre-sm_80 bf16 rounding path), sm_100 when this NVRTC
      knows it, no -default-device, the template's own defaults (no launcher
      macros), knobs (LOAD 1/2, UNROLL 1/2/8, COL_TX 16/32, THREADS
-     128/256/1024, SROWS 16), relu.
+     128/256/1024, SROWS 16/8, COL_TX 16 + UNROLL 8), relu.
 For each: ptxas registers / spill stores / spill loads / stack frame / static
 smem of optiml_gemv, and PTX properties of the optiml_gemv entry:
   * the matrix body loads are 16-byte (ld.global.nc.v4 / .cs.v4 / L2::256B
@@ -142,6 +142,10 @@ def build_jobs():
                 d[k] = v
                 ex.append(("%s tA%d tB%d full %s=%d" % (tn, ta, ta, k.replace("OPTIML_", ""), v), d,
                            ["-default-device"], "sm_90"))
+        for ta in (0, 1):  # the perf_*_tx16_u8 configs of configs.txt
+            d = dict(LAUNCHER, OPTIML_DTYPE=dt, OPTIML_TRANS_A=ta, OPTIML_TRANS_B=ta, OPTIML_GEMV_COL_TX=16,
+                     OPTIML_G16_UNROLL=8, **FULL_EPI)
+            ex.append(("%s tA%d tB%d full COL_TX=16 UNROLL=8" % (tn, ta, ta), d, ["-default-device"], "sm_90"))
     for label, d, extra, arch in ex:
         jobs.append(("extra", label, "alone", d, extra, arch))
     return jobs
