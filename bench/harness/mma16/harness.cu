@@ -624,6 +624,8 @@ int main(int argc, char** argv) {
         {"1x40x24x30 (K<BK, ld%8!=0)",                  1,     40,  24,  30, false, false,  0,  0,  0,  0,  0,  0, false},
         {"1x45x47x39 (extents = 7 mod 8)",              1,     45,  47,  39, false, false,  0,  0,  0,  0,  0,  0, false},
         {"1x37x41x52 odd ptrs (K = 20 mod 32)",         1,     37,  41,  52, false, false,  0,  0,  0,  1,  1,  1, false},
+        {"1x128x128x39 (full tiles, K = 7 mod 8)",      1,    128, 128,  39, false, false,  0,  0,  0,  0,  0,  0, false},
+        {"2x63x72x40 (M = 64 - 1)",                     2,     63,  72,  40, false, false,  0,  0,  0,  0,  0,  0, false},
         {"70000x3x2x5 (batch>65535)",               70000,      3,   2,   5, false, false,  0,  0,  0,  0,  0,  0, true},
         {"1x(65535*BM+37)x3x8 (grid.y capped)",         1, 65535 * OPTIML_M16_BM + 37, 3, 8, false, false, 0, 0, 0, 0, 0, 0, true},
     };

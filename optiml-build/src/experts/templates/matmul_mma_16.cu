@@ -47,7 +47,7 @@
 //   v *= alpha (OPTIML_HAS_ALPHA); v = fmaf(beta, C_old, v) (OPTIML_HAS_BETA;
 //   otherwise C is never read); v += bias[n] (OPTIML_HAS_BIAS, fp32, 4-byte
 //   aligned); v = act(v) (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact
-//   gelu 0.5f * v * (1.f + erff(v * 0.70710678f))); then rounded once to the
+//   gelu 0.5f * v * (1.f + erff(v * 0.70710678f)), 3 silu v sigmoid(v)); then rounded once to the
 //   16-bit type, round to nearest even (cvt.rn; overflow gives +-inf).
 //   K = 0: C = epilogue(0). Out-of-range operand elements are never read;
 //   they enter the shared tiles as +0.
@@ -105,9 +105,11 @@
 //  * Epilogue straight from the accumulators: thread (g = lane/4,
 //    t = lane%4) holds rows g, g+8 x columns 2t, 2t+1 of every m16n8 tile:
 //    one 32-bit store of two 16-bit results per row (cvt.rn.bf16x2.f32 /
-//    cvt.rn.f16x2.f32). With HAS_BETA, a first pass reads every C_old of the
-//    thread (only loads, so they overlap) and folds alpha / beta into the
-//    accumulators; a second pass adds bias, activates, rounds and stores.
+//    cvt.rn.f16x2.f32). Warp tiles inside C (with 32-bit C access): no
+//    tests or branches, 16 rows at a time (their C_old words and bias values
+//    in flight together, then the stores). Edge tiles: every row and column
+//    tested; with HAS_BETA a first pass folds alpha / beta * C_old into the
+//    accumulators, a second adds bias, activates, rounds and stores.
 //  * Block rasterization: OPTIML_M16_GROUP_M tile rows per group (blocks
 //    that run together share B panels in L2); a bijection of the launched
 //    grid, so any grid stays correct.
@@ -195,8 +197,8 @@
 #if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
 #endif
-#if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -689,31 +691,87 @@ __device__ __forceinline__ float optiml_m16_act(float v) {
     return fmaxf(v, 0.f);
 #elif OPTIML_ACT == 2
     return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif
 }
 
-// Writes the accumulators of this thread: acc[i][j][2h + e] is C row
-// bm + wm0 + 16i + g + 8h, column bn + wn0 + 8j + 2t + e (g = lane/4,
-// t = lane%4). mrem = M - bm, nrem = N - bn (>= 1).
-__device__ __forceinline__ void optiml_m16_store(float (&acc)[optiml_m16_cfg::MT][optiml_m16_cfg::NT][4],
-                                                 unsigned short* __restrict__ C, const float* __restrict__ bias,
-                                                 int N, int bm, int bn, int mrem, int nrem, float alpha, float beta) {
-    using Cf = optiml_m16_cfg;
-    const int tid = optiml_m16_opaque((int)threadIdx.x);
-    const int warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int wm0 = (warp / Cf::WARPS_N) * Cf::WM + g;       // + 16 i + 8 h
-    const int wn0 = (warp % Cf::WARPS_N) * Cf::WN + 2 * t4;  // + 8 j + e
-    // C[z] of this item is 4-byte aligned and N even: every (row, even column)
-    // pair is one aligned 32-bit word, and nrem is even.
-    const bool vecC = ((N & 1) == 0) && optiml_m16_aligned(C, 4);
-    unsigned short* __restrict__ ctile = C + (long long)bm * N + bn;
-    (void)alpha; (void)beta; (void)bias;
-
+// The epilogue of this thread's accumulators: acc[i][j][2h + e] is C row
+// bm + wm0 + 16i + 8h, column bn + wn0 + 8j + e (wm0, wn0: this thread's
+// origin, g and 2t included).
+__device__ __forceinline__ float optiml_m16_epi1(float v, float alpha, float beta, float old, float bias) {
+#if OPTIML_HAS_ALPHA
+    v *= alpha;
+#endif
 #if OPTIML_HAS_BETA
-    // Pass 1: acc = fmaf(beta, C_old, alpha * acc), loads only.
+    v = fmaf(beta, old, v);
+#endif
+#if OPTIML_HAS_BIAS
+    v += bias;
+#endif
+    (void)alpha; (void)beta; (void)old; (void)bias;
+    return optiml_m16_act(v);
+}
+
+// FULL: the warp tile lies inside C and C allows 32-bit accesses. Row block
+// by row block (16 rows of the warp tile): its C_old words (HAS_BETA) and
+// bias values are loaded together, with no bounds tests or branches, so they
+// are in flight at once, then its results are stored (the stores keep the
+// next block's loads behind them: 16 + 8 live values, not 128).
+__device__ __forceinline__ void optiml_m16_epi_full(float (&acc)[optiml_m16_cfg::MT][optiml_m16_cfg::NT][4],
+                                                    unsigned short* __restrict__ ctile,
+                                                    const float* __restrict__ bias, int N, int bn, float alpha,
+                                                    float beta, int wm0, int wn0) {
+    using Cf = optiml_m16_cfg;
+    (void)bias; (void)bn;
+#pragma unroll
+    for (int i = 0; i < Cf::MT; ++i) {
+        unsigned short* __restrict__ r0 = ctile + (long long)(wm0 + 16 * i) * N + wn0;
+        unsigned short* __restrict__ r1 = r0 + 8LL * N;
+        unsigned old[2][Cf::NT];
+        float bv[Cf::NT][2];
+#pragma unroll
+        for (int j = 0; j < Cf::NT; ++j) {
+#if OPTIML_HAS_BETA
+            old[0][j] = optiml_m16_ld32(r0 + 8 * j);
+            old[1][j] = optiml_m16_ld32(r1 + 8 * j);
+#else
+            old[0][j] = old[1][j] = 0u;
+#endif
+#if OPTIML_HAS_BIAS
+            bv[j][0] = bias[(long long)bn + wn0 + 8 * j];
+            bv[j][1] = bias[(long long)bn + wn0 + 8 * j + 1];
+#else
+            bv[j][0] = bv[j][1] = 0.f;
+#endif
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < Cf::NT; ++j) {
+                float o0, o1;
+                optiml_m16_unpack2(old[h][j], o0, o1);
+                const float v0 = optiml_m16_epi1(acc[i][j][2 * h], alpha, beta, o0, bv[j][0]);
+                const float v1 = optiml_m16_epi1(acc[i][j][2 * h + 1], alpha, beta, o1, bv[j][1]);
+                optiml_m16_st32((h ? r1 : r0) + 8 * j, optiml_m16_pack2(v0, v1));
+            }
+    }
+}
+
+// Edge tiles (or C without 32-bit access): every row and column tested. With
+// HAS_BETA a first pass reads C_old (loads only) and folds alpha / beta into
+// the accumulators; the second adds bias, activates, rounds and stores.
+__device__ __forceinline__ void optiml_m16_epi_edge(float (&acc)[optiml_m16_cfg::MT][optiml_m16_cfg::NT][4],
+                                                    unsigned short* __restrict__ ctile,
+                                                    const float* __restrict__ bias, int N, int bn, int mrem,
+                                                    int nrem, float alpha, float beta, int wm0, int wn0, bool vecC) {
+    using Cf = optiml_m16_cfg;
+    (void)alpha; (void)beta; (void)bias; (void)bn;
+#if OPTIML_HAS_BETA
 #pragma unroll
     for (int i = 0; i < Cf::MT; ++i)
 #pragma unroll
@@ -741,8 +799,6 @@ __device__ __forceinline__ void optiml_m16_store(float (&acc)[optiml_m16_cfg::MT
             }
         }
 #endif
-
-    // Pass 2 (alpha already applied with HAS_BETA): bias, activation, stores.
 #pragma unroll
     for (int j = 0; j < Cf::NT; ++j) {
         const int ln = wn0 + 8 * j;
@@ -778,6 +834,27 @@ __device__ __forceinline__ void optiml_m16_store(float (&acc)[optiml_m16_cfg::MT
             }
         (void)b0; (void)b1;
     }
+}
+
+// Writes the accumulators of this thread. mrem = M - bm,
+// nrem = N - bn (>= 1).
+__device__ __forceinline__ void optiml_m16_store(float (&acc)[optiml_m16_cfg::MT][optiml_m16_cfg::NT][4],
+                                                 unsigned short* __restrict__ C, const float* __restrict__ bias,
+                                                 int N, int bm, int bn, int mrem, int nrem, float alpha, float beta) {
+    using Cf = optiml_m16_cfg;
+    const int tid = optiml_m16_opaque((int)threadIdx.x);
+    const int warp = tid >> 5, lane = tid & 31;
+    const int wm = (warp / Cf::WARPS_N) * Cf::WM, wn = (warp % Cf::WARPS_N) * Cf::WN;  // warp tile origin
+    const int wm0 = wm + (lane >> 2);       // + 16 i + 8 h
+    const int wn0 = wn + 2 * (lane & 3);    // + 8 j + e
+    // C[z] of this item is 4-byte aligned and N even: every (row, even column)
+    // pair is one aligned 32-bit word, and nrem is even.
+    const bool vecC = ((N & 1) == 0) && optiml_m16_aligned(C, 4);
+    unsigned short* __restrict__ ctile = C + (long long)bm * N + bn;
+    if (vecC && wm + Cf::WM <= mrem && wn + Cf::WN <= nrem)  // warp-uniform
+        optiml_m16_epi_full(acc, ctile, bias, N, bn, alpha, beta, wm0, wn0);
+    else
+        optiml_m16_epi_edge(acc, ctile, bias, N, bn, mrem, nrem, alpha, beta, wm0, wn0, vecC);
 }
 
 // ---------------------------------------------------------------- one tile
