@@ -443,6 +443,44 @@ impl Cache {
         out
     }
 
+    /// The verified entries here for `inputs`' kernel, architecture and toolchain written by another generator
+    /// (an earlier template or crate version), those with the most tuned variants first: what `cargo optiml
+    /// prepare` can carry tuned variants over from. Entries that fail verification are left out.
+    pub fn earlier_entries(&self, inputs: &KeyInputs) -> Vec<Entry> {
+        let mut out: Vec<Entry> = fs::read_dir(&self.root.join(inputs.arch.to_string()))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|dir| {
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.len() == 64)
+            })
+            .filter_map(|dir| {
+                let bytes = std::fs::read(dir.join("manifest.bin")).ok()?;
+                let theirs = decode(&bytes).ok()?.inputs;
+                let same_kernel = theirs.kernel_id == inputs.kernel_id
+                    && theirs.arch == inputs.arch
+                    && theirs.toolchain == inputs.toolchain
+                    && theirs.generator != inputs.generator;
+                if !same_kernel {
+                    return None;
+                }
+                let manifest = verify(&dir, &theirs).ok()?;
+                Some(Entry { dir, manifest })
+            })
+            .collect();
+        let tuned = |e: &Entry| {
+            e.manifest
+                .variants
+                .iter()
+                .filter(|v| v.tuning.is_some())
+                .count()
+        };
+        // Most tuned first, then by folder, so the choice does not depend on the directory's order.
+        out.sort_by(|a, b| tuned(b).cmp(&tuned(a)).then_with(|| a.dir.cmp(&b.dir)));
+        out
+    }
+
     fn lock(&self) -> Result<std::fs::File, FsError> {
         fs::create_dir_all(&self.root)?;
         let path = self.root.join(".lock");

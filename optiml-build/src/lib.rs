@@ -44,6 +44,7 @@ mod error;
 pub mod eval;
 pub mod experts;
 pub mod fs;
+pub mod migrate;
 pub mod nvrtc;
 pub mod scan;
 pub mod search;

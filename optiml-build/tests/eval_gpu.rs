@@ -171,6 +171,7 @@ fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_t
         // One operand shared by every batch item (the plan's batched shapes check the broadcast).
         "batched matmul, B shared, f32",
         "bmm, shared A, B transposed, relu",
+        "batched gemm, f32, alpha, beta, bias, silu",
     ] {
         let spec = match optiml_spec::parse(text).unwrap().family {
             Family::Matmul(m) => m,
@@ -228,6 +229,7 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
         "matmul, tf32, B transposed, relu",
         "batched matmul, tf32, A transposed, beta",
         "batched matmul, tf32, B shared",
+        "gemm, tf32, B transposed, bias, silu",
     ] {
         let spec = parse(text);
         let mut e: GpuEvaluator<tf32::Schedule> = evaluator_for(arch, spec.clone(), square);
@@ -370,6 +372,7 @@ fn sixteen_bit_kernels_pass_their_gate_in_every_layout_with_the_simt_fallback() 
         "matmul, bf16, B transposed, relu",
         "batched matmul, f16, A transposed, beta",
         "batched matmul, bf16, B shared",
+        "gemm, bf16, A transposed, alpha, beta, bias, silu",
     ] {
         let (spec, dtype) = parse(text);
         let tolerance = Tolerance::for_matmul(dtype, spec.matmul.precision);

@@ -37,15 +37,20 @@ fn spec(trans: (bool, bool), epilogue: (bool, bool, bool, Option<Activation>)) -
     }
 }
 
-/// The operand loads (4 transpose combinations) and the epilogue (24 combinations) are separate parts of the
+/// The operand loads (4 transpose combinations) and the epilogue (32 combinations) are separate parts of the
 /// template: every epilogue is compiled with both extreme load paths and every load path with both extreme
-/// epilogues, which covers each part's every variant and their interactions at the corners, in 52 compiles per
-/// architecture instead of 96.
+/// epilogues, which covers each part's every variant and their interactions at the corners, in 68 compiles per
+/// architecture instead of 128.
 fn matmul_specs() -> Vec<MatmulSpec> {
     let transposes = [(false, false), (false, true), (true, false), (true, true)];
     let mut epilogues = Vec::new();
     for bits in 0..8u32 {
-        for act in [None, Some(Activation::Relu), Some(Activation::Gelu)] {
+        for act in [
+            None,
+            Some(Activation::Relu),
+            Some(Activation::Gelu),
+            Some(Activation::Silu),
+        ] {
             epilogues.push((bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, act));
         }
     }
@@ -252,15 +257,16 @@ fn every_generated_variant_compiles_without_spills() {
 }
 
 /// The TF32 kernels a build generates (the `mma.sync` one on sm_80, the `wgmma` one as sm_90a on sm_90) in
-/// every layout, plain and with the full epilogue, and every `wgmma` schedule the search can reach in the two
-/// TMA layouts (`NN`, `TT`) and the two `cp.async` ones.
+/// every layout, plain and with the full epilogue (gelu; silu in one layout), and every `wgmma` schedule the
+/// search can reach in the two TMA layouts (`NN`, `TT`) and the two `cp.async` ones.
 #[test]
 fn every_tf32_variant_compiles_without_spills() {
     let started = std::time::Instant::now();
     let transposes = [(false, false), (false, true), (true, false), (true, true)];
-    let (plain, full) = (
+    let (plain, full, silu) = (
         (false, false, false, None),
         (true, true, true, Some(Activation::Gelu)),
+        (true, true, true, Some(Activation::Silu)),
     );
     let tf32 = |t, e| MatmulSpec {
         precision: Precision::Tf32,
@@ -269,7 +275,9 @@ fn every_tf32_variant_compiles_without_spills() {
     let mut jobs: Vec<Job> = Vec::new();
     for arch in ARCHS {
         for t in transposes {
-            for e in [plain, full] {
+            // silu differs from gelu only in the activation: one layout is enough.
+            let silu = (t == (true, false)).then_some(silu);
+            for e in [Some(plain), Some(full), silu].into_iter().flatten() {
                 let spec = tf32(t, e);
                 let c = optiml_build::experts::default_candidate(
                     &optiml_spec::Spec {
@@ -287,8 +295,8 @@ fn every_tf32_variant_compiles_without_spills() {
     let hopper = Arch::specific(9, 0);
     for s in matmul_tf32::Schedule::all() {
         for (i, t) in transposes.into_iter().enumerate() {
-            // Alternate the epilogue so every schedule meets both.
-            let spec = tf32(t, if i % 2 == 0 { plain } else { full });
+            // Alternate the epilogue so every schedule meets each.
+            let spec = tf32(t, [plain, full, plain, silu][i]);
             jobs.push((
                 format!("tf32 {} {spec:?}", s.describe()),
                 s.candidate(&spec),
@@ -299,23 +307,26 @@ fn every_tf32_variant_compiles_without_spills() {
     assert_compiled(&jobs, started);
 }
 
-/// The 16-bit kernels a build generates (the SIMT one as the entry on sm_80, the `wgmma` one with its SIMT
-/// companion as sm_90a on sm_90) for both types in every layout, plain and with the full epilogue, and every
-/// `wgmma` schedule the search can reach, each in one layout, type and epilogue in turn.
+/// The 16-bit kernels a build generates (the `mma.sync` one on sm_80, the `wgmma` one with its SIMT
+/// companion as sm_90a on sm_90) for both types in every layout, plain and with the full epilogue (gelu; silu in
+/// one layout), and every `wgmma` schedule the search can reach, each in one layout, type and epilogue in turn.
 #[test]
 fn every_16_bit_variant_compiles_without_spills() {
     let started = std::time::Instant::now();
     let transposes = [(false, false), (false, true), (true, false), (true, true)];
-    let (plain, full) = (
+    let (plain, full, silu) = (
         (false, false, false, None),
         (true, true, true, Some(Activation::Gelu)),
+        (true, true, true, Some(Activation::Silu)),
     );
     let types = [DType::Bf16, DType::F16];
     let mut jobs: Vec<Job> = Vec::new();
     for arch in ARCHS {
         for dtype in types {
             for t in transposes {
-                for e in [plain, full] {
+                // silu differs from gelu only in the activation: one layout is enough.
+                let silu = (t == (true, false)).then_some(silu);
+                for e in [Some(plain), Some(full), silu].into_iter().flatten() {
                     let c = optiml_build::experts::default_candidate(
                         &optiml_spec::Spec {
                             family: optiml_spec::Family::Matmul(spec(t, e)),
@@ -334,7 +345,7 @@ fn every_16_bit_variant_compiles_without_spills() {
     for (i, s) in matmul16::Schedule::all().into_iter().enumerate() {
         let (t, e, dtype) = (
             transposes[i % 4],
-            if i / 4 % 2 == 0 { plain } else { full },
+            [plain, full, silu][i / 4 % 3],
             types[i / 8 % 2],
         );
         let spec16 = matmul16::Spec16::new(&spec(t, e), dtype).unwrap();

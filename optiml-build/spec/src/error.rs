@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// What the supported spec families look like, appended to "no family" and "unknown word" errors.
-pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu), \
+pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu/silu), \
 batched matmul (\"bmm\", \"batched gemm\", \"batch of matrix products\"), elementwise maps (relu, gelu, silu, \
 sigmoid, tanh; add/mul with a tensor or a scalar, \"y = x * s\")";
 

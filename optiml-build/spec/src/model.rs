@@ -113,6 +113,8 @@ pub enum Activation {
     Relu,
     /// `0.5 · v · (1 + erf(v / √2))`, the exact form.
     Gelu,
+    /// `v · sigmoid(v)` (swish).
+    Silu,
 }
 
 impl Activation {
@@ -121,6 +123,7 @@ impl Activation {
         match self {
             Activation::Relu => "relu",
             Activation::Gelu => "gelu",
+            Activation::Silu => "silu",
         }
     }
 }

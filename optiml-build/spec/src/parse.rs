@@ -582,7 +582,7 @@ impl Draft {
         if let Some(e) = &self.elementwise {
             return Err(SpecError::Ambiguous {
                 what: format!("a matrix product and `{e}`"),
-                hint: "one kernel per spec: a matmul (with an optional relu/gelu epilogue) or an elementwise map".into(),
+                hint: "one kernel per spec: a matmul (with an optional relu/gelu/silu epilogue) or an elementwise map".into(),
             });
         }
         if let Some((_, word)) = self.binary.first() {
@@ -601,10 +601,11 @@ impl Draft {
             [] => None,
             [(UnaryOp::Relu, _)] => Some(Activation::Relu),
             [(UnaryOp::Gelu, _)] => Some(Activation::Gelu),
+            [(UnaryOp::Silu, _)] => Some(Activation::Silu),
             [(_, word)] => {
                 return Err(SpecError::Unsupported {
                     what: format!("`{word}` as a matmul epilogue"),
-                    hint: "matmul epilogues are relu and gelu so far".into(),
+                    hint: "matmul epilogues are relu, gelu and silu so far".into(),
                 });
             }
             [(_, a), (_, b), ..] => {
@@ -959,6 +960,10 @@ mod tests {
         let m = mm("matmul with bias and gelu, f32");
         assert!(m.bias && !m.alpha && !m.beta);
         assert_eq!(m.activation, Some(Activation::Gelu));
+        let m = mm("batched gemm, bf16, C = silu(A·B + bias)");
+        assert!(m.bias && m.batched);
+        assert_eq!(m.activation, Some(Activation::Silu));
+        assert_eq!(mm("matmul with swish").activation, Some(Activation::Silu));
         assert!(mm("C += A·B").beta);
         assert!(mm("gemm, alpha, beta").alpha);
     }
@@ -1069,7 +1074,7 @@ mod tests {
             Err(SpecError::NotForFamily { .. })
         ));
         assert!(matches!(
-            parse("matmul with silu"),
+            parse("matmul with sigmoid"),
             Err(SpecError::Unsupported { .. })
         ));
         assert!(matches!(

@@ -427,11 +427,21 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
                     Lookup::Hit(_) => {}
                     Lookup::Miss => {
                         bad += 1;
+                        let earlier = cache
+                            .earlier_entries(&inputs)
+                            .iter()
+                            .any(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()));
                         eprintln!(
-                            "missing: `{}` ({}:{}) on {arch}",
+                            "missing: `{}` ({}:{}) on {arch}{}",
                             k.name,
                             k.file.display(),
-                            k.line
+                            k.line,
+                            if earlier {
+                                " (an earlier generator's tuned entry is here: `cargo optiml prepare` carries over \
+                                 the variants it compiles to the same machine code)"
+                            } else {
+                                ""
+                            }
                         );
                     }
                     Lookup::Corrupt { reason, .. } => {
@@ -461,6 +471,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         return Ok(true);
     }
 
+    carry_tuned(&cache, &kernels, &archs)?;
     let policy = Policy {
         read: vec![cache.clone()],
         write: cache.clone(),
@@ -495,6 +506,92 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         cache.root.display()
     );
     Ok(true)
+}
+
+/// Carries the tuned variants of earlier generators' entries over to the current keys where the current
+/// generator compiles them to the same machine code ([`crate::migrate`]), one kernel × architecture per core,
+/// before `prepare` generates defaults for what is still missing.
+fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> anyhow::Result<()> {
+    let jobs: Vec<(&scan::FoundKernel, Arch)> = kernels
+        .iter()
+        .flat_map(|k| archs.iter().map(move |&a| (k, a)))
+        .filter(|&(k, arch)| {
+            let inputs = KeyInputs::of(k, arch, &experts::generator_version(&k.spec));
+            matches!(cache.lookup(&inputs), Lookup::Miss)
+                && cache
+                    .earlier_entries(&inputs)
+                    .iter()
+                    .any(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()))
+        })
+        .collect();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let nvrtc = match crate::nvrtc::load() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("warning: tuned entries of an earlier generator are not carried over: {e}");
+            return Ok(());
+        }
+    };
+    eprintln!(
+        "carrying tuned variants over from earlier generators' entries ({} kernel × architecture pairs)",
+        jobs.len()
+    );
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(kernel, arch)) = jobs.get(i) else {
+                        break;
+                    };
+                    let generator = experts::generator_version(&kernel.spec);
+                    let r = crate::migrate::carry_over(nvrtc, cache, kernel, arch, &generator);
+                    if let Ok(mut all) = results.lock() {
+                        all.push((i, r));
+                    }
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(i, _)| *i);
+    let (shape, flag) = (
+        |s: &Option<[u64; 4]>| match s {
+            Some([b, m, n, k]) => format!("{b}×{m}×{n}×{k}"),
+            None => "every shape".into(),
+        },
+        |s: &Option<[u64; 4]>| match s {
+            Some([b, m, n, k]) => format!(" --shape {b}x{m}x{n}x{k}"),
+            None => String::new(),
+        },
+    );
+    for (i, r) in results {
+        let (kernel, arch) = jobs[i];
+        let Some(c) = r? else { continue };
+        eprintln!(
+            "carried over `{}` on {arch}: {} of {} tuned variants (same machine code), from `{}`",
+            kernel.name,
+            c.kept.len(),
+            c.kept.len() + c.dropped.len(),
+            c.from.display()
+        );
+        for (s, why) in &c.dropped {
+            eprintln!(
+                "  left behind: {}: {why}; `cargo optiml tune --kernel {} --arch {arch}{}` tunes it again",
+                shape(s),
+                kernel.name,
+                flag(s)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Folders under `root` (itself included) holding a `Cargo.toml` and a `build.rs` that calls optiml-build.

@@ -461,6 +461,10 @@ impl<S: Family> GpuEvaluator<S> {
     }
 }
 
+/// The file name NVRTC compiles every candidate under. It is part of the machine code (internal symbols are
+/// mangled with it), so [`crate::migrate`] compiles under it too when it compares a tuned kernel byte for byte.
+pub const CANDIDATE_FILE: &str = "optiml_candidate.cu";
+
 /// Compiles a candidate, once per process for a given source and architecture: different kernels and shape
 /// buckets often share a source (the template's defines do not depend on the shape), and a compile costs far more
 /// than a lookup.
@@ -473,7 +477,7 @@ fn build(nvrtc: &'static Nvrtc, candidate: &Candidate, arch: Arch) -> Built {
         return b.map(|shared| Arc::new((candidate.clone(), shared.1.clone())));
     }
     let image_arch = candidate.launch.image_arch(arch);
-    let built = nvrtc::compile(nvrtc, "optiml_candidate.cu", &candidate.source, image_arch)
+    let built = nvrtc::compile(nvrtc, CANDIDATE_FILE, &candidate.source, image_arch)
         .map(|c| Arc::new((candidate.clone(), c)))
         .map_err(|e| format!("compile: {} {}", e.status, first_error(&e.log)));
     if let Ok(mut m) = memo.lock() {

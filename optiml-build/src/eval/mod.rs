@@ -19,7 +19,9 @@ pub mod protocol;
 pub mod worker;
 
 pub use client::{Client, ClientError, WorkerCommand};
-pub use gpu::{EvalSetup, Family, GpuEvaluator, GpuEvaluatorError, Stats, support_source};
+pub use gpu::{
+    CANDIDATE_FILE, EvalSetup, Family, GpuEvaluator, GpuEvaluatorError, Stats, support_source,
+};
 pub use plan::{Distribution, MatmulShape, TestPlan, Tolerance};
 pub use profile::{Counters, find_ncu};
 pub use protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};

@@ -434,6 +434,7 @@ impl Gathered {
             None => v,
             Some(Activation::Relu) => v.max(0.0),
             Some(Activation::Gelu) => 0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2)),
+            Some(Activation::Silu) => v / (1.0 + (-v).exp()),
         };
         (v, mag)
     }
@@ -689,6 +690,13 @@ mod tests {
         assert_eq!(mag0, 8.0 + 5.0 + 0.5);
         let (r1, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 1, 0);
         assert_eq!(r1, 0.0, "relu of 12 - 50 + 0.5");
+        // The same element through silu: v · sigmoid(v), negative inputs give small negative outputs.
+        let s = spec("matmul, f32, A transposed, alpha, beta, bias, silu");
+        let (r0, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 0, 0);
+        assert!((r0 - 13.5 / (1.0 + (-13.5f64).exp())).abs() < 1e-12);
+        let (r1, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 1, 0);
+        let v: f64 = 2.0 * 6.0 - 50.0 + 0.5;
+        assert!(r1 < 0.0 && (r1 - v / (1.0 + (-v).exp())).abs() < 1e-18);
     }
 
     #[test]

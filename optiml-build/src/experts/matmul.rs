@@ -256,6 +256,7 @@ pub(crate) fn spec_macros(spec: &MatmulSpec) -> [(&'static str, i64); 6] {
         None => 0,
         Some(Activation::Relu) => 1,
         Some(Activation::Gelu) => 2,
+        Some(Activation::Silu) => 3,
     };
     [
         ("OPTIML_TRANS_A", spec.trans_a.into()),

@@ -6,6 +6,7 @@ pub mod matmul;
 pub mod matmul16;
 pub mod matmul_tf32;
 
+use crate::search::Tunable;
 use optiml_runtime::{Arch, Launch};
 use optiml_spec::{DType, Family, Precision, Spec, sha256_hex};
 
@@ -36,6 +37,44 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
         Family::Matmul(m) => matmul::Schedule::default_for(arch).candidate(m),
         Family::Elementwise(e) => elementwise::Schedule::default_for(arch).candidate(e),
     }
+}
+
+/// The candidate of `spec` with a schedule a search recorded as JSON (search logs keep schedules that way), read
+/// as the schedule type [`crate::tune`] searches for that spec: the 16-bit `wgmma` kernel's, the TF32 one's, the
+/// fp32 SIMT kernel's or the elementwise map's.
+///
+/// # Errors
+/// The JSON is not a schedule of that type (it was written by another family, or before the type changed).
+pub fn scheduled_candidate(
+    spec: &Spec,
+    schedule: &serde_json::Value,
+) -> Result<Candidate, serde_json::Error> {
+    fn read<S: Tunable + serde::de::DeserializeOwned>(
+        v: &serde_json::Value,
+    ) -> Result<S, serde_json::Error> {
+        let s: S = serde_json::from_value(v.clone())?;
+        if s.is_valid() {
+            Ok(s)
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "`{}` is outside this generator's schedule space",
+                s.describe()
+            )))
+        }
+    }
+    Ok(match &spec.family {
+        Family::Matmul(m) if spec.dtype != DType::F32 => {
+            let spec16 = matmul16::Spec16::new(m, spec.dtype).ok_or_else(|| {
+                serde::de::Error::custom(format!("{} is not a 16-bit type", spec.dtype.name()))
+            })?;
+            read::<matmul16::Schedule>(schedule)?.candidate(&spec16)
+        }
+        Family::Matmul(m) if m.precision == Precision::Tf32 => {
+            read::<matmul_tf32::Schedule>(schedule)?.candidate(m)
+        }
+        Family::Matmul(m) => read::<matmul::Schedule>(schedule)?.candidate(m),
+        Family::Elementwise(e) => read::<elementwise::Schedule>(schedule)?.candidate(e),
+    })
 }
 
 /// The generator's version for `spec`'s family: this crate's version plus a hash of the templates that family's

@@ -160,6 +160,45 @@ pub fn matmul_f16_nt(
     k: usize,
 );
 
+/// A silu (swish) epilogue after a bias, on a batch: the SIMT kernel, and GEMV for matrix-vector shapes.
+#[optiml::kernel("batched gemm, f32, C = silu(A·B + bias)")]
+pub fn bmm_bias_silu(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    bias: &CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// The silu epilogue on the TF32 tensor-core kernels.
+#[optiml::kernel("batched gemm, tf32, C = silu(A·B + bias)")]
+pub fn bmm_tf32_bias_silu(
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    bias: &CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// The silu epilogue on the 16-bit kernels, B stored transposed (an MLP's `x·Wᵀ + b`).
+#[optiml::kernel("batched gemm, bf16, C = silu(A·Bᵀ + bias)")]
+pub fn bmm_bf16_nt_bias_silu(
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    bias: &CudaSlice<f32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
 /// `y = relu(x)`.
 #[optiml::kernel("y = relu(x)")]
 pub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);

@@ -86,6 +86,10 @@ fn gelu(v: f64) -> f64 {
     0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))
 }
 
+fn silu(v: f64) -> f64 {
+    v / (1.0 + (-v).exp())
+}
+
 struct Mm<'a> {
     a: &'a [f32],
     b: &'a [f32],
@@ -390,6 +394,52 @@ fn sixteen_bit_kernels_in_every_layout() {
         });
         let what = format!("bmm_f16_tt_full {batch}x{m}x{n}x{kk}");
         check_above(&what, &down16(&s, &c), &want, F16_TOLERANCE, kk);
+    }
+}
+
+/// `silu(A·B + bias)` in every precision: fp32 (SIMT), TF32 and bf16 (tensor cores), with the matrix-vector
+/// shapes on the GEMV kernels, each at its precision's tolerance.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn silu_epilogue_in_every_precision() {
+    let s = stream();
+    let mut r = rng();
+    let shapes = SHAPES
+        .iter()
+        .chain(&[(2, 300, 1, 64), (1, 1, 513, 200), (4, 256, 512, 1024)]);
+    for (i, &(batch, m, n, kk)) in shapes.enumerate() {
+        let shape = (batch, m, n, kk);
+        let a = random(&mut r, batch * m * kk, i);
+        let b = random(&mut r, batch * kk * n, i + 1);
+        let bias = random(&mut r, n, i + 2);
+        let (da, db, dbias) = (up(&s, &a), up(&s, &b), up(&s, &bias));
+        let want = reference(&Mm {
+            bias: Some(&bias),
+            act: silu,
+            ..Mm::plain(&a, &b, shape)
+        });
+
+        let mut c = poisoned(&s, batch * m * n);
+        k::bmm_bias_silu(&s, &da, &db, &mut c, &dbias, batch, m, n, kk).unwrap();
+        let what = format!("bmm_bias_silu {batch}x{m}x{n}x{kk}");
+        check(&what, &down(&s, &c), &want, 1e-5, kk);
+
+        let mut c = poisoned(&s, batch * m * n);
+        k::bmm_tf32_bias_silu(&s, &da, &db, &mut c, &dbias, batch, m, n, kk).unwrap();
+        let what = format!("bmm_tf32_bias_silu {batch}x{m}x{n}x{kk}");
+        check(&what, &down(&s, &c), &want, 2e-3, kk);
+
+        let ((da, ha), (db, hb)) = (up16::<bf16>(&s, &a), up16::<bf16>(&s, &b));
+        let mut c = poisoned16::<bf16>(&s, batch * m * n);
+        k::bmm_bf16_nt_bias_silu(&s, &da, &db, &mut c, &dbias, batch, m, n, kk).unwrap();
+        let want = reference(&Mm {
+            bias: Some(&bias),
+            tb: true,
+            act: silu,
+            ..Mm::plain(&ha, &hb, shape)
+        });
+        let what = format!("bmm_bf16_nt_bias_silu {batch}x{m}x{n}x{kk}");
+        check(&what, &down16(&s, &c), &want, 4e-3, kk);
     }
 }
 

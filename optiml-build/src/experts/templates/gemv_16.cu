@@ -42,7 +42,7 @@
 // C_old read as 16-bit; otherwise C is never read); v += bias[n]
 // (OPTIML_HAS_BIAS, fp32, 4-byte aligned; n is the column of C: for N == 1
 // that is always bias[0]); v = act(v) (OPTIML_ACT 0 none, 1 relu fmaxf(v, 0),
-// 2 exact gelu 0.5 v (1 + erff(v / sqrt 2))); then rounded once to the 16-bit
+// 2 exact gelu 0.5 v (1 + erff(v / sqrt 2)), 3 silu v sigmoid(v)); then rounded once to the 16-bit
 // type, round to nearest even (overflow gives +-inf, NaN stays NaN).
 // K == 0 gives epilogue(0). NaN / Inf in the operands propagate as in a plain
 // dot product (elements outside the operands are never read).
@@ -185,8 +185,8 @@
 #if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
 #endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 2
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -338,6 +338,10 @@ __device__ __forceinline__ float optiml_g16_act(float v) {
     return fmaxf(v, 0.f);
 #elif OPTIML_ACT == 2
     return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif

@@ -27,7 +27,7 @@
 // Epilogue per element, exactly as optiml_matmul: v = acc; v *= alpha
 // (HAS_ALPHA); v += beta * C_old (HAS_BETA; otherwise C is never read);
 // v += bias[n] (HAS_BIAS; n is the column of C: for N == 1 that is always
-// bias[0]); v = act(v) (OPTIML_ACT 0 none, 1 relu, 2 exact erf gelu).
+// bias[0]); v = act(v) (OPTIML_ACT 0 none, 1 relu, 2 exact erf gelu, 3 silu).
 // Pointers need only 4-byte alignment; 16-byte paths are chosen at run time.
 // K == 0 gives epilogue(0). Deterministic: no atomics, fixed reduction order
 // (the result bits do not depend on the grid size or on scheduling).
@@ -142,8 +142,8 @@
 #define OPTIML_ACT 0
 #endif
 
-#if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -236,6 +236,10 @@ __device__ __forceinline__ float epilogue_act(float v) {
     return fmaxf(v, 0.f);
 #elif OPTIML_ACT == 2
     return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif

@@ -36,7 +36,7 @@
 //   v = fmaf(beta, C_old, v) (OPTIML_HAS_BETA; otherwise C is never read);
 //   v += bias[n] (OPTIML_HAS_BIAS, fp32, 4-byte aligned); v = act(v)
 //   (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact gelu
-//   0.5 v (1 + erff(v / sqrt 2)), the product's formula); then rounded to the
+//   0.5 v (1 + erff(v / sqrt 2)), the product's formula; 3 silu v sigmoid(v)); then rounded to the
 //   16-bit type, round to nearest even (overflow gives +-inf, NaN stays NaN).
 //   K = 0: C = epilogue(0). NaN/Inf inputs propagate as in a plain dot product
 //   (out-of-range operand elements are never read; they enter as +0).
@@ -92,8 +92,8 @@
 #if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
 #endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 2
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 
 // Fixed geometry (the launcher relies on 64 x 64 tiles and 256 threads).
@@ -147,6 +147,10 @@ __device__ __forceinline__ float optiml_s16_act(float v) {
     return fmaxf(v, 0.f);
 #elif OPTIML_ACT == 2
     return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif

@@ -20,8 +20,8 @@
 //   X[z] = X + z * strideX (stride 0 = broadcast that operand)
 // Epilogue per element: v = acc; v *= alpha (HAS_ALPHA); v += beta * C_old
 // (HAS_BETA; otherwise C is never read); v += bias[n] (HAS_BIAS); v = act(v)
-// (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact erf gelu; erfcf would not cancel
-// for v < -5 but spills the 128-register default with NT + full epilogue).
+// (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact erf gelu, 3 silu = v sigmoid(v); erfcf
+// would not cancel for v < -5 but spills the 128-register default with NT + full epilogue).
 // Pointers need only 4-byte alignment; 16-byte paths are chosen at run time.
 //
 // Design (register-blocked SGEMM, exact fp32 FFMA):
@@ -179,8 +179,8 @@
 #if (OPTIML_ASYNC_MODE < 0) || (OPTIML_ASYNC_MODE > 2)
 #error "OPTIML_ASYNC_MODE must be 0, 1 or 2"
 #endif
-#if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -401,6 +401,10 @@ __device__ __forceinline__ float epilogue_act(float v) {
     return fmaxf(v, 0.f);
 #elif OPTIML_ACT == 2
     return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif

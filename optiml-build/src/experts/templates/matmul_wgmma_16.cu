@@ -26,7 +26,7 @@
 //   Epilogue per element (fp32): v = acc; v *= alpha (OPTIML_HAS_ALPHA);
 //   v += beta * C_old (OPTIML_HAS_BETA; else C is never read); v += bias[n]
 //   (OPTIML_HAS_BIAS, bias fp32, 4-byte aligned); v = act(v) (OPTIML_ACT 0
-//   none, 1 relu, 2 gelu 0.5 v erfc(-v / sqrt 2)); rounded to TC (rn).
+//   none, 1 relu, 2 gelu 0.5 v erfc(-v / sqrt 2), 3 silu v sigmoid(v)); rounded to TC (rn).
 //   A and B are read ONLY through the tensor maps (the pointers are kept for
 //   the ABI); the maps must describe the same A, B (host: WGMMA16_NOTES.md):
 //     map of an operand stored R rows x L (L contiguous, R x L row-major):
@@ -176,8 +176,8 @@
 #if OPTIML_DYN_SMEM_BYTES > 232448
 #error "shared memory per block exceeds 227 KB: fewer OPTIML_STAGES"
 #endif
-#if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
 #error "setmaxnreg budget exceeds 64K registers"
@@ -486,6 +486,10 @@ __device__ __forceinline__ float epilogue_act(float v) {
     return gelu_fast(v);
 #elif OPTIML_ACT == 2
     return 0.5f * v * erfcf(-v * 0.70710678f);
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif

@@ -18,7 +18,7 @@
 //   Epilogue per element: v = acc; v *= alpha (OPTIML_HAS_ALPHA); v += beta *
 //   C_old (OPTIML_HAS_BETA; otherwise C is never read); v += bias[n]
 //   (OPTIML_HAS_BIAS); v = act(v) (OPTIML_ACT 0 none, 1 relu, 2 exact gelu
-//   0.5 v erfc(-v / sqrt 2)). Any M, N, K >= 0, any 4-byte alignment; K = 0
+//   0.5 v erfc(-v / sqrt 2), 3 silu v sigmoid(v)). Any M, N, K >= 0, any 4-byte alignment; K = 0
 //   gives C = epilogue(0).
 //   block = OPTIML_THREADS (1-D), dynamic shared memory = OPTIML_DYN_SMEM_BYTES
 //   (raise cudaFuncAttributeMaxDynamicSharedMemorySize to it first).
@@ -253,8 +253,8 @@
 #if OPTIML_EPI != 1 && OPTIML_EPI != 2
 #error "OPTIML_EPI must be 1 or 2"
 #endif
-#if (OPTIML_ACT < 0) || (OPTIML_ACT > 2)
-#error "OPTIML_ACT must be 0 (none), 1 (relu) or 2 (gelu)"
+#if OPTIML_ACT < 0 || OPTIML_ACT > 3
+#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
 #error "setmaxnreg budget exceeds 64K registers"
@@ -812,6 +812,10 @@ __device__ __forceinline__ float epilogue_act(float v) {
     return gelu_fast(v);
 #elif OPTIML_ACT == 2
     return 0.5f * v * erfcf(-v * 0.70710678f);  // exact gelu; erfc keeps it accurate for negative v
+#elif OPTIML_ACT == 3
+    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
+    const float e = expf(-fabsf(v));
+    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
 #else
     return v;
 #endif

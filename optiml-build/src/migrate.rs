@@ -1,0 +1,356 @@
+//! Tuned variants survive a generator change that leaves their machine code alone.
+//!
+//! A cache key holds the generator version (a hash of the family's templates), so any template edit (a new
+//! epilogue branch, a comment) orphans every tuned entry of the family, and the searches that filled them cost
+//! GPU time. What a search measured, though, is machine code. Where the new generator, given the schedule the
+//! search chose (kept in the variant's search log), compiles to the same CUBIN byte for byte and launches it the
+//! same way, the measurement, the gate's verdict and the log still describe exactly what would be stored.
+//! `cargo optiml prepare` carries those variants into the new key; the others are left to the default and to the
+//! next `cargo optiml tune`, and each is reported with the reason.
+//!
+//! The comparison is on the CUBIN, the machine code that was measured. NVRTC produces it deterministically for a
+//! given release, options and file name (the toolchain is part of the key; candidates are always compiled as
+//! [`crate::eval::CANDIDATE_FILE`]), and code the preprocessor drops or a shifted line does not reach it without
+//! `-lineinfo`, which optiml never passes. The PTX is not compared: its virtual register numbering differs between
+//! NVRTC processes for the same source. The carried entry stores this generator's PTX (the JIT form for newer GPUs)
+//! of the same source.
+
+use crate::cache::{Cache, CacheError, Entry, KeyInputs, Lookup, NewVariant, Tuning};
+use crate::experts::{self, Candidate};
+use crate::nvrtc::{self, Compiled, Nvrtc};
+use crate::scan::FoundKernel;
+use crate::search::SearchRecords;
+use optiml_runtime::Arch;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a tuned variant of an earlier entry was not carried over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// The variant has no search log, so its schedule is unknown.
+    NoLog,
+    /// Its log does not parse, or its schedule is not one this generator knows (the schedule type changed).
+    Schedule(String),
+    /// This generator's source for the schedule does not compile.
+    Compile(String),
+    /// This generator compiles the schedule to another CUBIN, or launches it otherwise: it must be tuned again.
+    Changed,
+}
+
+impl fmt::Display for Dropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dropped::NoLog => f.write_str("it has no search log, so its schedule is unknown"),
+            Dropped::Schedule(why) => {
+                write!(f, "its logged schedule is not this generator's ({why})")
+            }
+            Dropped::Compile(why) => write!(f, "this generator's source does not compile ({why})"),
+            Dropped::Changed => {
+                f.write_str("this generator compiles its schedule to different machine code")
+            }
+        }
+    }
+}
+
+/// What [`carry_over`] did for one kernel on one architecture.
+#[derive(Debug)]
+pub struct Carried {
+    /// The earlier entry (left in place; `cargo optiml prepare` removes it as unused).
+    pub from: PathBuf,
+    /// The new entry, when at least one variant was carried over.
+    pub entry: Option<Entry>,
+    /// The shape buckets carried over (`None`: a variant for every shape, as elementwise maps have).
+    pub kept: Vec<Option<[u64; 4]>>,
+    /// The shape buckets left behind, and why.
+    pub dropped: Vec<(Option<[u64; 4]>, Dropped)>,
+}
+
+/// How many times a source is compiled before its CUBIN is declared different. NVRTC's output for one source
+/// depends on what the process compiled before it (its PTX register numbering does, and ptxas' allocation follows
+/// it now and then): measured on a tuned fp32 kernel, the same source gave the stored CUBIN, then another after a
+/// different compile, then the stored one again. Each attempt runs in a different state (other kernels compile
+/// in between on the other threads), so a few attempts find the measured machine code where it is reachable.
+const COMPILE_ATTEMPTS: usize = 4;
+
+/// A variant that passed: this generator's candidate and compiled form, with the earlier tuning and log.
+struct Passed {
+    candidate: Candidate,
+    compiled: Compiled,
+    shape: Option<[u64; 4]>,
+    tuning: Tuning,
+    log: Vec<u8>,
+}
+
+/// Carries the tuned variants of `kernel` on `arch` over from the entry an earlier generator wrote in `cache` to
+/// `generator`'s key, where this generator reproduces their machine code. `None` when there is nothing to do:
+/// the current key already has an entry, or no earlier entry holds a tuned variant.
+///
+/// # Errors
+/// [`CacheError`] when an earlier entry's file cannot be read or the new entry cannot be written.
+pub fn carry_over(
+    nvrtc: &Nvrtc,
+    cache: &Cache,
+    kernel: &FoundKernel,
+    arch: Arch,
+    generator: &str,
+) -> Result<Option<Carried>, CacheError> {
+    let inputs = KeyInputs::of(kernel, arch, generator);
+    if !matches!(cache.lookup(&inputs), Lookup::Miss) {
+        return Ok(None);
+    }
+    let Some(earlier) = cache
+        .earlier_entries(&inputs)
+        .into_iter()
+        .find(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()))
+    else {
+        return Ok(None);
+    };
+    let mut passed = Vec::new();
+    let mut carried = Carried {
+        from: earlier.dir.clone(),
+        entry: None,
+        kept: Vec::new(),
+        dropped: Vec::new(),
+    };
+    // Buckets that chose the same kernel share a source: their compiles are shared.
+    let mut built: HashMap<String, Vec<Compiled>> = HashMap::new();
+    for v in &earlier.manifest.variants {
+        let Some(tuning) = &v.tuning else { continue };
+        match reproduce(nvrtc, kernel, arch, &earlier, v, &mut built)? {
+            Ok((candidate, compiled, log)) => {
+                carried.kept.push(v.shape);
+                passed.push(Passed {
+                    candidate,
+                    compiled,
+                    shape: v.shape,
+                    tuning: Tuning {
+                        log: String::new(),
+                        ..tuning.clone()
+                    },
+                    log,
+                });
+            }
+            Err(why) => carried.dropped.push((v.shape, why)),
+        }
+    }
+    if !passed.is_empty() {
+        let variants: Vec<NewVariant<'_>> = passed
+            .iter()
+            .map(|p| NewVariant {
+                candidate: &p.candidate,
+                compiled: &p.compiled,
+                shape: p.shape,
+                tuning: Some(&p.tuning),
+                log: Some(&p.log),
+            })
+            .collect();
+        carried.entry = Some(cache.store(&inputs, &variants, false)?);
+    }
+    Ok(Some(carried))
+}
+
+/// This generator's form of one tuned variant of `earlier`, when it is the same machine code; the outer error
+/// is an unreadable file, the inner one why the variant stays behind.
+#[allow(clippy::type_complexity)]
+fn reproduce(
+    nvrtc: &Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    earlier: &Entry,
+    v: &crate::cache::VariantRecord,
+    built: &mut HashMap<String, Vec<Compiled>>,
+) -> Result<Result<(Candidate, Compiled, Vec<u8>), Dropped>, CacheError> {
+    let Some(log_name) = v.tuning.as_ref().map(|t| &t.log).filter(|l| !l.is_empty()) else {
+        return Ok(Err(Dropped::NoLog));
+    };
+    let log_path = earlier.file(log_name);
+    let log = crate::fs::read(&log_path)?;
+    let records = match SearchRecords::parse_jsonl(&String::from_utf8_lossy(&log), &log_path) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
+    };
+    let candidate = match experts::scheduled_candidate(&kernel.spec, &records.summary.best_schedule)
+    {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
+    };
+    if candidate.launch != v.launch {
+        return Ok(Err(Dropped::Changed));
+    }
+    let old = crate::fs::read(&earlier.file(&format!("{}.cubin", v.stem)))?;
+    let tried = built.entry(candidate.source.clone()).or_default();
+    while !tried.iter().any(|c| c.cubin == old) && tried.len() < COMPILE_ATTEMPTS {
+        match nvrtc::compile(
+            nvrtc,
+            crate::eval::CANDIDATE_FILE,
+            &candidate.source,
+            candidate.launch.image_arch(arch),
+        ) {
+            Ok(c) => tried.push(c),
+            Err(e) => {
+                let first = e.log.lines().find(|l| l.contains("error")).unwrap_or("");
+                return Ok(Err(Dropped::Compile(format!("{} {first}", e.status))));
+            }
+        }
+    }
+    Ok(match tried.iter().find(|c| c.cubin == old) {
+        Some(same) => Ok((candidate, same.clone(), log)),
+        None => Err(Dropped::Changed),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Lookup;
+    use crate::experts::elementwise::Schedule;
+    use crate::search::{
+        self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome, Signals,
+    };
+    use optiml_spec::Family;
+
+    /// Times a schedule by its block size: the largest block wins, so the winner is not the default.
+    struct ByThreads;
+
+    impl Evaluator<Schedule> for ByThreads {
+        fn evaluate(&mut self, s: &Schedule) -> Outcome {
+            Outcome::Measured(Measurement {
+                time_ms: 1.0 / f64::from(s.threads),
+                ..Measurement::default()
+            })
+        }
+    }
+
+    fn kernels(root: &std::path::Path) -> Vec<FoundKernel> {
+        let src = root.join("lib.rs");
+        std::fs::write(
+            &src,
+            "#[optiml::kernel(\"y = relu(x)\")]\npub fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n\
+             #[optiml::kernel(\"y = gelu(x)\")]\npub fn g(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n",
+        )
+        .unwrap();
+        crate::scan::scan(&[src]).unwrap().unique_kernels()
+    }
+
+    /// A search's winner for `kernel`, its log, and the tuning record an earlier generator stored.
+    fn searched(kernel: &FoundKernel, arch: Arch) -> (Schedule, Vec<u8>, Tuning) {
+        let root = Schedule::default_for(arch);
+        let space: Vec<Schedule> = Schedule::all().into_iter().filter(|s| *s != root).collect();
+        let config = Config {
+            budget: 100,
+            ..Config::default()
+        };
+        let log =
+            search::exhaustive(&config, &DeterministicJudge, root, &space, &mut ByThreads).unwrap();
+        assert_ne!(log.best, root);
+        let header = Header {
+            kernel: kernel.name.clone(),
+            spec: kernel.spec.canonical(),
+            arch: arch.to_string(),
+            device: "test".into(),
+            shape: "n=1024".into(),
+            method: Method::Exhaustive,
+            seed: None,
+            config: search::config_value(&config),
+            started_at: String::new(),
+            signals: Signals::Derived,
+        };
+        let jsonl = search::records(&header, &log, 0.0)
+            .and_then(|r| r.to_jsonl())
+            .unwrap()
+            .into_bytes();
+        let tuning = Tuning {
+            method: "exhaustive".into(),
+            device: "test".into(),
+            date: "2026-11-30T00:00:00Z".into(),
+            measurement: log.best_measurement,
+            default_measurement: log.steps[0].outcome.measured().copied().unwrap(),
+            evaluations: log.evaluations,
+            path: Vec::new(),
+            log: String::new(),
+        };
+        (log.best, jsonl, tuning)
+    }
+
+    #[test]
+    fn a_variant_with_the_same_machine_code_is_carried_over_and_one_without_stays_behind() {
+        let nvrtc = crate::nvrtc::load().expect("NVRTC (the tests need it: scripts/nvrtc.sh)");
+        let dir = std::env::temp_dir().join(format!("optiml-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cache = Cache::new(dir.join(".optiml"));
+        let arch = Arch::new(9, 0);
+        let found = kernels(&dir);
+        let (relu, gelu) = (&found[0], &found[1]);
+        let compile = |c: &Candidate| {
+            nvrtc::compile(nvrtc, crate::eval::CANDIDATE_FILE, &c.source, arch).unwrap()
+        };
+        let candidate = |k: &FoundKernel, s: Schedule| match &k.spec.family {
+            Family::Elementwise(e) => s.candidate(e),
+            other => panic!("{other:?}"),
+        };
+        let earlier = "optiml-build 0.0.0 templates 0000000000000000";
+        // relu: what the earlier generator stored is what this one compiles the winner to.
+        // gelu: the stored CUBIN is not (another kernel's, as after a template change that alters the code).
+        for (k, cubin_of) in [(relu, relu), (gelu, relu)] {
+            let (best, log, tuning) = searched(k, arch);
+            let c = candidate(k, best);
+            let compiled = compile(&candidate(cubin_of, best));
+            let variant = NewVariant {
+                candidate: &c,
+                compiled: &compiled,
+                shape: None,
+                tuning: Some(&tuning),
+                log: Some(&log),
+            };
+            cache
+                .store(&KeyInputs::of(k, arch, earlier), &[variant], false)
+                .unwrap();
+        }
+
+        let current = |k: &FoundKernel| experts::generator_version(&k.spec);
+        let carried = carry_over(nvrtc, &cache, relu, arch, &current(relu))
+            .unwrap()
+            .expect("an earlier tuned entry");
+        assert_eq!(
+            (carried.kept.as_slice(), carried.dropped.len()),
+            (&[None][..], 0)
+        );
+        let Lookup::Hit(entry) = cache.lookup(&KeyInputs::of(relu, arch, &current(relu))) else {
+            panic!("the carried entry does not verify");
+        };
+        let v = &entry.manifest.variants[0];
+        let earlier_entries = cache.earlier_entries(&KeyInputs::of(relu, arch, &current(relu)));
+        let earlier_entry = &earlier_entries[0];
+        let was = &earlier_entry.manifest.variants[0];
+        // The measurement, the log and the machine code are the earlier entry's.
+        assert_eq!(
+            v.tuning.as_ref().unwrap().measurement,
+            was.tuning.as_ref().unwrap().measurement
+        );
+        let read = |e: &Entry, name: &str| std::fs::read(e.file(name)).unwrap();
+        assert_eq!(read(&entry, "v0.cubin"), read(earlier_entry, "v0.cubin"));
+        assert_eq!(
+            read(&entry, &v.tuning.as_ref().unwrap().log),
+            read(earlier_entry, &was.tuning.as_ref().unwrap().log)
+        );
+        // Nothing left to do once the entry exists.
+        assert!(
+            carry_over(nvrtc, &cache, relu, arch, &current(relu))
+                .unwrap()
+                .is_none()
+        );
+
+        let stayed = carry_over(nvrtc, &cache, gelu, arch, &current(gelu))
+            .unwrap()
+            .expect("an earlier tuned entry");
+        assert!(stayed.kept.is_empty() && stayed.entry.is_none());
+        assert_eq!(stayed.dropped, [(None, Dropped::Changed)]);
+        assert!(matches!(
+            cache.lookup(&KeyInputs::of(gelu, arch, &current(gelu))),
+            Lookup::Miss
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
