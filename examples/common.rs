@@ -317,15 +317,15 @@ pub fn check_sampled<T: Copy + Into<f64>>(
 }
 
 /// [`check_sampled`] for the row-major product `C[z] = op(A[z])·op(B[z])` of packed matrices laid out as `shape`
-/// says, with `gelu(C + bias)` (exact, erf) applied when `bias_gelu` is given: the float64 reference from the
+/// says, with `act(C + bias)` applied when `epilogue = (bias, act)` is given: the float64 reference from the
 /// very values the kernel read (f32, or 16-bit read exactly), with the magnitude Σ|a·b| + |bias|, which bounds
-/// |reference| too.
+/// |reference| too (the activations here grow no faster than their argument).
 ///
 /// # Errors
 /// As [`check_sampled`].
 pub fn check_matmul<T: Copy + Into<f64>>(
     shape: GemmShape,
-    (a, b, bias_gelu): (&[T], &[T], Option<&[f32]>),
+    (a, b, epilogue): (&[T], &[T], Option<(&[f32], fn(f64) -> f64)>),
     out: &[T],
     samples: usize,
     tol: f64,
@@ -351,13 +351,23 @@ pub fn check_matmul<T: Copy + Into<f64>>(
             acc += p;
             mag += p.abs();
         }
-        if let Some(bias) = bias_gelu {
+        if let Some((bias, act)) = epilogue {
             acc += f64::from(bias[j]);
             mag += f64::from(bias[j]).abs();
-            acc = 0.5 * acc * (1.0 + libm::erf(acc / std::f64::consts::SQRT_2));
+            acc = act(acc);
         }
         (acc, mag)
     })
+}
+
+/// Exact (erf) GELU in float64.
+pub fn gelu(v: f64) -> f64 {
+    0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))
+}
+
+/// SiLU (swish), `v · sigmoid(v)`, in float64.
+pub fn silu(v: f64) -> f64 {
+    v / (1.0 + (-v).exp())
 }
 
 /// ‖x − y‖₂ / ‖y‖₂ in float64: how far a result is from a baseline's.

@@ -16,8 +16,8 @@ use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml::half::{bf16, f16};
 use optiml_examples::{
     BoxError, GemmShape, Half, Stats, arg_value, check_matmul, copy_bandwidth, cublas_gemm16,
-    describe, geomean, gpu_or_explain, poisoned16, random, random16, rel_diff, show_geomean,
-    time_pair, today,
+    describe, gelu, geomean, gpu_or_explain, poisoned16, random, random16, rel_diff, show_geomean,
+    silu, time_pair, today,
 };
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -58,6 +58,18 @@ fn gemm_bf16_tn(
 /// `C = gelu(A·B + bias)`, the epilogue fused (the bias stays fp32).
 #[optiml::kernel("matmul with bias and gelu, bf16")]
 fn gemm_bf16_bias_gelu(
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    bias: &CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+);
+
+/// `C = silu(A·B + bias)`, the epilogue fused (the bias stays fp32).
+#[optiml::kernel("matmul with bias and silu, bf16")]
+fn gemm_bf16_bias_silu(
     a: &CudaSlice<bf16>,
     b: &CudaSlice<bf16>,
     c: &mut CudaSlice<bf16>,
@@ -146,6 +158,7 @@ enum Kernel {
     Bf16Tn,
     Bf16Bmm,
     Bf16BiasGelu,
+    Bf16BiasSilu,
     F16,
     F16Bmm,
     F16Nt,
@@ -159,6 +172,7 @@ impl Kernel {
             Kernel::Bf16Tn => "gemm_bf16_tn",
             Kernel::Bf16Bmm => "bmm_bf16",
             Kernel::Bf16BiasGelu => "gemm_bf16_bias_gelu",
+            Kernel::Bf16BiasSilu => "gemm_bf16_bias_silu",
             Kernel::F16 => "gemm_f16",
             Kernel::F16Bmm => "bmm_f16",
             Kernel::F16Nt => "gemm_f16_nt",
@@ -176,9 +190,14 @@ impl Kernel {
     fn trans_b(self) -> bool {
         matches!(self, Kernel::Bf16Nt | Kernel::F16Nt)
     }
-    /// The fused bias + gelu epilogue (cuBLAS runs the plain product).
-    fn epilogue(self) -> bool {
-        self == Kernel::Bf16BiasGelu
+    /// The fused bias + activation epilogue, by name and as the reference applies it (cuBLAS runs the plain
+    /// product).
+    fn epilogue(self) -> Option<(&'static str, fn(f64) -> f64)> {
+        match self {
+            Kernel::Bf16BiasGelu => Some(("gelu", gelu)),
+            Kernel::Bf16BiasSilu => Some(("silu", silu)),
+            _ => None,
+        }
     }
 }
 
@@ -251,6 +270,7 @@ const SWEEP: &[Case] = &[
     case("B transposed", Kernel::Bf16Nt, 1, 4096, 4096, 4096),
     case("A transposed", Kernel::Bf16Tn, 1, 4096, 4096, 4096),
     case("bias + gelu", Kernel::Bf16BiasGelu, 1, 4096, 4096, 4096),
+    case("bias + silu", Kernel::Bf16BiasSilu, 1, 4096, 4096, 4096),
     // Memory-bound: judged against the copy bandwidth measured in the same run.
     case("matrix × vector", Kernel::Bf16, 1, 8192, 1, 8192),
     case("square", Kernel::F16, 1, 4096, 4096, 4096),
@@ -260,7 +280,7 @@ const SWEEP: &[Case] = &[
 
 const METHOD: &str = "CUDA events on one stream, 5 warm-up runs each, then 30 rounds timing one optiml and one cuBLAS \
     run, alternating which goes first (medians); the same inputs for both: uniform [-1, 1) rounded to the 16-bit \
-    type on the host, the gelu bias fp32; cuBLAS through cudarc: cublasGemmStridedBatchedEx (batch 1 for one \
+    type on the host, the epilogue's bias fp32; cuBLAS through cudarc: cublasGemmStridedBatchedEx (batch 1 for one \
     matrix) with 16-bit A, B and C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, default math mode; every optiml \
     output checked for NaN (the buffer is poisoned first) and 2048 sampled elements against float64 dot products \
     of the 16-bit inputs within 8e-3 (bf16) / 1e-3 (fp16) of their terms' magnitude (twice the one rounding of \
@@ -297,7 +317,7 @@ impl Row {
             "case": c.label, "kernel": c.kernel.name(), "dtype": c.kernel.dtype().name(),
             "batch": c.batch, "m": c.m, "n": c.n, "k": c.k,
             "trans_a": c.kernel.trans_a(), "trans_b": c.kernel.trans_b(),
-            "epilogue": c.kernel.epilogue().then_some("bias + gelu (fused; cuBLAS runs the plain gemm)"),
+            "epilogue": c.kernel.epilogue().map(|(act, _)| format!("bias + {act} (fused; cuBLAS runs the plain gemm)")),
             "tolerance": c.kernel.dtype().tolerance(),
         });
         let extra = match &self.outcome {
@@ -483,7 +503,7 @@ fn matmul_table(md: &mut String, dtype: &str, rows: &[&Row], geomean: Option<f64
                 m.cublas.cell(),
                 tflops(&c, &m.cublas),
                 ratio(m),
-                if c.kernel.epilogue() {
+                if c.kernel.epilogue().is_some() {
                     " (cuBLAS without the epilogue)"
                 } else {
                     ""
@@ -574,6 +594,11 @@ fn run(stream: &Arc<CudaStream>, blas: &CudaBlas, c: &Case) -> Result<Measured, 
                 stream, &x.a, &x.b, out, &x.bias, m, n, k,
             )?)
         }),
+        Kernel::Bf16BiasSilu => measure(stream, blas, c, |x: &Inputs<bf16>, out| {
+            Ok(gemm_bf16_bias_silu(
+                stream, &x.a, &x.b, out, &x.bias, m, n, k,
+            )?)
+        }),
         Kernel::F16 => measure(stream, blas, c, |x: &Inputs<f16>, out| {
             Ok(gemm_f16(stream, &x.a, &x.b, out, m, n, k)?)
         }),
@@ -615,7 +640,7 @@ where
         bias: stream.clone_htod(&bias)?,
     };
     let (shape, tol) = (c.gemm_shape(), c.kernel.dtype().tolerance());
-    let epilogue = c.kernel.epilogue().then_some(bias.as_slice());
+    let epilogue = c.kernel.epilogue().map(|(_, act)| (bias.as_slice(), act));
 
     let mut dc = poisoned16::<T>(stream, batch * m * n)?;
     launch(&inputs, &mut dc)?;

@@ -487,9 +487,10 @@ __device__ __forceinline__ float epilogue_act(float v) {
 #elif OPTIML_ACT == 2
     return 0.5f * v * erfcf(-v * 0.70710678f);
 #elif OPTIML_ACT == 3
-    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
-    const float e = expf(-fabsf(v));
-    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
+    // silu = v / (1 + exp(-v)) with the fast exponential and division (ex2.approx, rcp.approx: ~1e-6 relative,
+    // far inside a tensor-core kernel's tolerance). With expf and an IEEE division the H200's bf16 4096^3
+    // bias + silu kernel took 0.239 ms against 0.190 ms with gelu. exp(-v) = inf (v < -88) gives -0, the limit.
+    return __fdividef(v, 1.f + __expf(-v));
 #else
     return v;
 #endif
