@@ -316,6 +316,9 @@ pub fn check_sampled<T: Copy + Into<f64>>(
     Ok(worst)
 }
 
+/// A fused epilogue as the reference applies it: the bias added to every row, then the activation.
+pub type Epilogue<'a> = (&'a [f32], fn(f64) -> f64);
+
 /// [`check_sampled`] for the row-major product `C[z] = op(A[z])·op(B[z])` of packed matrices laid out as `shape`
 /// says, with `act(C + bias)` applied when `epilogue = (bias, act)` is given: the float64 reference from the
 /// very values the kernel read (f32, or 16-bit read exactly), with the magnitude Σ|a·b| + |bias|, which bounds
@@ -325,7 +328,7 @@ pub fn check_sampled<T: Copy + Into<f64>>(
 /// As [`check_sampled`].
 pub fn check_matmul<T: Copy + Into<f64>>(
     shape: GemmShape,
-    (a, b, epilogue): (&[T], &[T], Option<(&[f32], fn(f64) -> f64)>),
+    (a, b, epilogue): (&[T], &[T], Option<Epilogue<'_>>),
     out: &[T],
     samples: usize,
     tol: f64,

@@ -150,6 +150,9 @@ impl Dtype {
     }
 }
 
+/// An activation as the float64 reference applies it.
+type Activation = fn(f64) -> f64;
+
 /// Which declared kernel a row runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
@@ -192,7 +195,7 @@ impl Kernel {
     }
     /// The fused bias + activation epilogue, by name and as the reference applies it (cuBLAS runs the plain
     /// product).
-    fn epilogue(self) -> Option<(&'static str, fn(f64) -> f64)> {
+    fn epilogue(self) -> Option<(&'static str, Activation)> {
         match self {
             Kernel::Bf16BiasGelu => Some(("gelu", gelu)),
             Kernel::Bf16BiasSilu => Some(("silu", silu)),
