@@ -2,7 +2,7 @@
 
 use optiml::cudarc::driver::CudaSlice;
 
-#[optiml::kernel("matmul with silu")]
+#[optiml::kernel("matmul with tanh")]
 pub fn mm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
 
 fn main() {}

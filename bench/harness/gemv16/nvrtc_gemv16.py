@@ -67,7 +67,9 @@ def ptx_props(ptx, defs, arch):
     e = entry_ptx(ptx, KERNEL)
     if e is None:
         return ["no .entry optiml_gemv"]
-    load = defs.get("OPTIML_G16_LOAD", 0)
+    load = defs.get("OPTIML_G16_LOAD", 2)
+    if load == 2 and int(re.sub(r"\D", "", arch)) < 80:
+        load = 0  # the template falls back to ld.global.nc below sm_80
     v4 = {0: r"ld\.global\.nc\.v4\.(u32|b32)", 1: r"ld\.global\.cs\.v4\.(u32|b32)",
           2: r"ld\.global\.nc\.L1::no_allocate\.L2::256B\.v4\.(u32|b32)"}[load]
     if not re.search(v4, e):
@@ -133,7 +135,7 @@ def build_jobs():
         ex.append((tn + " template defaults", {"OPTIML_DTYPE": dt}, ["-default-device"], "sm_90"))
         ex.append((tn + " relu", dict(LAUNCHER, OPTIML_DTYPE=dt, OPTIML_ACT=1, OPTIML_TRANS_A=1), ["-default-device"],
                    "sm_90"))
-        for k, v in (("OPTIML_G16_LOAD", 1), ("OPTIML_G16_LOAD", 2), ("OPTIML_G16_UNROLL", 1),
+        for k, v in (("OPTIML_G16_LOAD", 0), ("OPTIML_G16_LOAD", 1), ("OPTIML_G16_UNROLL", 1),
                      ("OPTIML_G16_UNROLL", 2), ("OPTIML_G16_UNROLL", 8), ("OPTIML_GEMV_COL_TX", 16),
                      ("OPTIML_GEMV_COL_TX", 32), ("OPTIML_GEMV_THREADS", 128), ("OPTIML_GEMV_THREADS", 256),
                      ("OPTIML_GEMV_THREADS", 1024), ("OPTIML_G16_SROWS", 16), ("OPTIML_G16_SROWS", 8)):

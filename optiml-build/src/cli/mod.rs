@@ -576,7 +576,12 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
         let (kernel, arch) = jobs[i];
         let Some(c) = r? else { continue };
         eprintln!(
-            "carried over `{}` on {arch}: {} of {} tuned variants (same machine code), from `{}`",
+            "{} `{}` on {arch}: {} of {} tuned variants compile to the same machine code, from `{}`",
+            if c.kept.is_empty() {
+                "nothing carried over for"
+            } else {
+                "carried over"
+            },
             kernel.name,
             c.kept.len(),
             c.kept.len() + c.dropped.len(),
