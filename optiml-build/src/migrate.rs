@@ -8,12 +8,13 @@
 //! `cargo optiml prepare` carries those variants into the new key; the others are left to the default and to the
 //! next `cargo optiml tune`, and each is reported with the reason.
 //!
-//! The comparison is on the CUBIN, the machine code that was measured. NVRTC produces it deterministically for a
-//! given release, options and file name (the toolchain is part of the key; candidates are always compiled as
-//! [`crate::eval::CANDIDATE_FILE`]), and code the preprocessor drops or a shifted line does not reach it without
-//! `-lineinfo`, which optiml never passes. The PTX is not compared: its virtual register numbering differs between
-//! NVRTC processes for the same source. The carried entry stores this generator's PTX (the JIT form for newer GPUs)
-//! of the same source.
+//! The comparison is on the CUBIN, the machine code that was measured. It follows from the source, the NVRTC
+//! release and options (the toolchain is part of the key) and the file name (candidates are always compiled as
+//! [`crate::eval::CANDIDATE_FILE`]); code the preprocessor drops, or a shifted line, does not reach it without
+//! `-lineinfo`, which optiml never passes. Now and then it also follows from what the process compiled before,
+//! hence up to four compiles per source. The PTX is not compared: its virtual register numbering varies that
+//! way far more often. The carried entry stores this generator's PTX (the JIT form for newer GPUs) of the same
+//! source.
 
 use crate::cache::{Cache, CacheError, Entry, KeyInputs, Lookup, NewVariant, Tuning};
 use crate::experts::{self, Candidate};
