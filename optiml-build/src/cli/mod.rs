@@ -37,8 +37,9 @@ pub struct Optiml {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Generate every kernel of the workspace for each architecture into the committed cache, so that builds on
-    /// machines without a GPU or NVRTC take them from there. Removes entries no kernel needs any more (only
-    /// folders named like entries). With --check, change nothing: exit 1 if an entry is missing or damaged.
+    /// machines without a GPU or NVRTC take them from there. Tuned variants of an earlier generator's entries are
+    /// carried over where this generator compiles them to the same CUBIN. Removes entries no kernel needs any more
+    /// (only folders named like entries). With --check, change nothing: exit 1 if an entry is missing or damaged.
     Prepare(Prepare),
     /// List the transformations the search applies to a matmul schedule: name, the bottleneck it addresses, the
     /// speed-up it claims, and why it should help.
