@@ -83,6 +83,15 @@ struct Passed {
     log: Vec<u8>,
 }
 
+/// The entry an earlier generator wrote in `cache` for `inputs`' kernel and architecture that holds the most tuned
+/// variants, if any holds one: what [`carry_over`] carries from.
+pub fn earlier_tuned(cache: &Cache, inputs: &KeyInputs) -> Option<Entry> {
+    cache
+        .earlier_entries(inputs)
+        .into_iter()
+        .find(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()))
+}
+
 /// Carries the tuned variants of `kernel` on `arch` over from the entry an earlier generator wrote in `cache` to
 /// `generator`'s key, where this generator reproduces their machine code. `None` when there is nothing to do:
 /// the current key already has an entry, or no earlier entry holds a tuned variant.
@@ -100,11 +109,7 @@ pub fn carry_over(
     if !matches!(cache.lookup(&inputs), Lookup::Miss) {
         return Ok(None);
     }
-    let Some(earlier) = cache
-        .earlier_entries(&inputs)
-        .into_iter()
-        .find(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()))
-    else {
+    let Some(earlier) = earlier_tuned(cache, &inputs) else {
         return Ok(None);
     };
     let mut passed = Vec::new();

@@ -428,10 +428,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
                     Lookup::Hit(_) => {}
                     Lookup::Miss => {
                         bad += 1;
-                        let earlier = cache
-                            .earlier_entries(&inputs)
-                            .iter()
-                            .any(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()));
+                        let earlier = crate::migrate::earlier_tuned(&cache, &inputs).is_some();
                         eprintln!(
                             "missing: `{}` ({}:{}) on {arch}{}",
                             k.name,
@@ -513,32 +510,23 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
 /// generator compiles them to the same machine code ([`crate::migrate`]), one kernel × architecture per core,
 /// before `prepare` generates defaults for what is still missing.
 fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> anyhow::Result<()> {
+    // Only misses can be carried over to; `carry_over` finds (and verifies) the earlier entry itself.
     let jobs: Vec<(&scan::FoundKernel, Arch)> = kernels
         .iter()
         .flat_map(|k| archs.iter().map(move |&a| (k, a)))
         .filter(|&(k, arch)| {
             let inputs = KeyInputs::of(k, arch, &experts::generator_version(&k.spec));
             matches!(cache.lookup(&inputs), Lookup::Miss)
-                && cache
-                    .earlier_entries(&inputs)
-                    .iter()
-                    .any(|e| e.manifest.variants.iter().any(|v| v.tuning.is_some()))
         })
         .collect();
     if jobs.is_empty() {
         return Ok(());
     }
-    let nvrtc = match crate::nvrtc::load() {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("warning: tuned entries of an earlier generator are not carried over: {e}");
-            return Ok(());
-        }
+    // Without NVRTC nothing can be compared; generating the misses then fails with the error that says how to
+    // fix it.
+    let Ok(nvrtc) = crate::nvrtc::load() else {
+        return Ok(());
     };
-    eprintln!(
-        "carrying tuned variants over from earlier generators' entries ({} kernel × architecture pairs)",
-        jobs.len()
-    );
     let next = std::sync::atomic::AtomicUsize::new(0);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
