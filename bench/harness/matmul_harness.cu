@@ -28,7 +28,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
-#include "../../optiml-build/src/experts/templates/matmul_f32.cu"
+#include "../../optiml-build/src/families/matmul/cuda/matmul_f32.cu"
 
 #ifndef HARNESS_NAME
 #define HARNESS_NAME "unnamed"

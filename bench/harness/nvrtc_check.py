@@ -23,7 +23,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TEMPLATES = os.path.join(ROOT, "optiml-build", "src", "experts", "templates")
+FAMILIES = os.path.join(ROOT, "optiml-build", "src", "families")
+MATMUL_CUDA = os.path.join(FAMILIES, "matmul", "cuda")
+ELEMENTWISE_CUDA = os.path.join(FAMILIES, "elementwise", "cuda")
 DEFAULT_LIB = os.path.join(ROOT, ".tools", "nvrtc", "nvidia", "cu13", "lib", "libnvrtc.so.13")
 
 ARCHS = ["sm_80", "sm_90"]
@@ -191,8 +193,8 @@ def main():
 
     nv = Nvrtc(lib)
     print("NVRTC %d.%d, archs %s, %d workers" % (nv.version + (",".join(archs), args.jobs)))
-    mm_src = open(os.path.join(TEMPLATES, "matmul_f32.cu")).read()
-    ew_src = open(os.path.join(TEMPLATES, "elementwise_f32.cu")).read()
+    mm_src = open(os.path.join(MATMUL_CUDA, "matmul_f32.cu")).read()
+    ew_src = open(os.path.join(ELEMENTWISE_CUDA, "elementwise_f32.cu")).read()
 
     base = ["--std=c++17", "--ptxas-options=-v"]
     dd = ["-default-device"]

@@ -1,5 +1,5 @@
 // Standalone correctness + performance harness for the optiml TF32
-// tensor-core matmul template (optiml-build/src/experts/templates/matmul_tf32.cu).
+// tensor-core matmul template (optiml-build/src/families/matmul/cuda/matmul_tf32.cu).
 //
 // One binary per kernel configuration: the OPTIML_* macros are passed with -D
 // on the nvcc command line (see run_tf32.sh), exactly as the Rust side will
@@ -55,7 +55,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
-#include "../../optiml-build/src/experts/templates/matmul_tf32.cu"
+#include "../../optiml-build/src/families/matmul/cuda/matmul_tf32.cu"
 
 #ifndef HARNESS_NAME
 #define HARNESS_NAME "unnamed"

@@ -3,7 +3,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import nvrtc_check as nc
 LIB = os.environ.get("OPTIML_NVRTC", os.path.join(HERE, "../../.tools/nvrtc/nvidia/cu13/lib/libnvrtc.so.13"))
-SRC = open(os.path.join(HERE, "../../optiml-build/src/experts/templates/matmul_tf32.cu")).read()
+SRC = open(os.path.join(HERE, "../../optiml-build/src/families/matmul/cuda/matmul_tf32.cu")).read()
 
 # name: (BM, BN, BK, WM, WN, STAGES, extra)
 # OLD: the original scheme (64-bit LDS fragments, barrier at the top of the

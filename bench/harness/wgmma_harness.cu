@@ -1,5 +1,5 @@
 // Standalone correctness + performance harness for the wgmma TF32 prototype
-// (optiml-build/src/experts/templates/matmul_wgmma_tf32.cu). One binary per kernel configuration: the
+// (optiml-build/src/families/matmul/cuda/matmul_wgmma_tf32.cu). One binary per kernel configuration: the
 // OPTIML_* macros come from -D on the nvcc command line (run_wgmma.sh).
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v
@@ -46,7 +46,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
-#include "../../optiml-build/src/experts/templates/matmul_wgmma_tf32.cu"
+#include "../../optiml-build/src/families/matmul/cuda/matmul_wgmma_tf32.cu"
 
 #ifndef HARNESS_NAME
 #define HARNESS_NAME "unnamed"

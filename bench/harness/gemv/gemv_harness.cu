@@ -35,7 +35,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
-#include "gemv_f32.cu"
+#include "../../../optiml-build/src/families/matmul/cuda/gemv_f32.cu"  // the product template
 #include "gemv_launch.h"
 
 #ifndef HARNESS_NAME

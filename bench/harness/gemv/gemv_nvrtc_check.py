@@ -62,7 +62,7 @@ def main():
     lib = os.environ.get("NVRTC_LIB", DEFAULT_LIB)
     nv = Nvrtc(lib)
     print("NVRTC %d.%d, %d workers" % (nv.version + (args.jobs,)))
-    src = open(os.path.join(HERE, "gemv_f32.cu")).read()
+    src = open(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda/gemv_f32.cu")).read()  # the product template
     base = ["--std=c++17", "--ptxas-options=-v"]
     specs = []
     for name, flags in read_configs():

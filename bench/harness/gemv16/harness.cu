@@ -124,7 +124,7 @@ static inline float h_from16(uint16_t u) { return OPTIML_DTYPE == 0 ? h_bf16_to_
 #include <cuda_runtime.h>
 #endif
 
-#include "gemv_16.cu"  // optiml-build/src/experts/templates (-I)
+#include "gemv_16.cu"  // optiml-build/src/families/matmul/cuda (-I)
 
 struct Grid {
     unsigned x, y, z;

@@ -8,7 +8,7 @@
 # code (nvrtc_gemv16.py does that) or behaviour (run_emu.sh does that).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-TPL="$(cd "$HERE/../../../optiml-build/src/experts/templates" && pwd)"
+TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
 TMP="$(mktemp -d)"
 sed -E "s/optiml_gemv<<<([^>]*)>>>/(cuda_launch_cfg(\1), optiml_gemv)/" "$HERE/harness.cu" > "$TMP/h.cpp"
 n_launch=$(grep -c "cuda_launch_cfg(" "$TMP/h.cpp")

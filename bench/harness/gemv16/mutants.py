@@ -20,7 +20,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/experts/templates"))
+TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda"))
 SAN = "-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined".split()
 LAUNCHER = ["-DOPTIML_GEMV_THREADS=512", "-DOPTIML_GEMV_COL_TX=8"]
 NN = ["-DOPTIML_DTYPE=0", "-DOPTIML_TRANS_A=0", "-DOPTIML_TRANS_B=0"]

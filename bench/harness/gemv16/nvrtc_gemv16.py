@@ -42,7 +42,7 @@ sys.dont_write_bytecode = True  # no __pycache__ next to nvrtc_check.py
 sys.path.insert(0, os.path.join(HERE, ".."))
 import nvrtc_check as nc  # noqa: E402
 
-TPL = os.path.join(HERE, "../../../optiml-build/src/experts/templates")
+TPL = os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda")
 KERNEL = "optiml_gemv"
 LAUNCHER = {"OPTIML_GEMV_THREADS": 512, "OPTIML_GEMV_COL_TX": 8}
 FULL_EPI = {"OPTIML_HAS_ALPHA": 1, "OPTIML_HAS_BETA": 1, "OPTIML_HAS_BIAS": 1, "OPTIML_ACT": 2}

@@ -20,7 +20,7 @@
 # checks of the timed outputs) and the sanitizer (if run) was clean; 1 otherwise.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-TPL="$(cd "$HERE/../../../optiml-build/src/experts/templates" && pwd)"
+TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 SANBIN="$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")"
 OUTDIR="${OUT:-/tmp/gemv16_out}"

@@ -9,7 +9,7 @@
 # About 50 s per config per core.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-TPL="$(cd "$HERE/../../../optiml-build/src/experts/templates" && pwd)"
+TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gemv16_emu.XXXXXX")"
 JOBS="${JOBS:-$(nproc)}"
 SAN="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"

@@ -4,7 +4,7 @@
 // configs.txt):
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=[sm_80,compute_80] -Xptxas -v
-//        -I optiml-build/src/experts/templates <-D...> -DHARNESS_NAME='"bf16_nn"'
+//        -I optiml-build/src/families/matmul/cuda <-D...> -DHARNESS_NAME='"bf16_nn"'
 //        bench/harness/mma16/harness.cu -lcublas -o h
 //   ./h [--no-timing] [--small] [--tight] [--seed N]
 //     --no-timing  correctness only
@@ -120,7 +120,7 @@ static inline float h_from16(uint16_t u) { return OPTIML_DTYPE == 0 ? h_bf16_to_
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #endif
-#include "matmul_mma_16.cu"  // optiml-build/src/experts/templates (-I)
+#include "matmul_mma_16.cu"  // optiml-build/src/families/matmul/cuda (-I)
 
 #ifndef HARNESS_EMU
 #define CK(x)                                                                               \

@@ -11,7 +11,7 @@ import os, re, subprocess, sys, tempfile, shutil
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/experts/templates"))
+TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda"))
 SRC = open(os.path.join(TPL, "matmul_mma_16.cu")).read()
 FULL = "-DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"
 CONFIGS = [("bf16_nn_full", "-DOPTIML_DTYPE=0 " + FULL), ("fp16_tt_full", "-DOPTIML_DTYPE=1 -DOPTIML_TRANS_A=1 -DOPTIML_TRANS_B=1 " + FULL)]

@@ -44,7 +44,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(HERE, ".."))
 import nvrtc_check as nc  # noqa: E402
 
-TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/experts/templates"))
+TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda"))
 FULL = {"OPTIML_HAS_ALPHA": 1, "OPTIML_HAS_BETA": 1, "OPTIML_HAS_BIAS": 1, "OPTIML_ACT": 2}
 TILES = {  # name: (BM, BN, BK, WM, WN, STAGES)
     "128x128x32 s4": (128, 128, 32, 64, 64, 4),

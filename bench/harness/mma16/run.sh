@@ -22,7 +22,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-TPL="$(cd "$HERE/../../../optiml-build/src/experts/templates" && pwd)"
+TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
 CUOBJDUMP="$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")"
 SANBIN="$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")"
 OUTDIR="${OUT:-/tmp/mma16_out}"

@@ -15,7 +15,7 @@
 #   JOBS=N (default nproc) parallel runs
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-TPL="$(cd "$HERE/../../../optiml-build/src/experts/templates" && pwd)"
+TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
 BIN="$(mktemp -d)"
 OPT="-O2"
 [ "${SAN:-0}" = 1 ] && OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"

@@ -131,7 +131,7 @@ static inline float h_from16(uint16_t u) { return OPTIML_DTYPE == 0 ? h_bf16_to_
 #else
 #include <cuda_runtime.h>
 #endif
-#include "matmul16_simt.cu"  // optiml-build/src/experts/templates (-I)
+#include "matmul16_simt.cu"  // optiml-build/src/families/matmul/cuda (-I)
 
 #ifndef HARNESS_EMU
 #define CK(x)                                                                               \

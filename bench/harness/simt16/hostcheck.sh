@@ -8,7 +8,7 @@ set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TMP="$(mktemp -d)"
 sed -E 's/<<<[^>]*>>>//' "$HERE/harness.cu" > "$TMP/h.cpp"
-cp "$HERE/../../../optiml-build/src/experts/templates/matmul16_simt.cu" "$TMP/"
+cp "$HERE/../../../optiml-build/src/families/matmul/cuda/matmul16_simt.cu" "$TMP/"
 fails=0
 while IFS='|' read -r name mode flags desc; do
   name=$(echo "$name" | xargs); [ -z "$name" ] && continue; case "$name" in \#*) continue;; esac

@@ -122,7 +122,7 @@ def main():
     ptx_out = sys.argv[sys.argv.index("--ptx-out") + 1] if "--ptx-out" in sys.argv else None
     lib = os.environ.get("NVRTC_LIB", nc.DEFAULT_LIB)
     nc._worker_init(lib)
-    src = open(os.path.join(HERE, "../../../optiml-build/src/experts/templates", "matmul16_simt.cu")).read()
+    src = open(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda", "matmul16_simt.cu")).read()
     jobs, extras = build_jobs()
     print("NVRTC %d.%d, kernel %s" % (nc._NV.version + (KERNEL,)))
     print("full = alpha + beta + bias + gelu(erff); none = plain product; all with -default-device unless 'no-dd'")

@@ -24,7 +24,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-TPL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/experts/templates" && pwd)"  # the product templates the harness includes
+TPL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/families/matmul/cuda" && pwd)"  # the product templates the harness includes
 CUOBJDUMP="$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")"
 SANBIN="$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")"
 OUTDIR="${OUT:-/tmp/simt16_out}"

@@ -7,7 +7,7 @@ set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TMP="$(mktemp -d)"
 sed -E 's/<<<[^>]*>>>//' "$HERE/wgmma16_harness.cu" > "$TMP/h.cpp"
-cp "$HERE/../../../optiml-build/src/experts/templates/matmul_wgmma_16.cu" "$TMP/"
+cp "$HERE/../../../optiml-build/src/families/matmul/cuda/matmul_wgmma_16.cu" "$TMP/"
 fails=0
 while IFS='|' read -r name mode flags desc; do
   name=$(echo "$name" | xargs); [ -z "$name" ] && continue; case "$name" in \#*) continue;; esac

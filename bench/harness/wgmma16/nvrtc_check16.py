@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import nvrtc_check as nc  # the project's ctypes NVRTC driver (bench/harness/nvrtc_check.py)
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 LIB = os.environ.get("NVRTC_LIB", os.path.join(ROOT, ".tools/nvrtc/nvidia/cu13/lib/libnvrtc.so.13"))
-SRC = open(os.path.join(ROOT, "optiml-build/src/experts/templates/matmul_wgmma_16.cu")).read()
+SRC = open(os.path.join(ROOT, "optiml-build/src/families/matmul/cuda/matmul_wgmma_16.cu")).read()
 OUTD = os.environ.get("OUTD", "/tmp/wgmma16_nvrtc")
 NVDISASM = os.environ.get("NVDISASM") or shutil.which("nvdisasm") or "/tmp/nvd/x/nvidia/cu13/bin/nvdisasm"
 

@@ -17,7 +17,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-TPL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/experts/templates" && pwd)"  # the product templates the harness includes
+TPL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/families/matmul/cuda" && pwd)"  # the product templates the harness includes
 CUOBJDUMP="$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")"
 OUTDIR="${OUT:-/tmp/wgmma16_out}"
 mkdir -p "$OUTDIR"

@@ -45,7 +45,7 @@
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
 
-#include "matmul_wgmma_16.cu"  // optiml-build/src/experts/templates (-I)
+#include "matmul_wgmma_16.cu"  // optiml-build/src/families/matmul/cuda (-I)
 
 #ifndef HARNESS_NAME
 #define HARNESS_NAME "unnamed"

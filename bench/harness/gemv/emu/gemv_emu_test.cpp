@@ -9,7 +9,7 @@
 //  * the early exit for non-GEMV shapes writes nothing
 // Build: see run_emu.sh (one binary per config of ../gemv_configs.txt).
 #include "cuda_emu.h"
-#include "../gemv_f32.cu"
+#include "../../../../optiml-build/src/families/matmul/cuda/gemv_f32.cu"  // the product template
 #include "../gemv_launch.h"
 
 #include <cstdint>

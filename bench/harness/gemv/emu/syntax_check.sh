@@ -6,8 +6,10 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TMP="$(mktemp -d /tmp/gemv_syntax.XXXXXX)"
-sed -E 's/([A-Za-z_][A-Za-z0-9_]*)<<<(.*)>>>\(/(emu_cfg(\2), \1)(/' "$HERE/../gemv_harness.cu" > "$TMP/gemv_harness_host.cpp"
-cp "$HERE/../gemv_f32.cu" "$HERE/../gemv_launch.h" "$TMP/"
+TPL="$HERE/../../../../optiml-build/src/families/matmul/cuda"  # the product template the harness includes
+sed -E -e 's/([A-Za-z_][A-Za-z0-9_]*)<<<(.*)>>>\(/(emu_cfg(\2), \1)(/' \
+    -e 's#^\#include ".*/gemv_f32\.cu".*#\#include "gemv_f32.cu"#' "$HERE/../gemv_harness.cu" > "$TMP/gemv_harness_host.cpp"
+cp "$TPL/gemv_f32.cu" "$HERE/../gemv_launch.h" "$TMP/"
 fails=0
 while read -r name flags; do
   [[ -z "$name" || "$name" == \#* ]] && continue

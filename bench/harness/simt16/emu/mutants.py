@@ -52,7 +52,7 @@ MUTANTS = [
 
 
 def main():
-    src = open(os.path.join(HERE, "../../../optiml-build/src/experts/templates", "matmul16_simt.cu")).read()
+    src = open(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda", "matmul16_simt.cu")).read()
     bad = 0
     for name, old, new, flags, tight in MUTANTS:
         if old and src.count(old) < 1:

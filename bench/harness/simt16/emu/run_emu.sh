@@ -26,7 +26,7 @@ for c in "${cfgs[@]}"; do
   name="${c%%|*}"; flags="${c#*|}"
   # shellcheck disable=SC2086
   if ! g++ -std=c++17 $SAN -pthread -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DHARNESS_EMU \
-       $flags -DHARNESS_NAME="\"$name\"" -I "$HERE" -I "$HERE/../../../optiml-build/src/experts/templates" -x c++ "$HERE/harness.cu" -o "$BIN/$name" > "$BIN/$name.build" 2>&1; then
+       $flags -DHARNESS_NAME="\"$name\"" -I "$HERE" -I "$HERE/../../../optiml-build/src/families/matmul/cuda" -x c++ "$HERE/harness.cu" -o "$BIN/$name" > "$BIN/$name.build" 2>&1; then
     echo "$name: BUILD FAILED"; cat "$BIN/$name.build"; status=1; continue
   fi
   w=$(grep -c "warning" "$BIN/$name.build")

@@ -9,8 +9,8 @@ TMP="$(mktemp -d)"
 for f in simt2_harness.cu simt2.cu product_tu.cu; do
   sed -E 's/<<<[^>]*>>>//; s/asm volatile\((.*)\);/(void)0;/' "$HERE/$f" > "$TMP/$f"
 done
-sed -E 's/asm volatile\((.*)\);/(void)0;/' "$HERE/../../../optiml-build/src/experts/templates/matmul_f32.cu" > "$TMP/matmul_f32.cu"
-sed -i 's#../../../optiml-build/src/experts/templates/matmul_f32.cu#matmul_f32.cu#' "$TMP/product_tu.cu"
+sed -E 's/asm volatile\((.*)\);/(void)0;/' "$HERE/../../../../optiml-build/src/families/matmul/cuda/matmul_f32.cu" > "$TMP/matmul_f32.cu"
+sed -i 's#../../../../optiml-build/src/families/matmul/cuda/matmul_f32.cu#matmul_f32.cu#' "$TMP/product_tu.cu"
 fails=0
 while IFS='|' read -r name mode flags desc; do
   name=$(echo "$name" | xargs); [ -z "$name" ] && continue; case "$name" in \#*) continue;; esac

@@ -1,7 +1,7 @@
 // simt2: next-generation prototype of optiml's fp32 SIMT SGEMM (exact FFMA,
 // no tensor cores), NN layout first. Not part of the product (yet).
 //
-// Same ABI as optiml-build/src/experts/templates/matmul_f32.cu:
+// Same ABI as optiml-build/src/families/matmul/cuda/matmul_f32.cu:
 //   extern "C" __global__ void optiml_matmul(A, B, C, bias, batch, M, N, K,
 //                                            strideA, strideB, strideC,
 //                                            alpha, beta)

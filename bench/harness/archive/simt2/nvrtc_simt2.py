@@ -3,11 +3,11 @@
 for sm_90 (ptxas -v), report registers / spills / stack / smem, and (when an
 nvdisasm is found) disassemble the cubin and count FFMA / LDS / LDGSTS / BAR
 per kernel and in the main loop (the basic block holding the most FFMAs).
-Usage: python3 bench/harness/simt2/nvrtc_simt2.py [--sass-dir DIR] [name ...]
+Usage: python3 bench/harness/archive/simt2/nvrtc_simt2.py [--sass-dir DIR] [name ...]
 Exit 1 on a compile error or any spill."""
 import os, re, subprocess, sys, glob, collections
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))  # bench/harness/nvrtc_check.py
 import nvrtc_check as nc
 
 def configs():

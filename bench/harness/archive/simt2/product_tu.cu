@@ -11,7 +11,7 @@
 #define OPTIML_MIN_BLOCKS 1
 #endif
 #define optiml_matmul product_matmul
-#include "../../../optiml-build/src/experts/templates/matmul_f32.cu"
+#include "../../../../optiml-build/src/families/matmul/cuda/matmul_f32.cu"
 #undef optiml_matmul
 #include <cuda_runtime.h>
 

@@ -2,7 +2,7 @@
 # Build and run the simt2 SGEMM prototype for every config of configs.txt,
 # next to the product template (product_tu.cu) and cuBLAS, in one process each.
 #
-#   OUT=$OUT bash bench/harness/simt2/run_simt2.sh        # from the repository root
+#   OUT=$OUT bash bench/harness/archive/simt2/run_simt2.sh        # from the repository root
 #
 # Env: OUT (default /tmp/simt2_out), NVCC, CONFIGS="name ..." (subset),
 #      QUICK=1 (correctness only), SEED, ROUNDS (timing rounds, default 10),
