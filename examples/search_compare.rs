@@ -4,7 +4,7 @@
 //! its walks from the seed).
 //!
 //! ```text
-//! cargo run --release -p optiml-examples --example search_compare -- --out bench/results/search [--seeds 5] [--budget 32]
+//! cargo run --release -p optiml-examples --example search_compare -- --out DIR [--seeds 5] [--budget 32]
 //!     [--specs bmm-16x1024,small-k] [--exhaustive bmm-16x1024,small-k] [--reference bmm-16x1024=0.7677]
 //!     [--backup mean|max]
 //! ```
@@ -16,13 +16,12 @@
 //! time found against evaluations) into `--out`.
 
 use optiml_build::analyze::{Convergence, convergence_svg};
-use optiml_build::eval::{
-    EvalSetup, GpuEvaluator, MatmulShape, TestPlan, TimingPlan, WorkerCommand,
-};
-use optiml_build::experts::matmul::Schedule;
+use optiml_build::eval::{EvalSetup, GpuEvaluator, TimingPlan, WorkerCommand};
+use optiml_build::families::matmul::simt_f32::Schedule;
+use optiml_build::families::matmul::{MatmulShape, test_plan};
 use optiml_build::search::{
     self, Backup, Config, DeterministicJudge, Header, Method, Replay, RoutedProposer, Search,
-    SearchLog, Signals, matmul_catalog,
+    SearchLog, Signals, Tunable,
 };
 use optiml_spec::Family;
 use serde_json::json;
@@ -171,7 +170,7 @@ fn evals_to_within(c: &Convergence, target: f64) -> Option<usize> {
 /// rejections and their reasons are only there).
 #[allow(clippy::too_many_arguments)]
 fn curve(
-    log: &SearchLog,
+    log: &SearchLog<Schedule>,
     name: &str,
     spec: &str,
     shape: MatmulShape,
@@ -321,7 +320,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let records = search::read_jsonl(path)?;
     let landscape: Replay<Schedule> = Replay::new(&records, 0)?;
     let (root, reference) = (landscape.root(), landscape.best_ms());
-    let (judge, catalog) = (DeterministicJudge, matmul_catalog());
+    let (judge, catalog) = (DeterministicJudge, Schedule::catalog());
     let proposer = RoutedProposer::new(catalog.clone());
     let config = Config {
         budget: args.budget,
@@ -375,7 +374,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
 
 fn main() -> Result<(), BoxError> {
     // This executable is also the evaluation worker.
-    optiml_build::eval::worker::serve_if_requested();
+    optiml_build::serve_worker_if_requested();
     let args = args()?;
     std::fs::create_dir_all(&args.out)?;
     if let Some(path) = &args.render {
@@ -389,7 +388,7 @@ fn main() -> Result<(), BoxError> {
     let arch = optiml::runtime::probe::arch_of(&ctx)?;
     drop(ctx);
     let judge = DeterministicJudge;
-    let catalog = matmul_catalog();
+    let catalog = Schedule::catalog();
     let proposer = RoutedProposer::new(catalog.clone());
     let root = Schedule::default_for(arch);
     // The exhaustive landscape is the 1638 tilings without split-K: the shapes compared here fill the GPU
@@ -412,11 +411,11 @@ fn main() -> Result<(), BoxError> {
             return Err(format!("{text} is not a matmul").into());
         };
         let shape = shape.fit(&spec);
-        let mut e = GpuEvaluator::new(
+        let mut e = GpuEvaluator::<Schedule>::new(
             nvrtc,
             EvalSetup {
                 name: name.into(),
-                plan: TestPlan::for_matmul(&spec, &[]),
+                plan: test_plan(&spec, &[]),
                 spec: spec.clone(),
                 arch,
                 dispatch: shape,

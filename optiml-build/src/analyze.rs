@@ -9,7 +9,8 @@
 //!
 //! The figures are hand-written SVG: a few polylines do not justify a plotting dependency in a build crate.
 
-use crate::search::{Bottleneck, Measurement, Method, SearchRecords, StepRecord, claimed_gain};
+use crate::families;
+use crate::search::{Bottleneck, Measurement, Method, SearchRecords, StepRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
@@ -152,6 +153,8 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
         Ok((step, *m))
     };
     let (root, default) = measured(nodes[0])?;
+    // The log's schedules name the kernel, and so the catalog, the search walked.
+    let catalog = families::catalog_of(&records.summary.best_schedule);
     let mut path = Vec::new();
     for pair in nodes.windows(2) {
         let (parent, before) = measured(pair[0])?;
@@ -159,7 +162,7 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
         let transform = step.transform.clone().unwrap_or_else(|| "?".into());
         path.push(PathStep {
             node: step.node,
-            claimed_gain: claimed_gain(&transform),
+            claimed_gain: catalog.as_ref().and_then(|c| c.claimed_gain(&transform)),
             transform,
             parent_bottleneck: parent.bottleneck,
             before,
@@ -866,7 +869,7 @@ pub fn convergence_svg(series: &[Convergence], title: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::experts::matmul::Schedule;
+    use crate::families::matmul::simt_f32::Schedule;
     use crate::search::{
         Config, Header, Outcome, SearchLog, Signals, Step, Verdict, config_value, records,
     };
@@ -902,7 +905,7 @@ pub(crate) mod tests {
         schedule: Schedule,
         outcome: Outcome,
         evaluations: usize,
-    ) -> Step {
+    ) -> Step<Schedule> {
         let bottleneck = match &outcome {
             Outcome::Measured(m) => Some(Bottleneck::classify(m, 7.5)),
             Outcome::Rejected(_) => None,
@@ -925,7 +928,7 @@ pub(crate) mod tests {
     const SPILL: &str = "ptxas: 96 bytes spilled <lmem> & more\nsecond line";
 
     /// Default → deepen-k-tile (faster) → grow-thread-tile (fastest), with two rejections and a reused node.
-    pub(crate) fn search_log() -> SearchLog {
+    pub(crate) fn search_log() -> SearchLog<Schedule> {
         let s0 = schedule(64, 64, 8, 4, 4);
         let s1 = schedule(64, 64, 16, 4, 4);
         let s2 = schedule(64, 64, 16, 8, 4);
@@ -1024,7 +1027,7 @@ pub(crate) mod tests {
         let first = &a.path[0];
         assert_eq!(first.parent_bottleneck, Some(Bottleneck::Memory));
         assert_eq!((first.before.time_ms, first.after.time_ms), (2.0, 1.5));
-        let claimed = crate::search::matmul_catalog()
+        let claimed = <Schedule as crate::search::Tunable>::catalog()
             .into_iter()
             .find(|t| t.name == "deepen-k-tile")
             .map(|t| t.claimed_gain);

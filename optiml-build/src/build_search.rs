@@ -9,7 +9,7 @@ use crate::eval::{TimingPlan, WorkerCommand};
 use crate::scan::FoundKernel;
 use crate::search::{Config, Method};
 use crate::tune::{self, TuneOptions};
-use crate::{experts, nvrtc};
+use crate::{families, nvrtc};
 use optiml_runtime::probe;
 use optiml_spec::env;
 use std::time::{Duration, Instant};
@@ -77,7 +77,14 @@ pub(crate) fn run(
                 continue;
             }
         };
-        let shapes = tune::targets(kernel, &ks, None);
+        let family = families::of(&kernel.spec);
+        let shapes = match family.targets(&kernel.spec, &ks, None) {
+            Ok(t) => t,
+            Err(e) => {
+                notes.push(format!("`{}`: not searched: {e}", kernel.name));
+                continue;
+            }
+        };
         let per_shape = share / shapes.len() as f64;
         let options = TuneOptions {
             method: settings.search.method.unwrap_or(Method::Mcts),
@@ -97,8 +104,16 @@ pub(crate) fn run(
         };
         let started = Instant::now();
         let mut buckets = Vec::new();
-        for &target in &shapes {
-            match tune::tune(nvrtc, kernel, arch, target, &ks, &options, &mut |_| {}) {
+        for target in &shapes {
+            let request = tune::Request {
+                nvrtc,
+                kernel,
+                arch,
+                target,
+                settings: &ks,
+                options: &options,
+            };
+            match family.tune(&request, &mut |_| {}) {
                 Ok(b) => buckets.push(b),
                 Err(e) => notes.push(format!(
                     "`{}`: search failed, the default stays: {e}",
@@ -109,7 +124,7 @@ pub(crate) fn run(
         if buckets.len() != shapes.len() {
             continue;
         }
-        let generator = experts::generator_version(&kernel.spec);
+        let generator = families::generator_version(&kernel.spec);
         match tune::store(cache, kernel, arch, &generator, &buckets, &[]) {
             Ok(entry) => {
                 resolved[i].entry = entry;

@@ -681,7 +681,7 @@ mod tests {
             Arch::new(9, 0),
             "test-gen",
         );
-        let candidate = crate::experts::default_candidate(&spec, Arch::new(9, 0));
+        let candidate = crate::families::default_candidate(&spec, Arch::new(9, 0));
         let compiled = Compiled {
             ptx: ".version 9.0\n.target sm_90\n".into(),
             cubin: vec![0x7f, b'E', b'L', b'F', 1, 2, 3, 4],

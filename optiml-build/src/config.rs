@@ -16,9 +16,8 @@
 //! tolerance = { rel_l2 = 1e-5, scaled_abs = 1e-5 }
 //! ```
 
-use crate::eval::{MatmulShape, Tolerance};
+use crate::eval::Tolerance;
 use crate::search::{Config, Method};
-use crate::tune::KernelSettings;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -150,11 +149,13 @@ impl Settings {
         let Some(k) = self.kernels.get(name) else {
             return Ok(KernelSettings::default());
         };
-        let parse = |list: &[String]| -> Result<Vec<MatmulShape>, String> {
+        let parse = |list: &[String]| -> Result<Vec<Dims>, String> {
             list.iter()
                 .map(|s| {
-                    parse_shape(s).ok_or_else(|| {
-                        format!("kernels.{name}: `{s}` is not a shape like 16x1024x1024x1024 (batch x m x n x k)")
+                    parse_dims(s).ok_or_else(|| {
+                        format!(
+                            "kernels.{name}: `{s}` is not a shape like 16x1024x1024x1024 (sizes joined by `x`)"
+                        )
                     })
                 })
                 .collect()
@@ -167,17 +168,36 @@ impl Settings {
     }
 }
 
-/// `BxMxNxK` (or `MxNxK`, batch 1).
-pub fn parse_shape(text: &str) -> Option<MatmulShape> {
+/// What a user may say per kernel (`[package.metadata.optiml.kernels.<name>]` or `optiml.toml`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelSettings {
+    /// Shapes to tune for (one variant each); empty means the family's default.
+    pub shapes: Vec<Dims>,
+    /// Extra shapes the gate checks element by element.
+    pub test_shapes: Vec<Dims>,
+    /// A tolerance replacing the precision's default.
+    pub tolerance: Option<Tolerance>,
+}
+
+/// A problem size as written (`256x1024x1024x1024`): the kernel's family says what each number is (a matmul
+/// reads `batch x m x n x k` or `m x n x k`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Dims(pub Vec<usize>);
+
+impl std::fmt::Display for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(usize::to_string).collect();
+        f.write_str(&parts.join("x"))
+    }
+}
+
+/// Sizes joined by `x` (`16x1024x1024x1024`, `64x64x8`); `None` unless every one is a whole number.
+pub fn parse_dims(text: &str) -> Option<Dims> {
     let dims: Vec<usize> = text
         .split(['x', 'X', '×'])
         .map(|d| d.trim().parse().ok())
         .collect::<Option<_>>()?;
-    match dims[..] {
-        [batch, m, n, k] => Some(MatmulShape { batch, m, n, k }),
-        [m, n, k] => Some(MatmulShape { batch: 1, m, n, k }),
-        _ => None,
-    }
+    Some(Dims(dims))
 }
 
 fn read(path: &Path) -> Result<String, ConfigError> {
@@ -211,16 +231,11 @@ mod tests {
         assert_eq!(s.search_config().budget, 64);
         assert_eq!(s.search.method, Some(Method::Random));
         let k = s.kernel("bmm").unwrap();
-        assert_eq!(k.shapes[0].batch, 256);
         assert_eq!(
-            k.shapes[1],
-            MatmulShape {
-                batch: 1,
-                m: 64,
-                n: 64,
-                k: 8
-            }
+            k.shapes,
+            [Dims(vec![256, 1024, 1024, 1024]), Dims(vec![64, 64, 8])]
         );
+        assert_eq!(k.shapes[1].to_string(), "64x64x8");
         assert_eq!(s.kernel("other").unwrap(), KernelSettings::default());
         // optiml.toml wins over the metadata table.
         std::fs::write(d.join("optiml.toml"), "[search]\nbudget = 8\n").unwrap();

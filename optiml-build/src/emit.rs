@@ -13,7 +13,6 @@
 use crate::engine::Resolved;
 use crate::fs::{self, FsError};
 use crate::scan::FoundKernel;
-use optiml_runtime::{Kernel16, Launch, Wgmma16};
 use std::path::{Path, PathBuf};
 
 /// Writes the generated file of each kernel (`kernels` holds distinct ids); returns the paths written.
@@ -55,7 +54,7 @@ pub fn emit(
                     a.specific,
                     cubin.display().to_string(),
                     ptx.display().to_string(),
-                    launch(&v.launch),
+                    v.launch.rust_expr(),
                     v.shape,
                 ));
             }
@@ -75,68 +74,4 @@ pub fn emit(
         written.push(path);
     }
     Ok(written)
-}
-
-fn launch(l: &Launch) -> String {
-    match *l {
-        Launch::Matmul {
-            bm,
-            bn,
-            threads,
-            smem_bytes,
-            split_k,
-        } => format!(
-            "::optiml::runtime::Launch::Matmul {{ bm: {bm}, bn: {bn}, threads: {threads}, smem_bytes: {smem_bytes}, \
-             split_k: {split_k} }}"
-        ),
-        Launch::Wgmma {
-            tile_m,
-            tile_n,
-            threads,
-            smem_bytes,
-            tma_rows,
-            tma_a_kmajor,
-            tma_p_kmajor,
-        } => format!(
-            "::optiml::runtime::Launch::Wgmma {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
-             smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
-             tma_p_kmajor: {tma_p_kmajor} }}"
-        ),
-        Launch::Matmul16 { elem, kernel } => {
-            let kernel = match kernel {
-                Kernel16::Simt => "::optiml::runtime::Kernel16::Simt".to_string(),
-                Kernel16::Mma {
-                    bm,
-                    bn,
-                    threads,
-                    smem_bytes,
-                } => format!(
-                    "::optiml::runtime::Kernel16::Mma {{ bm: {bm}, bn: {bn}, threads: {threads}, \
-                     smem_bytes: {smem_bytes} }}"
-                ),
-                Kernel16::Wgmma(Wgmma16 {
-                    tile_m,
-                    tile_n,
-                    threads,
-                    smem_bytes,
-                    trans_a,
-                    trans_b,
-                }) => format!(
-                    "::optiml::runtime::Kernel16::Wgmma(::optiml::runtime::Wgmma16 {{ tile_m: {tile_m}, \
-                     tile_n: {tile_n}, threads: {threads}, smem_bytes: {smem_bytes}, trans_a: {trans_a}, \
-                     trans_b: {trans_b} }})"
-                ),
-            };
-            format!(
-                "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, kernel: {kernel} }}"
-            )
-        }
-        Launch::Elementwise {
-            threads,
-            per_thread,
-            blocks_per_sm,
-        } => format!(
-            "::optiml::runtime::Launch::Elementwise {{ threads: {threads}, per_thread: {per_thread}, blocks_per_sm: {blocks_per_sm} }}"
-        ),
-    }
 }

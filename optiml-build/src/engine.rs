@@ -3,7 +3,7 @@
 
 use crate::cache::{Cache, Entry, KeyInputs, Lookup, NewVariant};
 use crate::error::{Error, Miss};
-use crate::experts;
+use crate::families;
 use crate::nvrtc;
 use crate::scan::FoundKernel;
 use optiml_runtime::Arch;
@@ -58,7 +58,7 @@ pub fn resolve(
     let mut done = Vec::new();
     let mut todo = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
-        let generator = experts::generator_version(&kernel.spec);
+        let generator = families::generator_version(&kernel.spec);
         for &arch in archs {
             let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found: Option<Resolved> = None;
@@ -174,7 +174,7 @@ fn generate(
     nvrtc: &nvrtc::Nvrtc,
     cache: &Cache,
 ) -> Result<Resolved, Error> {
-    let candidate = experts::default_candidate(&kernel.spec, arch);
+    let candidate = families::default_candidate(&kernel.spec, arch);
     let compiled = nvrtc::compile(
         nvrtc,
         &format!("{}_{arch}.cu", kernel.name),
@@ -223,9 +223,9 @@ mod tests {
         let inputs = KeyInputs::of(
             &kernels[0],
             arch,
-            &experts::generator_version(&kernels[0].spec),
+            &families::generator_version(&kernels[0].spec),
         );
-        let candidate = experts::default_candidate(&kernels[0].spec, arch);
+        let candidate = families::default_candidate(&kernels[0].spec, arch);
         let compiled = nvrtc::Compiled {
             ptx: ".version 9.0\n".into(),
             cubin: vec![1, 2, 3],

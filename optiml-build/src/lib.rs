@@ -43,6 +43,7 @@ pub mod engine;
 mod error;
 pub mod eval;
 pub mod experts;
+pub mod families;
 pub mod fs;
 pub mod migrate;
 pub mod nvrtc;
@@ -52,6 +53,7 @@ pub mod targets;
 pub mod tune;
 
 pub use error::{Error, Miss};
+pub use families::serve_worker_if_requested;
 pub use optiml_runtime::Arch;
 pub use targets::DEFAULT_ARCHS;
 
@@ -150,7 +152,7 @@ impl Builder {
     /// [`Error::Emit`] when files cannot be written. Each error's [`help`](Error::help) names the fix.
     pub fn compile(&self) -> Result<Report, Error> {
         // A build script re-executed as the search's evaluation worker serves and exits here.
-        eval::worker::serve_if_requested();
+        families::serve_worker_if_requested();
         let manifest_dir = env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).ok_or(
             Error::NotInBuildScript {
                 var: "CARGO_MANIFEST_DIR",

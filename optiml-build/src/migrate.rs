@@ -17,7 +17,8 @@
 //! source.
 
 use crate::cache::{Cache, CacheError, Entry, KeyInputs, Lookup, NewVariant, Tuning};
-use crate::experts::{self, Candidate};
+use crate::experts::Candidate;
+use crate::families;
 use crate::nvrtc::{self, Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::SearchRecords;
@@ -176,11 +177,11 @@ fn reproduce(
         Ok(r) => r,
         Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
     };
-    let candidate = match experts::scheduled_candidate(&kernel.spec, &records.summary.best_schedule)
-    {
-        Ok(c) => c,
-        Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
-    };
+    let candidate =
+        match families::scheduled_candidate(&kernel.spec, &records.summary.best_schedule) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
+        };
     if candidate.launch != v.launch {
         return Ok(Err(Dropped::Changed));
     }
@@ -210,7 +211,7 @@ fn reproduce(
 mod tests {
     use super::*;
     use crate::cache::Lookup;
-    use crate::experts::elementwise::Schedule;
+    use crate::families::elementwise::Schedule;
     use crate::search::{
         self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome, Signals,
     };
@@ -315,7 +316,7 @@ mod tests {
                 .unwrap();
         }
 
-        let current = |k: &FoundKernel| experts::generator_version(&k.spec);
+        let current = |k: &FoundKernel| families::generator_version(&k.spec);
         let carried = carry_over(nvrtc, &cache, relu, arch, &current(relu))
             .unwrap()
             .expect("an earlier tuned entry");

@@ -1,23 +1,21 @@
-//! Tuning on a GPU: for each kernel and each shape bucket, search from the default schedule with the real
-//! evaluator, then store the winners (with their measurements and search logs) as one cache entry, replacing
-//! the default. Used by `cargo optiml tune` and by the build on a cache miss when a GPU is present.
+//! Tuning on a GPU, for any family: search one kernel at one target from its default schedule with the real
+//! evaluator ([`search`]), then store the winners (with their measurements and search logs) as one cache entry,
+//! replacing the default ([`store`]). A family picks the kernel, the gate and the targets
+//! (`crate::families::Family::tune`); `cargo optiml tune` and the build's search on a cache miss drive it.
 
 use crate::cache::{Cache, CacheError, Entry, KeyInputs, NewVariant, Tuning};
+use crate::config::KernelSettings;
 use crate::eval::{
-    EvalSetup, Family as EvalFamily, GpuEvaluator, GpuEvaluatorError, MatmulShape, TestPlan,
-    TimingPlan, Tolerance, WorkerCommand,
+    EvalSetup, Evaluable, GpuEvaluator, GpuEvaluatorError, TestPlan, TimingPlan, WorkerCommand,
 };
-use crate::experts::matmul::Schedule;
-use crate::experts::{Candidate, elementwise, matmul_tf32, matmul16};
+use crate::experts::Candidate;
 use crate::nvrtc::{Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::{
     self, Config, DeterministicJudge, DistinctProposer, Evaluator, Header, Measurement, Method,
-    Outcome, RoutedProposer, Search, SearchLog, Signals, Transform, elementwise_catalog,
-    matmul_catalog, matmul16_catalog, tf32_catalog,
+    Outcome, RoutedProposer, Search, SearchLog, Signals,
 };
 use optiml_runtime::Arch;
-use optiml_spec::{Family, MatmulSpec, Precision};
 use std::time::Instant;
 
 /// How to tune.
@@ -52,30 +50,6 @@ pub enum Profiling {
     Path,
     /// Every verified candidate, so the counters steer the search (seconds per candidate).
     Every,
-}
-
-/// What a user may say per kernel (`[package.metadata.optiml.kernels.<name>]` or `optiml.toml`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KernelSettings {
-    /// Shapes to tune for (one variant each); empty means [`default_shapes`].
-    pub shapes: Vec<MatmulShape>,
-    /// Extra shapes the gate checks element by element.
-    pub test_shapes: Vec<MatmulShape>,
-    /// A tolerance replacing the precision's default.
-    pub tolerance: Option<Tolerance>,
-}
-
-/// The shape tuned for when the user names none: a batch of 1024³ products (or the spec's fixed sizes).
-pub fn default_shapes(spec: &MatmulSpec) -> Vec<MatmulShape> {
-    vec![
-        MatmulShape {
-            batch: 16,
-            m: 1024,
-            n: 1024,
-            k: 1024,
-        }
-        .fit(spec),
-    ]
 }
 
 /// Why tuning stopped.
@@ -181,13 +155,13 @@ pub struct Progress {
 }
 
 /// Reports progress after every evaluation.
-struct Watched<'a, S: EvalFamily> {
+struct Watched<'a, S: Evaluable> {
     inner: &'a mut GpuEvaluator<S>,
     progress: Progress,
     report: &'a mut dyn FnMut(Progress),
 }
 
-impl<S: EvalFamily> Evaluator<S> for Watched<'_, S> {
+impl<S: Evaluable> Evaluator<S> for Watched<'_, S> {
     fn evaluate(&mut self, schedule: &S) -> Outcome {
         let outcome = self.inner.evaluate(schedule);
         self.progress.evaluations += 1;
@@ -231,214 +205,84 @@ pub fn now_rfc3339() -> String {
     )
 }
 
-/// Runs one search of matmul `kernel` at `shape` on `arch`.
-///
-/// # Errors
-/// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
-pub fn tune_shape(
-    nvrtc: &'static Nvrtc,
-    kernel: &FoundKernel,
-    arch: Arch,
-    shape: MatmulShape,
-    settings: &KernelSettings,
-    options: &TuneOptions,
-    report: &mut dyn FnMut(Progress),
-) -> Result<Bucket, TuneError> {
-    let Family::Matmul(spec) = &kernel.spec.family else {
-        return Err(TuneError::Unsupported {
-            kernel: kernel.name.clone(),
-            family: "elementwise",
-        });
-    };
-    let mut plan = TestPlan::for_matmul(spec, &settings.test_shapes);
-    plan.tolerance = settings
-        .tolerance
-        .unwrap_or(Tolerance::for_matmul(kernel.spec.dtype, spec.precision));
-    let key = [shape.batch, shape.m, shape.n, shape.k].map(|d| d as u64);
-    if let Some(spec16) = matmul16::Spec16::new(spec, kernel.spec.dtype) {
-        // The search space is the `wgmma` kernel's; elsewhere the SIMT kernel has no schedule to search.
-        if !matmul_tf32::has_wgmma(arch) {
-            return Err(TuneError::Arch {
-                kernel: kernel.name.clone(),
-                arch,
-                why: "16-bit kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the SIMT \
-                      kernel has one)",
-            });
-        }
-        return search_family(
-            nvrtc,
-            kernel,
-            arch,
-            spec16,
-            shape,
-            plan,
-            (
-                matmul16::Schedule::default_for(arch),
-                matmul16_catalog(),
-                matmul16::Schedule::all(),
-            ),
-            Some(key),
-            options,
-            report,
-        );
-    }
-    if spec.precision == Precision::Tf32 {
-        // The search space is the `wgmma` kernel's; elsewhere the `mma.sync` kernel runs its one schedule.
-        if !matmul_tf32::has_wgmma(arch) {
-            return Err(TuneError::Arch {
-                kernel: kernel.name.clone(),
-                arch,
-                why: "TF32 kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the \
-                      `mma.sync` kernel has one)",
-            });
-        }
-        return search_family(
-            nvrtc,
-            kernel,
-            arch,
-            spec.clone(),
-            shape,
-            plan,
-            (
-                matmul_tf32::Schedule::default_for(arch),
-                tf32_catalog(),
-                matmul_tf32::Schedule::all(),
-            ),
-            Some(key),
-            options,
-            report,
-        );
-    }
-    let space = Schedule::all();
-    search_family(
-        nvrtc,
-        kernel,
-        arch,
-        spec.clone(),
-        shape,
-        plan,
-        (Schedule::default_for(arch), matmul_catalog(), space),
-        Some(key),
-        options,
-        report,
-    )
-}
-
-/// One search's problem: a matmul shape bucket, or the length an elementwise map is tuned at (its winner
-/// serves every length).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// A matmul shape.
-    Matmul(MatmulShape),
-    /// An elementwise length.
-    Elementwise(usize),
+/// One search's problem, as its family states it: a matmul shape bucket, or the length an elementwise map is tuned
+/// at (its winner serves every length).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The problem size in the family's terms (`[batch, m, n, k]` for a matmul, `[n]` for an elementwise map).
+    pub dims: Vec<usize>,
+    /// The key the runtime picks the winner by; `None`: the winner serves every size.
+    pub bucket: Option<[u64; 4]>,
+    /// For people: `256x1024x1024x1024`, `n=67108864`.
+    pub label: String,
+    /// Which achieved rate says how good a kernel is at it.
+    pub rate: Rate,
 }
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+/// The rate a target is judged by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rate {
+    /// Arithmetic, TFLOP/s.
+    Flops,
+    /// Memory traffic, TB/s.
+    Bytes,
+}
+
+impl Rate {
+    /// `812.3 TFLOP/s` or `3.91 TB/s` for `m`.
+    pub fn show(self, m: &Measurement) -> String {
         match self {
-            Target::Matmul(s) => write!(f, "{s}"),
-            Target::Elementwise(n) => write!(f, "n={n}"),
+            Rate::Flops => format!("{:.1} TFLOP/s", m.tflops.unwrap_or(0.0)),
+            Rate::Bytes => format!("{:.2} TB/s", m.tbps.unwrap_or(0.0)),
         }
     }
 }
 
-/// What to tune `kernel` for: `shapes` (from the command line) if given, else its settings' shapes, else the
-/// family's default. Fixed dimensions of the spec always win.
-pub fn targets(
-    kernel: &FoundKernel,
-    settings: &KernelSettings,
-    shapes: Option<&[MatmulShape]>,
-) -> Vec<Target> {
-    match &kernel.spec.family {
-        Family::Matmul(spec) => shapes
-            .map(<[MatmulShape]>::to_vec)
-            .or_else(|| (!settings.shapes.is_empty()).then(|| settings.shapes.clone()))
-            .unwrap_or_else(|| default_shapes(spec))
-            .into_iter()
-            .map(|s| Target::Matmul(s.fit(spec)))
-            .collect(),
-        Family::Elementwise(_) => vec![Target::Elementwise(DEFAULT_ELEMENTWISE_N)],
-    }
+/// One search to run: a kernel on an architecture at a target, with its user's settings.
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    /// NVRTC, which compiles every candidate.
+    pub nvrtc: &'static Nvrtc,
+    /// The kernel as declared.
+    pub kernel: &'a FoundKernel,
+    /// The architecture its variants are compiled for.
+    pub arch: Arch,
+    /// The problem searched at.
+    pub target: &'a Target,
+    /// What its user said about it.
+    pub settings: &'a KernelSettings,
+    /// How to search.
+    pub options: &'a TuneOptions,
 }
 
-/// Runs one search of `kernel` for `target` on `arch`.
+/// The search itself, for any searchable kernel `S`: evaluator, method, ncu on the path, log, and the bucket to
+/// store. `spec` and `shape` are the kernel's own forms of the request's spec and target, and `plan` its gate.
 ///
 /// # Errors
 /// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
-pub fn tune(
-    nvrtc: &'static Nvrtc,
-    kernel: &FoundKernel,
-    arch: Arch,
-    target: Target,
-    settings: &KernelSettings,
-    options: &TuneOptions,
-    report: &mut dyn FnMut(Progress),
-) -> Result<Bucket, TuneError> {
-    match target {
-        Target::Matmul(shape) => tune_shape(nvrtc, kernel, arch, shape, settings, options, report),
-        Target::Elementwise(n) => tune_elementwise(nvrtc, kernel, arch, n, options, report),
-    }
-}
-
-/// The length an elementwise kernel is tuned at when the user names none: 2²⁶ elements (256 MiB per tensor),
-/// far past L2, as a bandwidth-bound map is used.
-pub const DEFAULT_ELEMENTWISE_N: usize = 1 << 26;
-
-/// Runs one search of elementwise `kernel` at length `n` on `arch`. The winner serves every length.
-///
-/// # Errors
-/// [`TuneError`] when the evaluator cannot start or the default schedule is rejected.
-pub fn tune_elementwise(
-    nvrtc: &'static Nvrtc,
-    kernel: &FoundKernel,
-    arch: Arch,
-    n: usize,
-    options: &TuneOptions,
-    report: &mut dyn FnMut(Progress),
-) -> Result<Bucket, TuneError> {
-    let Family::Elementwise(spec) = &kernel.spec.family else {
-        return Err(TuneError::Unsupported {
-            kernel: kernel.name.clone(),
-            family: "matmul",
-        });
-    };
-    let n = match spec.n {
-        optiml_spec::Dim::Fixed(f) => f as usize,
-        optiml_spec::Dim::Runtime => n,
-    };
-    search_family(
-        nvrtc,
-        kernel,
-        arch,
-        spec.clone(),
-        n,
-        TestPlan::for_elementwise(spec, &[]),
-        (
-            elementwise::Schedule::default_for(arch),
-            elementwise_catalog(),
-            elementwise::Schedule::all(),
-        ),
-        None,
-        options,
-        report,
-    )
-}
-
-/// The search itself, for any family: evaluator, method, ncu on the path, log, and the bucket to store.
-#[allow(clippy::too_many_arguments)]
-fn search_family<S: EvalFamily>(
-    nvrtc: &'static Nvrtc,
-    kernel: &FoundKernel,
-    arch: Arch,
+pub fn search<S: Evaluable>(
+    request: &Request<'_>,
     spec: S::Spec,
     shape: S::Shape,
     plan: TestPlan,
-    (root, catalog, space): (S, Vec<Transform<S>>, Vec<S>),
-    key: Option<[u64; 4]>,
-    options: &TuneOptions,
     report: &mut dyn FnMut(Progress),
 ) -> Result<Bucket, TuneError> {
+    let Request {
+        nvrtc,
+        kernel,
+        arch,
+        target,
+        options,
+        ..
+    } = *request;
+    let (root, catalog, space) = (S::default_for(arch), S::catalog(), S::space());
+    let key = target.bucket;
     let label = shape.to_string();
     let failed = |reason: String| TuneError::Search {
         kernel: kernel.name.clone(),
@@ -583,7 +427,7 @@ fn search_family<S: EvalFamily>(
 
 /// Replaces the derived SOL figures of the default and of every node on the path to the winner with Nsight
 /// Compute counters (the log then says `"signals": "Ncu"` for those steps).
-fn profile_path<S: EvalFamily>(
+fn profile_path<S: Evaluable>(
     evaluator: &mut GpuEvaluator<S>,
     log: &mut SearchLog<S>,
 ) -> Result<(), String> {
@@ -739,7 +583,7 @@ mod tests {
             .unique_kernels()
             .remove(0);
         let arch = Arch::new(9, 0);
-        let generator = crate::experts::generator_version(&kernel.spec);
+        let generator = crate::families::generator_version(&kernel.spec);
         let cache = Cache::new(root.join(".optiml"));
         let compiled = |tag: u8| Compiled {
             ptx: format!(".version 9.0 // {tag}\n"),
@@ -750,7 +594,7 @@ mod tests {
         };
         let candidate = |tag: u8| Candidate {
             source: format!("// schedule {tag}\n"),
-            ..crate::experts::default_candidate(&kernel.spec, arch)
+            ..crate::families::default_candidate(&kernel.spec, arch)
         };
         let bucket = |tag: u8, shape: [u64; 4]| Bucket {
             label: format!("{shape:?}"),
@@ -824,59 +668,5 @@ mod tests {
         assert_eq!(now.len(), 20, "{now}");
         assert!(now.starts_with("20") && now.ends_with('Z'));
         assert_eq!(&now[4..5], "-");
-    }
-
-    #[test]
-    fn targets_come_from_the_command_line_then_the_settings_then_the_family() {
-        let root = std::env::temp_dir().join(format!("optiml-targets-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
-        let src = root.join("lib.rs");
-        std::fs::write(
-            &src,
-            "#[optiml::kernel(\"matmul, f32, k=64\")]\npub fn mm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize);\n\
-             #[optiml::kernel(\"y = gelu(x)\")]\npub fn g(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n",
-        )
-        .unwrap();
-        let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
-        let mm = kernels.iter().find(|k| k.name == "mm").unwrap();
-        let g = kernels.iter().find(|k| k.name == "g").unwrap();
-        let shape = |batch, m, n, k| MatmulShape { batch, m, n, k };
-        assert_eq!(
-            targets(mm, &KernelSettings::default(), None),
-            vec![Target::Matmul(shape(1, 1024, 1024, 64))]
-        );
-        let settings = KernelSettings {
-            shapes: vec![shape(1, 32, 32, 32), shape(1, 64, 64, 64)],
-            ..KernelSettings::default()
-        };
-        assert_eq!(targets(mm, &settings, None).len(), 2);
-        assert_eq!(
-            targets(mm, &settings, Some(&[shape(1, 8, 8, 8)])),
-            vec![Target::Matmul(shape(1, 8, 8, 64))]
-        );
-        assert_eq!(
-            targets(g, &settings, None),
-            vec![Target::Elementwise(DEFAULT_ELEMENTWISE_N)]
-        );
-        assert_eq!(Target::Elementwise(5).to_string(), "n=5");
-        std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    #[test]
-    fn default_shapes_follow_fixed_dimensions() {
-        let spec = match optiml_spec::parse("matmul, f32, k=64").unwrap().family {
-            Family::Matmul(m) => m,
-            _ => unreachable!(),
-        };
-        assert_eq!(
-            default_shapes(&spec),
-            vec![MatmulShape {
-                batch: 1,
-                m: 1024,
-                n: 1024,
-                k: 64
-            }]
-        );
     }
 }

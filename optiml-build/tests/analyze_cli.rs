@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use optiml_build::Arch;
-use optiml_build::experts::matmul::Schedule;
+use optiml_build::families::matmul::simt_f32::Schedule;
 use optiml_build::search::{
     Bottleneck, Config, Header, Measurement, Method, Outcome, SearchLog, Signals, Step, Verdict,
     config_value, write_jsonl,
@@ -29,7 +29,7 @@ fn step(
     transform: Option<&'static str>,
     s: Schedule,
     outcome: Outcome,
-) -> Step {
+) -> Step<Schedule> {
     let bottleneck = match &outcome {
         Outcome::Measured(m) => Some(Bottleneck::classify(m, 7.5)),
         Outcome::Rejected(_) => None,
@@ -61,7 +61,7 @@ fn measured(time_ms: f64, sm: f64, dram: f64) -> Outcome {
 }
 
 /// Default (2 ms, memory-bound) → deepen-k-tile (1.6 ms) → grow-thread-tile (1.0 ms), one rejection.
-fn search_log(best_ms: f64) -> SearchLog {
+fn search_log(best_ms: f64) -> SearchLog<Schedule> {
     let (s0, s1, s2) = (
         schedule(128, 8, 4),
         schedule(128, 16, 4),
@@ -275,19 +275,21 @@ fn transforms_lists_the_catalog() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        stdout.starts_with("| family | transformation | addresses | claimed gain | rationale |"),
+        stdout.starts_with(
+            "| family | kernel | transformation | addresses | claimed gain | rationale |"
+        ),
         "{stdout}"
     );
     assert!(
-        stdout.contains("| matmul | grow-block-n | memory | 1.10× |"),
+        stdout.contains("| matmul | simt f32 | grow-block-n | memory | 1.10× |"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("| elementwise | more-blocks-per-sm | memory |"),
+        stdout.contains("| elementwise | grid-stride | more-blocks-per-sm | memory |"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("| matmul bf16/f16 | group-tile-rows | memory | 1.08× |"),
+        stdout.contains("| matmul | wgmma bf16/f16 | group-tile-rows | memory | 1.08× |"),
         "{stdout}"
     );
 
@@ -297,16 +299,15 @@ fn transforms_lists_the_catalog() {
     let items = items.as_array().unwrap();
     assert_eq!(
         items.len(),
-        optiml_build::search::matmul_catalog().len()
-            + optiml_build::search::tf32_catalog().len()
-            + optiml_build::search::matmul16_catalog().len()
-            + optiml_build::search::elementwise_catalog().len()
-    );
-    assert!(
-        items
+        optiml_build::families::FAMILIES
             .iter()
-            .any(|t| t["family"] == "matmul tf32" && t["name"] == "ping-pong")
+            .flat_map(|f| f.catalogs())
+            .map(|c| c.entries.len())
+            .sum::<usize>()
     );
+    assert!(items.iter().any(|t| t["family"] == "matmul"
+        && t["kernel"] == "wgmma tf32"
+        && t["name"] == "ping-pong"));
     assert!(
         items
             .iter()

@@ -5,15 +5,13 @@
 #![allow(clippy::unwrap_used)]
 
 use optiml_build::cache::{Cache, KeyInputs, Lookup, NewVariant};
-use optiml_build::eval::{
-    EvalSetup, GpuEvaluator, MatmulShape, TestPlan, TimingPlan, Tolerance, WorkerCommand,
-};
+use optiml_build::eval::{EvalSetup, GpuEvaluator, TestPlan, TimingPlan, Tolerance, WorkerCommand};
 use optiml_build::experts::Candidate;
-use optiml_build::experts::matmul::{self, Schedule};
-use optiml_build::experts::matmul_tf32 as tf32;
-use optiml_build::experts::matmul16;
+use optiml_build::families::matmul::half as matmul16;
+use optiml_build::families::matmul::simt_f32::{self as matmul, Schedule};
+use optiml_build::families::matmul::{MatmulShape, has_wgmma, test_plan, tf32};
 use optiml_build::search::{
-    Config, DeterministicJudge, Evaluator, Outcome, RoutedProposer, Search, matmul_catalog,
+    Config, DeterministicJudge, Evaluator, Outcome, RoutedProposer, Search, Tunable,
 };
 use optiml_runtime::{Arch, Launch};
 use optiml_spec::{Family, MatmulSpec};
@@ -45,7 +43,7 @@ fn spec() -> MatmulSpec {
     }
 }
 
-fn evaluator(arch: Arch) -> GpuEvaluator {
+fn evaluator(arch: Arch) -> GpuEvaluator<Schedule> {
     evaluator_for(
         arch,
         spec(),
@@ -58,7 +56,7 @@ fn evaluator(arch: Arch) -> GpuEvaluator {
     )
 }
 
-fn evaluator_for<S: optiml_build::eval::Family<Spec = MatmulSpec, Shape = MatmulShape>>(
+fn evaluator_for<S: optiml_build::eval::Evaluable<Spec = MatmulSpec, Shape = MatmulShape>>(
     arch: Arch,
     spec: MatmulSpec,
     dispatch: MatmulShape,
@@ -67,7 +65,7 @@ fn evaluator_for<S: optiml_build::eval::Family<Spec = MatmulSpec, Shape = Matmul
         optiml_build::nvrtc::load().expect("NVRTC"),
         EvalSetup {
             name: "faults".into(),
-            plan: TestPlan::for_matmul(&spec, &[]),
+            plan: test_plan(&spec, &[]),
             spec,
             arch,
             dispatch,
@@ -92,7 +90,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
         // The stale kernel writes for the gate's shapes, the dispatch shape's first run and one more, then stops.
         source: format!(
             "#define FAULT {fault}\n#define STALE_AFTER {}\n{FAULTY}",
-            TestPlan::for_matmul(&spec(), &[]).shapes.len() + 2
+            test_plan(&spec(), &[]).sizes.len() + 2
         ),
         entry: "optiml_matmul",
         launch: Launch::Matmul {
@@ -177,7 +175,7 @@ fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_t
             Family::Matmul(m) => m,
             other => panic!("{other:?}"),
         };
-        let mut e: GpuEvaluator = evaluator_for(arch, spec, deep);
+        let mut e: GpuEvaluator<Schedule> = evaluator_for(arch, spec, deep);
         let mut times = Vec::new();
         for split_k in matmul::SPLIT_K {
             let s = Schedule {
@@ -207,7 +205,7 @@ fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_t
 fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
     let arch = arch();
     assert!(
-        tf32::has_wgmma(arch),
+        has_wgmma(arch),
         "this test times the sm_90 wgmma kernel; {arch} has none"
     );
     let square = MatmulShape {
@@ -235,7 +233,7 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
         let mut e: GpuEvaluator<tf32::Schedule> = evaluator_for(arch, spec.clone(), square);
         let default = tf32::Schedule::default_for(arch);
         let schedules = if text == "batched matmul, f32, tf32" {
-            tf32::Schedule::all()
+            tf32::Schedule::space()
         } else {
             // The default, and the ping-pong form of it.
             vec![
@@ -273,7 +271,7 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
             name: "tf32 at fp32 tolerance".into(),
             plan: TestPlan {
                 tolerance: optiml_build::eval::Tolerance::F32,
-                ..TestPlan::for_matmul(&spec, &[])
+                ..test_plan(&spec, &[])
             },
             spec: spec.clone(),
             arch,
@@ -292,7 +290,7 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
         Outcome::Rejected(_)
     ));
     // And it is several times faster than the exact kernel on the same problem.
-    let mut exact: GpuEvaluator = evaluator_for(
+    let mut exact: GpuEvaluator<Schedule> = evaluator_for(
         arch,
         MatmulSpec {
             precision: optiml_spec::Precision::Exact,
@@ -325,7 +323,7 @@ fn evaluator16(
             name: "16-bit".into(),
             plan: TestPlan {
                 tolerance,
-                ..TestPlan::for_matmul(&spec.matmul, &[])
+                ..test_plan(&spec.matmul, &[])
             },
             spec,
             arch,
@@ -346,7 +344,7 @@ fn evaluator16(
 fn sixteen_bit_kernels_pass_their_gate_in_every_layout_with_the_simt_fallback() {
     let arch = arch();
     assert!(
-        tf32::has_wgmma(arch),
+        has_wgmma(arch),
         "this test times the sm_90 wgmma kernel; {arch} has none"
     );
     let square = MatmulShape {
@@ -375,11 +373,11 @@ fn sixteen_bit_kernels_pass_their_gate_in_every_layout_with_the_simt_fallback() 
         "gemm, bf16, A transposed, alpha, beta, bias, silu",
     ] {
         let (spec, dtype) = parse(text);
-        let tolerance = Tolerance::for_matmul(dtype, spec.matmul.precision);
+        let tolerance = Tolerance::for_dtype(dtype, spec.matmul.precision);
         let mut e = evaluator16(arch, spec.clone(), square, tolerance);
         let default = matmul16::Schedule::default_for(arch);
         let schedules = if text == "batched matmul, bf16" {
-            matmul16::Schedule::all()
+            matmul16::Schedule::space()
         } else {
             vec![
                 default,
@@ -429,11 +427,11 @@ fn sixteen_bit_kernels_pass_their_gate_in_every_layout_with_the_simt_fallback() 
 
 /// Serves some schedules with broken kernels, the others honestly.
 struct Sabotaged<'a> {
-    inner: &'a mut GpuEvaluator,
+    inner: &'a mut GpuEvaluator<Schedule>,
     broken: HashMap<Schedule, Candidate>,
 }
 
-impl Evaluator for Sabotaged<'_> {
+impl Evaluator<Schedule> for Sabotaged<'_> {
     fn evaluate(&mut self, s: &Schedule) -> Outcome {
         match self.broken.get(s) {
             Some(c) => self.inner.evaluate_candidate(c).0,
@@ -452,7 +450,7 @@ fn a_search_among_broken_candidates_completes_and_caches_only_a_verified_winner(
     let mut e = evaluator(arch);
     let root = Schedule::default_for(arch);
     // The default's neighbours, one per fault, are broken.
-    let neighbours: Vec<Schedule> = matmul_catalog()
+    let neighbours: Vec<Schedule> = Schedule::catalog()
         .iter()
         .filter_map(|t| t.apply_to(&root))
         .collect();
@@ -465,7 +463,7 @@ fn a_search_among_broken_candidates_completes_and_caches_only_a_verified_winner(
         inner: &mut e,
         broken: broken.clone(),
     };
-    let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+    let (proposer, judge) = (RoutedProposer::new(Schedule::catalog()), DeterministicJudge);
     let config = Config {
         budget: 24,
         ..Config::default()
@@ -536,20 +534,21 @@ fn a_search_among_broken_candidates_completes_and_caches_only_a_verified_winner(
     let _ = std::fs::remove_dir_all(&cache.root);
 }
 
-/// Runs everywhere: without a GPU the worker starts, reports why it cannot set up, and the parent turns that into
-/// a typed error instead of hanging or panicking; with one, the evaluator starts.
+/// Runs everywhere (NVRTC is required, as in `nvrtc_compile.rs`: `.ci/run` installs it): without a GPU the
+/// worker starts, reports why it cannot set up, and the parent turns that into a typed error instead of hanging
+/// or panicking; with one, the evaluator starts.
 #[test]
 fn the_worker_starts_or_says_why_not() {
-    if optiml_build::nvrtc::load().is_err() {
-        eprintln!("no NVRTC here: the evaluator needs it to compile the support kernels");
-        return;
-    }
+    let nvrtc = optiml_build::nvrtc::load().expect(
+        "NVRTC: the evaluator compiles its support kernels with it (scripts/nvrtc.sh installs it; .ci/run sets \
+         OPTIML_NVRTC)",
+    );
     let spec = spec();
     let made = GpuEvaluator::<Schedule>::new(
-        optiml_build::nvrtc::load().unwrap(),
+        nvrtc,
         EvalSetup {
             name: "probe".into(),
-            plan: TestPlan::for_matmul(&spec, &[]),
+            plan: test_plan(&spec, &[]),
             spec,
             arch: Arch::new(9, 0),
             dispatch: MatmulShape {
@@ -580,14 +579,12 @@ fn the_worker_starts_or_says_why_not() {
     }
 }
 
-/// Runs wherever NVRTC is: every broken candidate compiles (so the GPU test exercises the gate and the worker,
+/// Runs everywhere (NVRTC is required): every broken candidate compiles (so the GPU test exercises the gate and the worker,
 /// not the compiler), except the one that launches its work as a child grid, which NVRTC refuses.
 #[test]
 fn broken_candidates_compile_except_the_child_grid() {
-    let Ok(nvrtc) = optiml_build::nvrtc::load() else {
-        eprintln!("no NVRTC here");
-        return;
-    };
+    let nvrtc = optiml_build::nvrtc::load()
+        .expect("NVRTC (scripts/nvrtc.sh installs it; .ci/run sets OPTIML_NVRTC)");
     for (fault, what, _) in std::iter::once((0, "none", "")).chain(FAULTS) {
         let c = faulty(fault, what);
         let compiled = optiml_build::nvrtc::compile(nvrtc, "faulty.cu", &c.source, Arch::new(9, 0));
@@ -598,7 +595,7 @@ fn broken_candidates_compile_except_the_child_grid() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn elementwise_candidates_are_verified_and_timed_and_a_broken_one_is_rejected() {
-    use optiml_build::experts::elementwise::Schedule as Ew;
+    use optiml_build::families::elementwise::Schedule as Ew;
     let arch = arch();
     for text in ["y = gelu(x)", "z = x + y", "y = x * s"] {
         let Family::Elementwise(spec) = optiml_spec::parse(text).unwrap().family else {
@@ -608,7 +605,7 @@ fn elementwise_candidates_are_verified_and_timed_and_a_broken_one_is_rejected() 
             optiml_build::nvrtc::load().expect("NVRTC"),
             EvalSetup {
                 name: text.into(),
-                plan: TestPlan::for_elementwise(&spec, &[]),
+                plan: optiml_build::families::elementwise::gate::test_plan(&spec, &[]),
                 spec,
                 arch,
                 dispatch: 1 << 24,

@@ -7,7 +7,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use optiml_build::experts::{Candidate, elementwise, matmul, matmul_tf32, matmul16};
+use optiml_build::experts::Candidate;
+use optiml_build::families::elementwise;
+use optiml_build::families::matmul::{half as matmul16, simt_f32 as matmul, tf32 as matmul_tf32};
 use optiml_build::nvrtc;
 use optiml_runtime::Arch;
 use optiml_spec::{
@@ -279,7 +281,7 @@ fn every_tf32_variant_compiles_without_spills() {
             let silu = (t == (true, false)).then_some(silu);
             for e in [Some(plain), Some(full), silu].into_iter().flatten() {
                 let spec = tf32(t, e);
-                let c = optiml_build::experts::default_candidate(
+                let c = optiml_build::families::default_candidate(
                     &optiml_spec::Spec {
                         family: optiml_spec::Family::Matmul(spec.clone()),
                         dtype: optiml_spec::DType::F32,
@@ -327,7 +329,7 @@ fn every_16_bit_variant_compiles_without_spills() {
                 // silu differs from gelu only in the activation: one layout is enough.
                 let silu = (t == (true, false)).then_some(silu);
                 for e in [Some(plain), Some(full), silu].into_iter().flatten() {
-                    let c = optiml_build::experts::default_candidate(
+                    let c = optiml_build::families::default_candidate(
                         &optiml_spec::Spec {
                             family: optiml_spec::Family::Matmul(spec(t, e)),
                             dtype,

@@ -6,9 +6,9 @@
 #![allow(clippy::unwrap_used)]
 
 use flate2::read::GzDecoder;
-use optiml_build::experts::matmul::Schedule;
+use optiml_build::families::matmul::simt_f32::Schedule;
 use optiml_build::search::{
-    Config, DeterministicJudge, Replay, RoutedProposer, Search, SearchRecords, matmul_catalog,
+    Config, DeterministicJudge, Replay, RoutedProposer, Search, SearchRecords, Tunable,
     random_search,
 };
 use std::io::Read;
@@ -25,7 +25,11 @@ fn landscape() -> SearchRecords {
 }
 
 /// Evaluations until the best found is within `within` of `best`, if it ever is.
-fn evaluations_to(log: &optiml_build::search::SearchLog, best: f64, within: f64) -> Option<usize> {
+fn evaluations_to(
+    log: &optiml_build::search::SearchLog<Schedule>,
+    best: f64,
+    within: f64,
+) -> Option<usize> {
     let mut found = f64::INFINITY;
     log.steps.iter().find_map(|s| {
         if let Some(m) = s.outcome.measured() {
@@ -38,7 +42,7 @@ fn evaluations_to(log: &optiml_build::search::SearchLog, best: f64, within: f64)
 #[test]
 fn mcts_comes_within_5_percent_of_the_exhaustive_best_in_32_evaluations() {
     let records = landscape();
-    let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+    let (proposer, judge) = (RoutedProposer::new(Schedule::catalog()), DeterministicJudge);
     let config = Config::default();
     let mut random_hits = 0;
     for seed in 0..10 {
@@ -57,8 +61,15 @@ fn mcts_comes_within_5_percent_of_the_exhaustive_best_in_32_evaluations() {
             log.path
         );
         let mut replay: Replay<Schedule> = Replay::new(&records, seed).unwrap();
-        let random =
-            random_search(&config, &judge, &matmul_catalog(), root, &mut replay, seed).unwrap();
+        let random = random_search(
+            &config,
+            &judge,
+            &Schedule::catalog(),
+            root,
+            &mut replay,
+            seed,
+        )
+        .unwrap();
         random_hits += usize::from(evaluations_to(&random, best, 1.05).is_some());
     }
     // The baseline at the same budget, for scale: random walks get there in some seeds only (6 of 10 when this

@@ -1,6 +1,7 @@
 //! Launching generated elementwise kernels: `out[i] = f(x[i])`, `x[i] ⊕ y[i]` or `x[i] ⊕ s`.
 
-use crate::kernel::{KernelModule, Launch, Target};
+use crate::kernel::{KernelModule, Target};
+use crate::launch::Launch;
 use crate::{Error, check};
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 

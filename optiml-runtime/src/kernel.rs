@@ -1,209 +1,10 @@
 //! A generated kernel's variants and their loading, once per CUDA context.
 
+use crate::launch::{COMPANION_SLOTS, Companions, Launch};
 use crate::{Arch, Error, probe};
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, sys};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, sys};
 use cudarc::nvrtc::Ptx;
 use std::sync::{Arc, Mutex};
-
-/// How a variant is launched; written by `optiml-build` from the template's parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Launch {
-    /// A tiled matmul: one block of `threads` threads per `bm × bn` tile of `C`, batch on the grid's z axis.
-    Matmul {
-        /// Rows of `C` per block.
-        bm: u32,
-        /// Columns of `C` per block.
-        bn: u32,
-        /// Threads per block.
-        threads: u32,
-        /// Dynamic shared memory per block, in bytes.
-        smem_bytes: u32,
-        /// Split-K factor: above 1, the module also holds
-        /// [`REDUCE_ENTRY`](crate::matmul::REDUCE_ENTRY) and the product takes two launches through a
-        /// workspace (the launcher may use fewer splits for a shape where these would not pay).
-        split_k: u32,
-    },
-    /// A grid-stride elementwise map.
-    Elementwise {
-        /// Threads per block.
-        threads: u32,
-        /// Elements each thread handles per loop step (the vector width).
-        per_thread: u32,
-        /// Resident blocks per SM the grid is sized for.
-        blocks_per_sm: u32,
-    },
-    // Variants are appended: cache manifests store this enum by variant index (bincode).
-    /// A warp-specialised tensor-core matmul (`wgmma`, sm_90a only): a persistent grid of at most one block per
-    /// multiprocessor walks the `tile_m × tile_n` tiles of every batch item; one producer warpgroup fills a ring
-    /// of shared-memory stages, the others multiply.
-    Wgmma {
-        /// Rows of `C` per tile.
-        tile_m: u32,
-        /// Columns of `C` per tile.
-        tile_n: u32,
-        /// Threads per block (128 per warpgroup).
-        threads: u32,
-        /// Dynamic shared memory per block, in bytes.
-        smem_bytes: u32,
-        /// Rows per TMA box of the K-major operand Q (the `wgmma` N), when the producer loads through TMA
-        /// tensor maps the launcher encodes; 0 when it loads with `cp.async` only.
-        tma_rows: u32,
-        /// With TMA: Q is A (`NN` and `NT`, computed as `Cᵀ = Bᵀ·Aᵀ`), else B (`TT`).
-        tma_a_kmajor: bool,
-        /// With TMA: the other operand P is K-major too (`NT`: B stored `n × k`) and is loaded as boxes of every
-        /// other row; otherwise it is stored `k × rows` and loaded as 32 × 32 boxes.
-        tma_p_kmajor: bool,
-    },
-    /// A matmul of 16-bit operands (bf16 or fp16, fp32 accumulation, C of the operands' type).
-    Matmul16 {
-        /// The element type of A, B and C.
-        elem: Half,
-        /// Which kernel the module's entry is.
-        kernel: Kernel16,
-    },
-}
-
-/// The kernel a 16-bit matmul module's entry is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Kernel16 {
-    /// The sm_90a `wgmma` kernel; the module also holds the SIMT kernel for the calls it does not take.
-    Wgmma(Wgmma16),
-    /// The any-shape SIMT kernel (GPUs older than sm_80).
-    Simt,
-    /// The any-shape `mma.sync` kernel (sm_80 and newer without `wgmma`): one block of `threads` per `bm × bn`
-    /// tile of `C`, batch on the grid's z axis.
-    Mma {
-        /// Rows of `C` per block.
-        bm: u32,
-        /// Columns of `C` per block.
-        bn: u32,
-        /// Threads per block.
-        threads: u32,
-        /// Dynamic shared memory per block, in bytes.
-        smem_bytes: u32,
-    },
-}
-
-/// The 16-bit element types of tensor-core matmuls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Half {
-    /// bfloat16 (`half::bf16`).
-    Bf16,
-    /// IEEE half precision (`half::f16`).
-    F16,
-}
-
-/// The launch geometry of the 16-bit `wgmma` kernel: a persistent grid of at most one block per multiprocessor,
-/// A and B read only through TMA tensor maps the launcher encodes per call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct Wgmma16 {
-    /// Rows of `C` per tile (64 per consumer warpgroup).
-    pub tile_m: u32,
-    /// Columns of `C` per tile (the `wgmma` N).
-    pub tile_n: u32,
-    /// Threads per block (128 per warpgroup).
-    pub threads: u32,
-    /// Dynamic shared memory per block, in bytes.
-    pub smem_bytes: u32,
-    /// A is stored `k × m` (its map's boxes are 64 × 64).
-    pub trans_a: bool,
-    /// B is stored `n × k` (its map's boxes are `tile_n` rows of 64).
-    pub trans_b: bool,
-}
-
-/// The entry points a module holds beside its kernel.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Companions {
-    /// The split-K reduction, required when the variant splits K.
-    pub reduce: Option<&'static str>,
-    /// The matrix-vector kernel of a matmul module (optional: modules built before it existed lack it).
-    pub gemv: Option<&'static str>,
-    /// The any-shape kernel of a 16-bit tensor-core module, required: it computes the calls TMA cannot address
-    /// (and the matrix-vector ones, in modules without a matrix-vector kernel).
-    pub fallback: Option<&'static str>,
-}
-
-impl Launch {
-    /// The architecture a variant for `arch` is compiled for: `wgmma` and `setmaxnreg` exist only in the
-    /// architecture-specific target (`sm_90a`), whose code runs on that exact chip only.
-    pub fn image_arch(&self, arch: Arch) -> Arch {
-        match self {
-            Launch::Wgmma { .. }
-            | Launch::Matmul16 {
-                kernel: Kernel16::Wgmma(_),
-                ..
-            } => Arch::specific(arch.major, arch.minor),
-            Launch::Matmul { .. } | Launch::Elementwise { .. } | Launch::Matmul16 { .. } => arch,
-        }
-    }
-
-    /// Dynamic shared memory per block, in bytes.
-    pub fn smem_bytes(&self) -> u32 {
-        match *self {
-            Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
-            Launch::Matmul16 {
-                kernel: Kernel16::Wgmma(w),
-                ..
-            } => w.smem_bytes,
-            Launch::Matmul16 {
-                kernel: Kernel16::Mma { smem_bytes, .. },
-                ..
-            } => smem_bytes,
-            Launch::Elementwise { .. }
-            | Launch::Matmul16 {
-                kernel: Kernel16::Simt,
-                ..
-            } => 0,
-        }
-    }
-
-    /// Threads per block of the module's entry point.
-    pub fn threads(&self) -> u32 {
-        match *self {
-            Launch::Matmul { threads, .. }
-            | Launch::Wgmma { threads, .. }
-            | Launch::Elementwise { threads, .. } => threads,
-            Launch::Matmul16 {
-                kernel: Kernel16::Wgmma(w),
-                ..
-            } => w.threads,
-            Launch::Matmul16 {
-                kernel: Kernel16::Mma { threads, .. },
-                ..
-            } => threads,
-            Launch::Matmul16 {
-                kernel: Kernel16::Simt,
-                ..
-            } => crate::matmul::SIMT16_THREADS,
-        }
-    }
-
-    /// The companion entry points a module of this launch holds beside its kernel.
-    pub fn companions(&self) -> Companions {
-        match *self {
-            Launch::Matmul { split_k, .. } => Companions {
-                reduce: (split_k > 1).then_some(crate::matmul::REDUCE_ENTRY),
-                gemv: Some(crate::matmul::GEMV_ENTRY),
-                fallback: None,
-            },
-            Launch::Wgmma { .. } => Companions {
-                gemv: Some(crate::matmul::GEMV_ENTRY),
-                ..Companions::default()
-            },
-            Launch::Matmul16 { kernel, .. } => Companions {
-                reduce: None,
-                gemv: Some(crate::matmul::GEMV_ENTRY),
-                fallback: matches!(kernel, Kernel16::Wgmma(_))
-                    .then_some(crate::matmul::SIMT16_ENTRY),
-            },
-            Launch::Elementwise { .. } => Companions::default(),
-        }
-    }
-}
 
 /// One compiled form of a kernel.
 #[derive(Debug)]
@@ -216,8 +17,9 @@ pub struct Variant {
     pub ptx: &'static str,
     /// How to launch it.
     pub launch: Launch,
-    /// The problem shape it was tuned for, `[batch, m, n, k]` for a matmul; `None`: any shape (the default
-    /// schedule). Among an architecture's variants the launcher picks the nearest to each call's shape.
+    /// The shape key of the problem it was tuned for (its family's bucket: `[batch, m, n, k]` for a matmul);
+    /// `None`: any shape (the default schedule). Among an architecture's variants the launcher picks the nearest
+    /// to each call's key.
     pub shape: Option<[u64; 4]>,
 }
 
@@ -256,18 +58,16 @@ pub struct Loaded {
 pub struct LoadedVariant {
     /// The entry point.
     pub function: CudaFunction,
-    /// The split-K reduction, for a matmul variant that splits K.
-    pub reduce: Option<CudaFunction>,
-    /// The matrix-vector kernel of a matmul module (absent from modules built before it existed).
-    pub gemv: Option<CudaFunction>,
-    /// The any-shape kernel of a 16-bit tensor-core module.
-    pub fallback: Option<CudaFunction>,
+    /// The module's companion entry points, in the slots of [`Launch::companions`] (an optional one the module
+    /// lacks is `None`).
+    pub companions: [Option<CudaFunction>; COMPANION_SLOTS],
     /// What was loaded.
     pub variant: &'static Variant,
 }
 
-/// How far apart two matmul shapes are for dispatch: log-distance of the rows of all batch items, the columns
-/// and the reduction length, so 2× off in any of them counts the same at every scale.
+/// How far apart two shape keys are for dispatch: log-distance of the product of the first two dimensions (a
+/// batch folds into rows), of the third and of the fourth, so 2× off in any of them counts the same at every
+/// scale.
 fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
     let l = |x: u64| ((x as f64) + 1.0).ln();
     (l(a[0].saturating_mul(a[1])) - l(b[0].saturating_mul(b[1]))).abs()
@@ -275,17 +75,34 @@ fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
         + (l(a[3]) - l(b[3])).abs()
 }
 
+/// Loads `companions` from module `m`: a required one that is missing is an error (with its entry name), an
+/// optional one that is missing is `None`. The generated wrapper and the evaluation worker load the same way.
+///
+/// # Errors
+/// The entry name of a required companion the module lacks, and the driver's error.
+pub fn load_companions(
+    m: &Arc<CudaModule>,
+    companions: Companions,
+) -> Result<[Option<CudaFunction>; COMPANION_SLOTS], (&'static str, DriverError)> {
+    let mut out: [Option<CudaFunction>; COMPANION_SLOTS] = Default::default();
+    for (slot, c) in out.iter_mut().zip(companions.0) {
+        let Some(c) = c else { continue };
+        *slot = match m.load_function(c.entry) {
+            Ok(f) => Some(f),
+            Err(e) if c.required => return Err((c.entry, e)),
+            Err(_) => None,
+        };
+    }
+    Ok(out)
+}
+
 /// What a launcher needs of a loaded function: the function, how to launch it, and the device's SM count.
 #[derive(Clone, Copy, Debug)]
 pub struct Target<'a> {
     /// The kernel function.
     pub function: &'a CudaFunction,
-    /// The split-K reduction (from the same module), when the launch splits K.
-    pub reduce: Option<&'a CudaFunction>,
-    /// The matrix-vector kernel (from the same module), launched for `n == 1` or `m == 1`.
-    pub gemv: Option<&'a CudaFunction>,
-    /// The any-shape kernel (from the same module) for the calls a 16-bit tensor-core kernel cannot take.
-    pub fallback: Option<&'a CudaFunction>,
+    /// The companion entry points from the same module, in the slots of [`Launch::companions`].
+    pub companions: [Option<&'a CudaFunction>; COMPANION_SLOTS],
     /// Its launch parameters.
     pub launch: Launch,
     /// The device's multiprocessor count, for grid sizing.
@@ -300,9 +117,7 @@ impl Loaded {
         let f = &self.functions[i];
         Target {
             function: &f.function,
-            reduce: f.reduce.as_ref(),
-            gemv: f.gemv.as_ref(),
-            fallback: f.fallback.as_ref(),
+            companions: f.companions.each_ref().map(Option::as_ref),
             launch: f.variant.launch,
             sm_count: self.sm_count,
         }
@@ -426,22 +241,12 @@ impl KernelModule {
                     Ptx::from_src(variant.ptx)
                 };
                 let loaded = ctx.load_module(image).and_then(|m| {
-                    let companions = variant.launch.companions();
-                    let reduce = companions.reduce.map(|e| m.load_function(e)).transpose()?;
-                    let gemv = companions.gemv.and_then(|e| m.load_function(e).ok());
-                    let fallback = companions
-                        .fallback
-                        .map(|e| m.load_function(e))
-                        .transpose()?;
-                    Ok((
-                        m.load_function(self.artifacts.entry)?,
-                        reduce,
-                        gemv,
-                        fallback,
-                    ))
+                    let companions =
+                        load_companions(&m, variant.launch.companions()).map_err(|(_, e)| e)?;
+                    Ok((m.load_function(self.artifacts.entry)?, companions))
                 });
                 match loaded {
-                    Ok((function, reduce, gemv, fallback)) => {
+                    Ok((function, companions)) => {
                         let smem_bytes = variant.launch.smem_bytes();
                         if smem_bytes > 48 * 1024 {
                             function
@@ -453,9 +258,7 @@ impl KernelModule {
                         }
                         functions.push(LoadedVariant {
                             function,
-                            reduce,
-                            gemv,
-                            fallback,
+                            companions,
                             variant,
                         });
                     }

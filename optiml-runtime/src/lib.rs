@@ -25,15 +25,16 @@ mod check;
 pub mod elementwise;
 mod error;
 mod kernel;
+mod launch;
 pub mod matmul;
 pub mod probe;
 
 pub use arch::{Arch, ArchParseError};
 pub use error::Error;
 pub use kernel::{
-    Artifacts, Companions, Half, Kernel16, KernelModule, Launch, Loaded, LoadedVariant, Target,
-    Variant, Wgmma16,
+    Artifacts, KernelModule, Loaded, LoadedVariant, Target, Variant, load_companions,
 };
+pub use launch::{COMPANION_SLOTS, Companion, Companions, Half, Kernel16, Launch, Wgmma16};
 
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.
 ///

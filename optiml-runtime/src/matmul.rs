@@ -1,6 +1,7 @@
 //! Launching generated matmul kernels: `C = act(alpha · op(A) · op(B) + beta · C + bias)` over a batch.
 
-use crate::kernel::{Half, Kernel16, KernelModule, Launch, Target, Wgmma16};
+use crate::kernel::{KernelModule, Target};
+use crate::launch::{Half, Kernel16, Launch, Wgmma16};
 use crate::{Error, check};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
@@ -74,6 +75,13 @@ const MAX_DIM: usize = i32::MAX as usize;
 
 /// The split-K reduction's entry point, in every module whose matmul variant splits K.
 pub const REDUCE_ENTRY: &str = "optiml_splitk_reduce";
+
+/// The companion slot ([`crate::Companions`]) of [`REDUCE_ENTRY`].
+pub const REDUCE_SLOT: usize = 0;
+/// The companion slot of [`GEMV_ENTRY`].
+pub const GEMV_SLOT: usize = 1;
+/// The companion slot of [`SIMT16_ENTRY`].
+pub const FALLBACK_SLOT: usize = 2;
 
 /// The matrix-vector entry point every generated matmul module also holds: a call with `n == 1` or `m == 1` is
 /// memory-bound, and a bandwidth kernel reads the matrix once at full speed where a tiled one wastes its tile.
@@ -237,7 +245,7 @@ fn launch_checked<T: Element>(
         });
     }
     if (args.n == 1 || args.m == 1)
-        && let Some(gemv) = target.gemv
+        && let Some(gemv) = target.companions[GEMV_SLOT]
     {
         return launch_gemv(name, stream, gemv, args);
     }
@@ -383,7 +391,7 @@ fn launch_tiled<T: Element>(
     // The partial sums of every split, [S][batch][m][n]; every element is written by the first launch, so it
     // needs no initialisation. Stream-ordered: freed on `stream` after the second launch when it drops.
     let mut workspace = if splits > 1 {
-        let Some(reduce) = target.reduce else {
+        let Some(reduce) = target.companions[REDUCE_SLOT] else {
             return Err(Error::NoVariant {
                 kernel: name,
                 device: "this launcher".into(),
@@ -722,7 +730,7 @@ fn launch_wgmma16<T: Element>(
     args: MatmulArgs<'_, T>,
     g: Wgmma16,
 ) -> Result<(), Error> {
-    let Some(fallback) = target.fallback else {
+    let Some(fallback) = target.companions[FALLBACK_SLOT] else {
         return Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),

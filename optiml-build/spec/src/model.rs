@@ -1,5 +1,6 @@
 //! The typed spec: what a kernel computes, independent of how it is written or tuned.
 
+use crate::reference;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -126,6 +127,15 @@ impl Activation {
             Activation::Silu => "silu",
         }
     }
+
+    /// What it means, in float64: the reference every kernel's output is checked against.
+    pub fn apply(self, v: f64) -> f64 {
+        match self {
+            Activation::Relu => reference::relu(v),
+            Activation::Gelu => reference::gelu(v),
+            Activation::Silu => reference::silu(v),
+        }
+    }
 }
 
 /// How a matmul may round its products.
@@ -191,6 +201,17 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
+    /// What it means, in float64: the reference every kernel's output is checked against.
+    pub fn apply(self, v: f64) -> f64 {
+        match self {
+            UnaryOp::Relu => reference::relu(v),
+            UnaryOp::Gelu => reference::gelu(v),
+            UnaryOp::Silu => reference::silu(v),
+            UnaryOp::Sigmoid => reference::sigmoid(v),
+            UnaryOp::Tanh => v.tanh(),
+        }
+    }
+
     /// The canonical name.
     pub fn name(self) -> &'static str {
         match self {

@@ -4,7 +4,7 @@ use clap::Parser;
 
 fn main() {
     // `cargo optiml tune` starts its evaluation workers as this same executable.
-    optiml_build::eval::worker::serve_if_requested();
+    optiml_build::serve_worker_if_requested();
     match optiml_build::cli::run(optiml_build::cli::CargoCli::parse()) {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),

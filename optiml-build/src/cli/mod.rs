@@ -4,7 +4,7 @@ use crate::analyze::{self as report, Convergence};
 use crate::cache::{Cache, KeyInputs, Lookup};
 use crate::engine::{self, Origin, Policy};
 use crate::search::{self, SearchRecords};
-use crate::{DEFAULT_ARCHS, Error, experts, scan, targets};
+use crate::{DEFAULT_ARCHS, Error, families, scan, targets};
 use clap::{Args, Parser, Subcommand};
 
 mod tune;
@@ -127,52 +127,33 @@ fn transforms(t: &Transforms) -> anyhow::Result<bool> {
         search::Bottleneck::Compute => "compute",
         search::Bottleneck::Mixed => "mixed",
     };
-    // (family, name, addresses, claimed gain, rationale) of every catalog.
-    let rows: Vec<(&str, &str, &str, f64, &str)> = search::matmul_catalog()
+    let catalogs: Vec<families::Catalog> = families::FAMILIES
         .iter()
-        .map(|t| {
-            (
-                "matmul",
-                t.name,
-                name(t.addresses),
-                t.claimed_gain,
-                t.rationale,
-            )
+        .flat_map(|f| f.catalogs())
+        .collect();
+    // (family, kernel, name, addresses, claimed gain, rationale) of every catalog.
+    let rows: Vec<(&str, &str, &str, &str, f64, &str)> = catalogs
+        .iter()
+        .flat_map(|c| {
+            c.entries.iter().map(|e| {
+                (
+                    c.family,
+                    c.kernel,
+                    e.name,
+                    name(e.addresses),
+                    e.claimed_gain,
+                    e.rationale,
+                )
+            })
         })
-        .chain(search::tf32_catalog().iter().map(|t| {
-            (
-                "matmul tf32",
-                t.name,
-                name(t.addresses),
-                t.claimed_gain,
-                t.rationale,
-            )
-        }))
-        .chain(search::matmul16_catalog().iter().map(|t| {
-            (
-                "matmul bf16/f16",
-                t.name,
-                name(t.addresses),
-                t.claimed_gain,
-                t.rationale,
-            )
-        }))
-        .chain(search::elementwise_catalog().iter().map(|t| {
-            (
-                "elementwise",
-                t.name,
-                name(t.addresses),
-                t.claimed_gain,
-                t.rationale,
-            )
-        }))
         .collect();
     if t.json {
         let items: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(family, n, addresses, gain, rationale)| {
+            .map(|(family, kernel, n, addresses, gain, rationale)| {
                 serde_json::json!({
                     "family": family,
+                    "kernel": kernel,
                     "name": n,
                     "addresses": addresses,
                     "claimed_gain": gain,
@@ -184,11 +165,11 @@ fn transforms(t: &Transforms) -> anyhow::Result<bool> {
         return Ok(true);
     }
     println!(
-        "| family | transformation | addresses | claimed gain | rationale |\n|---|---|---|---:|---|"
+        "| family | kernel | transformation | addresses | claimed gain | rationale |\n|---|---|---|---|---:|---|"
     );
-    for (family, n, addresses, gain, rationale) in &rows {
+    for (family, kernel, n, addresses, gain, rationale) in &rows {
         println!(
-            "| {family} | {n} | {addresses} | {gain:.2}× | {} |",
+            "| {family} | {kernel} | {n} | {addresses} | {gain:.2}× | {} |",
             rationale.replace('|', "\\|")
         );
     }
@@ -407,7 +388,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
         .flat_map(|k| {
-            let generator = experts::generator_version(&k.spec);
+            let generator = families::generator_version(&k.spec);
             archs.iter().map(move |&a| KeyInputs::of(k, a, &generator))
         })
         .map(|inputs| cache.entry_dir(&inputs))
@@ -421,7 +402,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     if p.check {
         let mut bad = 0;
         for k in &kernels {
-            let generator = experts::generator_version(&k.spec);
+            let generator = families::generator_version(&k.spec);
             for &arch in &archs {
                 let inputs = KeyInputs::of(k, arch, &generator);
                 match cache.lookup(&inputs) {
@@ -515,7 +496,7 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
         .iter()
         .flat_map(|k| archs.iter().map(move |&a| (k, a)))
         .filter(|&(k, arch)| {
-            let inputs = KeyInputs::of(k, arch, &experts::generator_version(&k.spec));
+            let inputs = KeyInputs::of(k, arch, &families::generator_version(&k.spec));
             matches!(cache.lookup(&inputs), Lookup::Miss)
         })
         .collect();
@@ -540,7 +521,7 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
                     let Some(&(kernel, arch)) = jobs.get(i) else {
                         break;
                     };
-                    let generator = experts::generator_version(&kernel.spec);
+                    let generator = families::generator_version(&kernel.spec);
                     let r = crate::migrate::carry_over(nvrtc, cache, kernel, arch, &generator);
                     if let Ok(mut all) = results.lock() {
                         all.push((i, r));

@@ -1,11 +1,11 @@
 //! `cargo optiml tune`: the search outside a build, with a progress bar per kernel and shape.
 
 use super::{optiml_packages, root_and_cache};
-use crate::config::{Settings, parse_shape};
-use crate::eval::{MatmulShape, TimingPlan, WorkerCommand};
+use crate::config::{Dims, Settings, parse_dims};
+use crate::eval::{TimingPlan, WorkerCommand};
 use crate::search::Method;
 use crate::tune::{self, Profiling, TuneOptions};
-use crate::{cache, experts, nvrtc, scan, targets};
+use crate::{cache, families, nvrtc, scan, targets};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use optiml_runtime::{Arch, probe};
@@ -115,11 +115,11 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         .kernel
         .as_ref()
         .map(|k| k.split(',').map(|s| s.trim().to_string()).collect());
-    let cli_shapes: Option<Vec<MatmulShape>> = match &t.shape {
+    let cli_shapes: Option<Vec<Dims>> = match &t.shape {
         Some(text) => Some(
             text.split(',')
                 .map(|s| {
-                    parse_shape(s).ok_or_else(|| {
+                    parse_dims(s).ok_or_else(|| {
                         anyhow::anyhow!("--shape: `{s}` is not like 256x1024x1024x1024")
                     })
                 })
@@ -156,7 +156,10 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         let ks = settings
             .kernel(&kernel.name)
             .map_err(|e| anyhow::anyhow!(e))?;
-        let problems = tune::targets(kernel, &ks, cli_shapes.as_deref());
+        let family = families::of(&kernel.spec);
+        let problems = family
+            .targets(&kernel.spec, &ks, cli_shapes.as_deref())
+            .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
         let mut search = settings.search_config();
         if let Some(b) = t.budget {
             search.budget = b;
@@ -205,18 +208,18 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                         ));
                     }
                 };
-                let result = tune::tune(nvrtc, kernel, arch, *problem, &ks, &options, &mut report);
-                match result {
+                let request = tune::Request {
+                    nvrtc,
+                    kernel,
+                    arch,
+                    target: problem,
+                    settings: &ks,
+                    options: &options,
+                };
+                match family.tune(&request, &mut report) {
                     Ok(b) => {
                         let m = &b.best;
-                        let rate = match problem {
-                            tune::Target::Matmul(_) => {
-                                format!("{:.1} TFLOP/s", m.tflops.unwrap_or(0.0))
-                            }
-                            tune::Target::Elementwise(_) => {
-                                format!("{:.2} TB/s", m.tbps.unwrap_or(0.0))
-                            }
-                        };
+                        let rate = problem.rate.show(m);
                         bar.finish_with_message(format!(
                             "{:.4} ms, {rate}, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",
                             m.time_ms,
@@ -252,7 +255,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                 }
             }
             if buckets.len() == problems.len() {
-                let generator = experts::generator_version(&kernel.spec);
+                let generator = families::generator_version(&kernel.spec);
                 // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
                 // shapes replaces the entry (buckets of shapes no longer configured go).
                 let kept = match (&cli_shapes, buckets.first()) {

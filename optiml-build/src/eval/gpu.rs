@@ -2,15 +2,13 @@
 //! times, and the result becomes a [`Measurement`] with derived speed-of-light figures.
 
 use super::client::{Client, ClientError, WorkerCommand};
-use super::plan::{MatmulShape, TestPlan, splitmix};
+use super::plan::{TestPlan, splitmix};
 use super::protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
 use crate::experts::Candidate;
-use crate::experts::{elementwise, matmul, matmul_tf32, matmul16};
 use crate::nvrtc::{self, Compiled, Nvrtc};
 use crate::search::Tunable;
 use crate::search::{Evaluator, Measurement, Outcome, Signals};
 use optiml_runtime::Arch;
-use optiml_spec::{DType, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
@@ -54,7 +52,7 @@ enum Slot {
 }
 
 /// Claims a queued schedule for compiling; `false` when someone else has it.
-fn claim<S: Family>(shelf: &Shelf<S>, schedule: &S) -> bool {
+fn claim<S: Evaluable>(shelf: &Shelf<S>, schedule: &S) -> bool {
     let Ok(mut map) = shelf.0.lock() else {
         return false;
     };
@@ -67,7 +65,7 @@ fn claim<S: Family>(shelf: &Shelf<S>, schedule: &S) -> bool {
     }
 }
 
-fn finish<S: Family>(shelf: &Shelf<S>, schedule: S, built: Built) {
+fn finish<S: Evaluable>(shelf: &Shelf<S>, schedule: S, built: Built) {
     if let Ok(mut map) = shelf.0.lock() {
         map.insert(schedule, Slot::Done(built));
     }
@@ -77,10 +75,11 @@ fn finish<S: Family>(shelf: &Shelf<S>, schedule: S, built: Built) {
 /// Compiled candidates by schedule, filled by the pool.
 type Shelf<S> = Arc<(Mutex<HashMap<S, Slot>>, Condvar)>;
 
-/// A family the GPU evaluator runs: its schedules build candidates from the family's spec, and the family says
-/// what a job computes and how much work it is.
-pub trait Family: Tunable {
-    /// The family's spec.
+/// A kernel the GPU evaluator runs: its schedules build candidates from the kernel's spec, and say what a job
+/// computes and how much work it is. Each searchable kernel implements it beside its template, in its family's
+/// folder.
+pub trait Evaluable: Tunable {
+    /// The spec the kernel computes.
     type Spec: Clone + std::fmt::Debug + Send + Sync + 'static;
     /// The problem size a candidate is timed at.
     type Shape: Copy + std::fmt::Debug + std::fmt::Display + Send + Sync + 'static;
@@ -90,7 +89,7 @@ pub trait Family: Tunable {
     fn problem(spec: &Self::Spec, shape: Self::Shape) -> Problem;
     /// The problem's FLOPs and fewest DRAM bytes (for achieved rates and derived SOL figures).
     fn work(spec: &Self::Spec, shape: Self::Shape) -> (f64, f64);
-    /// The arithmetic peak the family's kernels are judged against (SM speed-of-light), from the device's fp32
+    /// The arithmetic peak the kernel is judged against (SM speed-of-light), from the device's fp32
     /// FMA peak.
     fn peak_tflops(fp32_tflops: f64) -> f64 {
         fp32_tflops
@@ -99,120 +98,6 @@ pub trait Family: Tunable {
     /// problem); the search skips a transformation whose result launches like its starting point.
     fn as_launched(&self, _shape: Self::Shape) -> Self {
         *self
-    }
-}
-
-/// The run-time `alpha` of every matmul check (ignored without alpha): not 1, so that a kernel ignoring it fails.
-const MATMUL_ALPHA: f32 = 0.75;
-/// The run-time `beta` of every matmul check (ignored without beta).
-const MATMUL_BETA: f32 = -0.5;
-
-impl Family for matmul::Schedule {
-    type Spec = MatmulSpec;
-    type Shape = MatmulShape;
-
-    fn as_launched(&self, shape: MatmulShape) -> Self {
-        let split_k = optiml_runtime::matmul::splits_for(
-            self.split_k,
-            shape.batch * shape.m * shape.n,
-            shape.k,
-        );
-        matmul::Schedule { split_k, ..*self }
-    }
-
-    fn candidate(&self, spec: &MatmulSpec) -> Candidate {
-        matmul::Schedule::candidate(self, spec)
-    }
-
-    fn problem(spec: &MatmulSpec, shape: MatmulShape) -> Problem {
-        Problem::Matmul {
-            spec: spec.clone(),
-            dtype: DType::F32,
-            dispatch: shape,
-            alpha: MATMUL_ALPHA,
-            beta: MATMUL_BETA,
-        }
-    }
-
-    fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
-        (shape.flops(), shape.min_bytes(spec))
-    }
-}
-
-impl Family for matmul_tf32::Schedule {
-    type Spec = MatmulSpec;
-    type Shape = MatmulShape;
-
-    fn candidate(&self, spec: &MatmulSpec) -> Candidate {
-        matmul_tf32::Schedule::candidate(self, spec)
-    }
-
-    /// Dense TF32 tensor-core throughput is 8× the fp32 FMA rate per SM and clock on Ampere and Hopper (1024
-    /// against 128 multiply-adds).
-    fn peak_tflops(fp32_tflops: f64) -> f64 {
-        8.0 * fp32_tflops
-    }
-
-    fn problem(spec: &MatmulSpec, shape: MatmulShape) -> Problem {
-        matmul::Schedule::problem(spec, shape)
-    }
-
-    fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
-        matmul::Schedule::work(spec, shape)
-    }
-}
-
-impl Family for matmul16::Schedule {
-    type Spec = matmul16::Spec16;
-    type Shape = MatmulShape;
-
-    fn candidate(&self, spec: &matmul16::Spec16) -> Candidate {
-        matmul16::Schedule::candidate(self, spec)
-    }
-
-    /// Dense bf16 / fp16 tensor-core throughput is 16× the fp32 FMA rate per SM and clock on Hopper (4096
-    /// against 256 FLOPs).
-    fn peak_tflops(fp32_tflops: f64) -> f64 {
-        16.0 * fp32_tflops
-    }
-
-    fn problem(spec: &matmul16::Spec16, shape: MatmulShape) -> Problem {
-        Problem::Matmul {
-            spec: spec.matmul.clone(),
-            dtype: spec.dtype(),
-            dispatch: shape,
-            alpha: MATMUL_ALPHA,
-            beta: MATMUL_BETA,
-        }
-    }
-
-    fn work(spec: &matmul16::Spec16, shape: MatmulShape) -> (f64, f64) {
-        (shape.flops(), shape.min_bytes_of(&spec.matmul, 2.0))
-    }
-}
-
-impl Family for elementwise::Schedule {
-    type Spec = ElementwiseSpec;
-    type Shape = usize;
-
-    fn candidate(&self, spec: &ElementwiseSpec) -> Candidate {
-        elementwise::Schedule::candidate(self, spec)
-    }
-
-    fn problem(spec: &ElementwiseSpec, n: usize) -> Problem {
-        Problem::Elementwise {
-            spec: spec.clone(),
-            n,
-            s: 1.25,
-        }
-    }
-
-    fn work(spec: &ElementwiseSpec, n: usize) -> (f64, f64) {
-        let tensors = match spec.op {
-            ElementwiseOp::Binary(_, Operand::Tensor) => 3.0,
-            _ => 2.0,
-        };
-        (n as f64, 4.0 * tensors * n as f64)
     }
 }
 
@@ -239,7 +124,7 @@ pub struct Stats {
 
 /// What a [`GpuEvaluator`] evaluates, and how.
 #[derive(Clone, Debug)]
-pub struct EvalSetup<S: Family = matmul::Schedule> {
+pub struct EvalSetup<S: Evaluable> {
     /// The kernel's name, for messages.
     pub name: String,
     /// What it computes.
@@ -264,8 +149,8 @@ pub struct EvalSetup<S: Family = matmul::Schedule> {
     pub ncu: Option<PathBuf>,
 }
 
-/// Evaluates schedules of a family (matmul unless said otherwise) on a GPU.
-pub struct GpuEvaluator<S: Family = matmul::Schedule> {
+/// Evaluates schedules of one kernel on a GPU.
+pub struct GpuEvaluator<S: Evaluable> {
     name: String,
     spec: S::Spec,
     arch: Arch,
@@ -289,7 +174,7 @@ pub struct GpuEvaluator<S: Family = matmul::Schedule> {
     profile_error: Option<String>,
 }
 
-impl<S: Family> GpuEvaluator<S> {
+impl<S: Evaluable> GpuEvaluator<S> {
     /// An evaluator for `setup`; compiles the support module and starts the worker.
     ///
     /// # Errors
@@ -497,7 +382,7 @@ fn first_error(log: &str) -> String {
         .collect()
 }
 
-impl<S: Family> GpuEvaluator<S> {
+impl<S: Evaluable> GpuEvaluator<S> {
     /// Compiles (on this thread) and evaluates any candidate of the kernel's ABI: an expert's, an LLM's, or a
     /// test's deliberately broken one. Returns the compiled form with the outcome, so a winner can be stored
     /// without compiling it again.
@@ -627,7 +512,7 @@ impl<S: Family> GpuEvaluator<S> {
     }
 }
 
-impl<S: Family> Evaluator<S> for GpuEvaluator<S> {
+impl<S: Evaluable> Evaluator<S> for GpuEvaluator<S> {
     fn evaluate(&mut self, schedule: &S) -> Outcome {
         self.stats.evaluated += 1;
         match self.built(schedule) {
@@ -646,7 +531,7 @@ impl<S: Family> Evaluator<S> for GpuEvaluator<S> {
     }
 }
 
-impl<S: Family> Drop for GpuEvaluator<S> {
+impl<S: Evaluable> Drop for GpuEvaluator<S> {
     fn drop(&mut self) {
         // Closing the queue ends the pool once the compiles in flight finish.
         self.queue = None;

@@ -8,10 +8,14 @@
 //!     └──────── Measurement (time, spread, derived or ncu SOL, ptxas) ◀──────┘ outputs, f64 reference; then time
 //! ```
 //!
+//! Nothing here names a family: each family's gate (its test plan, reference and launch) lives in its folder
+//! under `crate::families` and runs on this module's device toolkit ([`device`]).
+//!
 //! A candidate that faults or hangs takes only the worker down: the [`client`] notices (an error, end of
 //! stream, or its deadline), records the failure, and starts a fresh worker for the next candidate.
 
 pub mod client;
+pub mod device;
 mod gpu;
 pub mod plan;
 pub mod profile;
@@ -19,9 +23,11 @@ pub mod protocol;
 pub mod worker;
 
 pub use client::{Client, ClientError, WorkerCommand};
+pub use device::{Bench, Narrow, Stop};
 pub use gpu::{
-    CANDIDATE_FILE, EvalSetup, Family, GpuEvaluator, GpuEvaluatorError, Stats, support_source,
+    CANDIDATE_FILE, EvalSetup, Evaluable, GpuEvaluator, GpuEvaluatorError, Stats, support_source,
 };
-pub use plan::{Distribution, MatmulShape, TestPlan, Tolerance};
+pub use plan::{Comparison, Distribution, TestPlan, Tolerance};
 pub use profile::{Counters, find_ncu};
 pub use protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
+pub use worker::Gate;

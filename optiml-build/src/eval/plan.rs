@@ -1,96 +1,12 @@
-//! The TESTPLAN (design.md §4): which shapes and input distributions every candidate must get right, the
-//! float64 reference, and the tolerances. Everything here is pure host code, so it is tested without a GPU;
-//! the worker runs it.
+//! The TESTPLAN (design.md §4), what every family's gate shares: the input distributions, the tolerances by
+//! output type, the plan's sizes, and the running comparison of outputs with the float64 reference. Each family
+//! says which sizes and what reference (`crate::families`); everything here is pure host code, tested without a
+//! GPU.
 
 pub use crate::search::splitmix;
-use optiml_spec::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand,
-    Precision, UnaryOp,
-};
+use optiml_spec::{DType, Precision};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-
-/// A matmul problem size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct MatmulShape {
-    /// Independent products.
-    pub batch: usize,
-    /// Rows of C.
-    pub m: usize,
-    /// Columns of C.
-    pub n: usize,
-    /// Reduction length.
-    pub k: usize,
-}
-
-impl MatmulShape {
-    /// FLOPs of the product (2·batch·m·n·k).
-    pub fn flops(&self) -> f64 {
-        2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
-    }
-
-    /// The fewest DRAM bytes the problem can move: A and B read once, C written once (and read with beta).
-    pub fn min_bytes(&self, spec: &MatmulSpec) -> f64 {
-        self.min_bytes_of(spec, 4.0)
-    }
-
-    /// [`min_bytes`](Self::min_bytes) for A, B and C of `elem_bytes`-byte elements (the bias is f32).
-    pub fn min_bytes_of(&self, spec: &MatmulSpec, elem_bytes: f64) -> f64 {
-        let (b, m, n, k) = (
-            self.batch as f64,
-            self.m as f64,
-            self.n as f64,
-            self.k as f64,
-        );
-        let c = if spec.beta { 2.0 } else { 1.0 };
-        let items = |shared: bool| if shared { 1.0 } else { b };
-        elem_bytes * (items(spec.shared_a) * m * k + items(spec.shared_b) * k * n + b * c * m * n)
-            + if spec.bias { 4.0 * n } else { 0.0 }
-    }
-
-    /// Elements of A and B over the whole batch (a shared operand holds one matrix).
-    pub fn operand_lens(&self, spec: &MatmulSpec) -> (usize, usize) {
-        let (pa, pb, _) = self.per_item();
-        let items = |shared: bool| if shared { 1 } else { self.batch };
-        (items(spec.shared_a) * pa, items(spec.shared_b) * pb)
-    }
-
-    /// Where batch item `item` of A and of B starts (a shared operand's one matrix for every item).
-    pub fn operand_offsets(&self, spec: &MatmulSpec, item: usize) -> (usize, usize) {
-        let (pa, pb, _) = self.per_item();
-        let at = |shared: bool, len: usize| if shared { 0 } else { item * len };
-        (at(spec.shared_a, pa), at(spec.shared_b, pb))
-    }
-
-    /// Fixed dimensions of `spec` replace this shape's.
-    pub fn fit(self, spec: &MatmulSpec) -> Self {
-        let pick = |d: Dim, v: usize| match d {
-            Dim::Fixed(f) => f as usize,
-            Dim::Runtime => v,
-        };
-        MatmulShape {
-            batch: if spec.batched {
-                pick(spec.batch, self.batch)
-            } else {
-                1
-            },
-            m: pick(spec.m, self.m),
-            n: pick(spec.n, self.n),
-            k: pick(spec.k, self.k),
-        }
-    }
-
-    /// Elements of one operand: (A, B, C) per batch item.
-    pub fn per_item(&self) -> (usize, usize, usize) {
-        (self.m * self.k, self.k * self.n, self.m * self.n)
-    }
-}
-
-impl fmt::Display for MatmulShape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}x{}x{}x{}", self.batch, self.m, self.n, self.k)
-    }
-}
 
 /// How test inputs are drawn; the worker's trusted fill kernel implements each one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,7 +41,7 @@ impl fmt::Display for Distribution {
     }
 }
 
-/// Tolerances by precision.
+/// Tolerances by output type and precision.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     /// ‖out − ref‖₂ / ‖ref‖₂ must not exceed this.
@@ -159,7 +75,7 @@ impl Tolerance {
         abs: 0.0,
     };
 
-    /// The tolerance of a matmul computed at `precision`.
+    /// The tolerance of an fp32 output computed at `precision`.
     pub fn for_precision(precision: Precision) -> Tolerance {
         match precision {
             Precision::Exact => Tolerance::F32,
@@ -186,8 +102,8 @@ impl Tolerance {
         abs: 1.0 / 16_777_216.0,
     };
 
-    /// The tolerance of a matmul of `dtype` elements computed at `precision`.
-    pub fn for_matmul(dtype: DType, precision: Precision) -> Tolerance {
+    /// The tolerance of an output of `dtype` elements computed at `precision`.
+    pub fn for_dtype(dtype: DType, precision: Precision) -> Tolerance {
         match dtype {
             DType::F32 => Tolerance::for_precision(precision),
             DType::Bf16 => Tolerance::BF16,
@@ -195,9 +111,10 @@ impl Tolerance {
         }
     }
 
-    /// fp32 elementwise maps: a few ulps of the largest value of the check (transcendentals in fp32 are not
-    /// correctly rounded; the scale keeps outputs near zero, where relative error means nothing, from failing).
-    pub const F32_ELEMENTWISE: Tolerance = Tolerance {
+    /// fp32 maps through transcendental functions, one output per input: a few ulps of the largest value of the
+    /// check (transcendentals in fp32 are not correctly rounded; the scale keeps outputs near zero, where
+    /// relative error means nothing, from failing).
+    pub const F32_MAP: Tolerance = Tolerance {
         rel_l2: 1e-6,
         scaled_abs: 2e-6,
         abs: 0.0,
@@ -207,126 +124,30 @@ impl Tolerance {
 /// What every candidate of one kernel must pass.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TestPlan {
-    /// Shapes checked element by element against the float64 reference, each with fresh inputs.
-    pub shapes: Vec<MatmulShape>,
-    /// Distributions, cycled over the shapes (and the dispatch shape).
+    /// Problem sizes checked element by element against the float64 reference, each with fresh inputs, in the
+    /// terms of the kernel's family (its gate reads them).
+    pub sizes: Vec<Vec<usize>>,
+    /// Distributions, cycled over the sizes (and the dispatch size).
     pub distributions: Vec<Distribution>,
     /// Tolerances.
     pub tolerance: Tolerance,
-    /// Elements of the dispatch shape compared with the reference, after every element was checked to be
+    /// Elements of the dispatch size compared with the reference, after every element was checked to be
     /// written (finite); corners and edges are always among them.
     pub dispatch_samples: usize,
-    /// Lengths checked element by element (elementwise kernels), each with fresh inputs.
-    #[serde(default)]
-    pub lengths: Vec<usize>,
 }
 
 impl TestPlan {
-    /// The default plan for `spec`: shapes that are multiples of no tile size, a one-element product, an empty
-    /// reduction, a tall, a wide and two deep ones, a
-    /// matrix-vector and a vector-matrix product; fixed dimensions of the spec are kept. `extra` shapes (the
-    /// user's) are appended.
-    pub fn for_matmul(spec: &MatmulSpec, extra: &[MatmulShape]) -> Self {
-        let base = [
-            MatmulShape {
-                batch: 1,
-                m: 1,
-                n: 1,
-                k: 1,
-            },
-            MatmulShape {
-                batch: 2,
-                m: 127,
-                n: 129,
-                k: 65,
-            },
-            MatmulShape {
-                batch: 3,
-                m: 130,
-                n: 67,
-                k: 257,
-            },
-            MatmulShape {
-                batch: 1,
-                m: 67,
-                n: 200,
-                k: 0,
-            },
-            MatmulShape {
-                batch: 2,
-                m: 257,
-                n: 33,
-                k: 31,
-            },
-            MatmulShape {
-                batch: 1,
-                m: 5,
-                n: 300,
-                k: 513,
-            },
-            // Matrix times vector and vector times matrix: the launcher's bandwidth kernel.
-            MatmulShape {
-                batch: 3,
-                m: 300,
-                n: 1,
-                k: 257,
-            },
-            MatmulShape {
-                batch: 2,
-                m: 1,
-                n: 129,
-                k: 515,
-            },
-            // Long enough for every split-K factor the launcher uses (ranges of 128 and more).
-            MatmulShape {
-                batch: 2,
-                m: 33,
-                n: 65,
-                k: 4099,
-            },
-        ];
-        let mut shapes: Vec<MatmulShape> = Vec::new();
-        for s in base.iter().chain(extra).map(|s| s.fit(spec)) {
-            if !shapes.contains(&s) && s.flops() <= 2e9 {
-                shapes.push(s);
-            }
-        }
+    /// A plan checking `sizes` with every distribution, 4096 sampled elements of the dispatch size.
+    pub fn new(sizes: Vec<Vec<usize>>, tolerance: Tolerance) -> Self {
         TestPlan {
-            shapes,
+            sizes,
             distributions: vec![
                 Distribution::Uniform,
                 Distribution::Normal,
                 Distribution::HeavyTailed,
             ],
-            tolerance: Tolerance::for_precision(spec.precision),
+            tolerance,
             dispatch_samples: 4096,
-            lengths: Vec::new(),
-        }
-    }
-
-    /// The default plan for an elementwise `spec`: one element, lengths that are no multiple of the vector
-    /// width or of any block, one past a power of two, and `extra` (the user's); a fixed length is kept.
-    pub fn for_elementwise(spec: &ElementwiseSpec, extra: &[usize]) -> Self {
-        let mut lengths: Vec<usize> = Vec::new();
-        for &n in [1, 3, 31, 1000, 4097, 100_003].iter().chain(extra) {
-            let n = match spec.n {
-                Dim::Fixed(f) => f as usize,
-                Dim::Runtime => n,
-            };
-            if !lengths.contains(&n) {
-                lengths.push(n);
-            }
-        }
-        TestPlan {
-            shapes: Vec::new(),
-            distributions: vec![
-                Distribution::Uniform,
-                Distribution::Normal,
-                Distribution::HeavyTailed,
-            ],
-            tolerance: Tolerance::F32_ELEMENTWISE,
-            dispatch_samples: 4096,
-            lengths,
         }
     }
 
@@ -337,149 +158,6 @@ impl TestPlan {
             .copied()
             .unwrap_or(Distribution::Uniform)
     }
-}
-
-/// Host copies of one batch item's operands.
-#[derive(Clone, Debug)]
-pub struct Operands<'a> {
-    /// A as stored.
-    pub a: &'a [f32],
-    /// B as stored.
-    pub b: &'a [f32],
-    /// C before the call (read only with beta).
-    pub c0: &'a [f32],
-    /// The bias (length n) when the spec has one.
-    pub bias: Option<&'a [f32]>,
-}
-
-/// op(A) rows and op(B) columns of one batch item, gathered contiguous for the reference's dot products: a
-/// column of a row-major B is a stride-n walk, one cache miss per term on large matrices (measured: 0.8 s per
-/// candidate at 4096³ before gathering).
-pub struct Gathered {
-    rows: Vec<Vec<f32>>,
-    cols: Vec<Vec<f32>>,
-}
-
-impl Gathered {
-    /// Gathers rows `rows` of op(A) and columns `cols` of op(B).
-    pub fn new(
-        spec: &MatmulSpec,
-        shape: &MatmulShape,
-        ops: &Operands<'_>,
-        rows: &[usize],
-        cols: &[usize],
-    ) -> Self {
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        let mut g = Gathered {
-            rows: vec![Vec::new(); m],
-            cols: vec![Vec::new(); n],
-        };
-        for &i in rows {
-            g.rows[i] = (0..k)
-                .map(|p| {
-                    if spec.trans_a {
-                        ops.a[p * m + i]
-                    } else {
-                        ops.a[i * k + p]
-                    }
-                })
-                .collect();
-        }
-        for &j in cols {
-            g.cols[j] = (0..k)
-                .map(|p| {
-                    if spec.trans_b {
-                        ops.b[j * k + p]
-                    } else {
-                        ops.b[p * n + j]
-                    }
-                })
-                .collect();
-        }
-        g
-    }
-
-    /// The float64 reference of element (i, j) (a gathered row and column), and the magnitude bound its error
-    /// scales with.
-    #[allow(clippy::too_many_arguments)]
-    pub fn reference(
-        &self,
-        spec: &MatmulSpec,
-        shape: &MatmulShape,
-        ops: &Operands<'_>,
-        alpha: f32,
-        beta: f32,
-        i: usize,
-        j: usize,
-    ) -> (f64, f64) {
-        let (mut acc, mut mag) = (0.0f64, 0.0f64);
-        for (&a, &b) in self.rows[i].iter().zip(&self.cols[j]) {
-            let t = a as f64 * b as f64;
-            acc += t;
-            mag += t.abs();
-        }
-        let alpha = if spec.alpha { alpha as f64 } else { 1.0 };
-        let mut v = alpha * acc;
-        mag *= alpha.abs();
-        if spec.beta {
-            let c = beta as f64 * ops.c0[i * shape.n + j] as f64;
-            v += c;
-            mag += c.abs();
-        }
-        if let Some(bias) = ops.bias {
-            v += bias[j] as f64;
-            mag += (bias[j] as f64).abs();
-        }
-        let v = match spec.activation {
-            None => v,
-            Some(Activation::Relu) => v.max(0.0),
-            Some(Activation::Gelu) => 0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2)),
-            Some(Activation::Silu) => v / (1.0 + (-v).exp()),
-        };
-        (v, mag)
-    }
-}
-
-/// The float64 reference of one element of an elementwise map.
-pub fn elementwise_reference(spec: &ElementwiseSpec, x: f32, y: f32, s: f32) -> f64 {
-    let (x, y, s) = (x as f64, y as f64, s as f64);
-    let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
-    match spec.op {
-        ElementwiseOp::Unary(UnaryOp::Relu) => x.max(0.0),
-        ElementwiseOp::Unary(UnaryOp::Gelu) => {
-            0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
-        }
-        ElementwiseOp::Unary(UnaryOp::Silu) => x * sigmoid(x),
-        ElementwiseOp::Unary(UnaryOp::Sigmoid) => sigmoid(x),
-        ElementwiseOp::Unary(UnaryOp::Tanh) => x.tanh(),
-        ElementwiseOp::Binary(op, operand) => {
-            let w = match operand {
-                Operand::Tensor => y,
-                Operand::Scalar => s,
-            };
-            match op {
-                BinaryOp::Add => x + w,
-                BinaryOp::Mul => x * w,
-            }
-        }
-    }
-}
-
-/// Compares elementwise outputs with their references, the bound scaled by the largest reference of the check.
-///
-/// # Errors
-/// The first wrong element (`at` names it), or the relative error over the check.
-pub fn check_elementwise(
-    tol: &Tolerance,
-    outputs: &[(f32, f64)],
-    at: &dyn Fn(usize) -> String,
-) -> Result<usize, String> {
-    let scale = outputs.iter().fold(0.0f64, |m, (_, r)| m.max(r.abs()));
-    let mut cmp = Comparison::default();
-    for (i, &(out, r)) in outputs.iter().enumerate() {
-        cmp.check(tol, &|| at(i), out, r, scale);
-    }
-    cmp.finish(tol)
 }
 
 /// Running comparison of outputs against references.
@@ -555,40 +233,6 @@ impl Comparison {
     }
 }
 
-/// Checks every element of one batch item's output.
-///
-/// # Errors
-/// The first wrong element, or the relative error over the item.
-#[allow(clippy::too_many_arguments)]
-pub fn check_item(
-    spec: &MatmulSpec,
-    shape: &MatmulShape,
-    tol: &Tolerance,
-    ops: &Operands<'_>,
-    alpha: f32,
-    beta: f32,
-    out: &[f32],
-    item: usize,
-) -> Result<usize, String> {
-    let mut cmp = Comparison::default();
-    let all_rows: Vec<usize> = (0..shape.m).collect();
-    let all_cols: Vec<usize> = (0..shape.n).collect();
-    let g = Gathered::new(spec, shape, ops, &all_rows, &all_cols);
-    for i in 0..shape.m {
-        for j in 0..shape.n {
-            let (r, mag) = g.reference(spec, shape, ops, alpha, beta, i, j);
-            cmp.check(
-                tol,
-                &|| format!("C[{item}][{i}][{j}]"),
-                out[i * shape.n + j],
-                r,
-                mag,
-            );
-        }
-    }
-    cmp.finish(tol)
-}
-
 /// Rows and columns of an m × n output whose every crossing is compared: about √count of each, always the
 /// first, middle and last, the others drawn from `seed`.
 pub fn sample_grid(m: usize, n: usize, count: usize, seed: u64) -> (Vec<usize>, Vec<usize>) {
@@ -618,86 +262,6 @@ pub fn sample_grid(m: usize, n: usize, count: usize, seed: u64) -> (Vec<usize>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use optiml_spec::parse;
-
-    fn spec(text: &str) -> MatmulSpec {
-        match parse(text).unwrap().family {
-            optiml_spec::Family::Matmul(m) => m,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_shared_operand_is_one_matrix_at_offset_zero_for_every_item() {
-        let shape = MatmulShape {
-            batch: 3,
-            m: 4,
-            n: 5,
-            k: 6,
-        };
-        let packed = spec("bmm");
-        assert_eq!(shape.operand_lens(&packed), (72, 90));
-        assert_eq!(shape.operand_offsets(&packed, 2), (48, 60));
-        let shared_b = spec("batched matmul, B shared");
-        assert_eq!(shape.operand_lens(&shared_b), (72, 30));
-        assert_eq!(shape.operand_offsets(&shared_b, 2), (48, 0));
-        let shared_a = spec("bmm, shared A");
-        assert_eq!(shape.operand_lens(&shared_a), (24, 90));
-        assert_eq!(shape.operand_offsets(&shared_a, 2), (0, 60));
-        // The shared operand is read once, not once per item.
-        assert_eq!(
-            shape.min_bytes(&packed) - shape.min_bytes(&shared_b),
-            4.0 * 2.0 * 30.0
-        );
-    }
-
-    #[test]
-    fn default_plan_keeps_fixed_dimensions_and_covers_odd_and_empty_shapes() {
-        let p = TestPlan::for_matmul(&spec("batched matmul, f32"), &[]);
-        assert!(p.shapes.iter().any(|s| s.k == 0));
-        assert!(p.shapes.iter().any(|s| s.m % 2 == 1 && s.n % 2 == 1));
-        let fixed = TestPlan::for_matmul(&spec("matmul, f32, k=64, n=32"), &[]);
-        assert!(
-            fixed
-                .shapes
-                .iter()
-                .all(|s| s.k == 64 && s.n == 32 && s.batch == 1)
-        );
-        // Fixing dimensions merges shapes that became equal.
-        let all_fixed = TestPlan::for_matmul(&spec("matmul, f32, m=8, n=8, k=8"), &[]);
-        assert_eq!(all_fixed.shapes.len(), 1);
-    }
-
-    #[test]
-    fn reference_follows_transposes_and_epilogue() {
-        let s = spec("matmul, f32, A transposed, alpha, beta, bias, relu");
-        let shape = MatmulShape {
-            batch: 1,
-            m: 2,
-            n: 1,
-            k: 2,
-        };
-        // A stored k × m = [[1, 2], [3, 4]] → A = [[1, 3], [2, 4]]; B = [1, 1]ᵀ.
-        let ops = Operands {
-            a: &[1.0, 2.0, 3.0, 4.0],
-            b: &[1.0, 1.0],
-            c0: &[10.0, -100.0],
-            bias: Some(&[0.5]),
-        };
-        let g = Gathered::new(&s, &shape, &ops, &[0, 1], &[0]);
-        let (r0, mag0) = g.reference(&s, &shape, &ops, 2.0, 0.5, 0, 0);
-        assert_eq!(r0, 2.0 * 4.0 + 5.0 + 0.5);
-        assert_eq!(mag0, 8.0 + 5.0 + 0.5);
-        let (r1, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 1, 0);
-        assert_eq!(r1, 0.0, "relu of 12 - 50 + 0.5");
-        // The same element through silu: v · sigmoid(v), negative inputs give small negative outputs.
-        let s = spec("matmul, f32, A transposed, alpha, beta, bias, silu");
-        let (r0, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 0, 0);
-        assert!((r0 - 13.5 / (1.0 + (-13.5f64).exp())).abs() < 1e-12);
-        let (r1, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 1, 0);
-        let v: f64 = 2.0 * 6.0 - 50.0 + 0.5;
-        assert!(r1 < 0.0 && (r1 - v / (1.0 + (-v).exp())).abs() < 1e-18);
-    }
 
     #[test]
     fn comparison_rejects_nan_large_errors_and_accepts_rounding() {
@@ -752,40 +316,6 @@ mod tests {
         assert!(check(&Tolerance::F16, 2.920_627_6e-5, 2.917_647_4e-5));
         assert!(!check(&Tolerance::F16, 2.92e-5 + 1.2e-7, 2.92e-5));
         assert!(!check(&Tolerance::BF16, 2.95e-5, 2.9e-5));
-    }
-
-    #[test]
-    fn elementwise_plan_and_reference() {
-        let ew = |text: &str| match parse(text).unwrap().family {
-            optiml_spec::Family::Elementwise(e) => e,
-            other => panic!("{other:?}"),
-        };
-        let p = TestPlan::for_elementwise(&ew("y = gelu(x)"), &[12345]);
-        assert!(p.lengths.contains(&1) && p.lengths.contains(&4097) && p.lengths.contains(&12345));
-        assert!(p.shapes.is_empty());
-        assert_eq!(
-            TestPlan::for_elementwise(&ew("relu, n=64"), &[]).lengths,
-            vec![64]
-        );
-        let gelu = ew("y = gelu(x)");
-        assert!((elementwise_reference(&gelu, 1.0, 0.0, 0.0) - 0.841_344_746).abs() < 1e-8);
-        assert_eq!(elementwise_reference(&ew("z = x + y"), 1.5, 2.0, 9.0), 3.5);
-        assert_eq!(elementwise_reference(&ew("y = x * s"), 1.5, 2.0, 4.0), 6.0);
-        let tol = Tolerance::F32_ELEMENTWISE;
-        assert!(
-            check_elementwise(
-                &tol,
-                &[(0.841_344_7, 0.841_344_746), (0.0, 1e-30)],
-                &|i| format!("{i}")
-            )
-            .is_ok()
-        );
-        let e = check_elementwise(&tol, &[(1.0, 1.0), (f32::NAN, 2.0)], &|i| {
-            format!("out[{i}]")
-        })
-        .unwrap_err();
-        assert!(e.contains("out[1]"), "{e}");
-        assert!(check_elementwise(&tol, &[(1.001, 1.0)], &|i| format!("{i}")).is_err());
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! What the parent and the evaluation worker say to each other over the worker's stdin and stdout: one
 //! length-prefixed bincode frame per message.
 
-use super::plan::{MatmulShape, TestPlan};
+use super::plan::TestPlan;
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::{DType, ElementwiseSpec, MatmulSpec};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
@@ -46,31 +46,38 @@ pub struct Job {
     pub seed: u64,
 }
 
-/// The computation a candidate must perform.
+/// The computation a candidate must perform, as its family's gate reads it: the family's name, and its own
+/// description of the problem (what is computed, at which dispatch size, with which scalars), encoded.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Problem {
-    /// `C = act(alpha · op(A) · op(B) + beta · C + bias)` over a batch.
-    Matmul {
-        /// The spec (transposes and epilogue).
-        spec: MatmulSpec,
-        /// The element type of A, B and C (the worker generates f32 inputs the 16-bit types hold exactly).
-        dtype: DType,
-        /// The shape it is timed at and will be dispatched for.
-        dispatch: MatmulShape,
-        /// The run-time `alpha` used in checks (1 without alpha in the spec).
-        alpha: f32,
-        /// The run-time `beta` used in checks (ignored without beta).
-        beta: f32,
-    },
-    /// `out[i] = f(x[i])`, `x[i] ⊕ y[i]` or `x[i] ⊕ s`.
-    Elementwise {
-        /// The spec (the operation and its operand).
-        spec: ElementwiseSpec,
-        /// The length it is timed at.
-        n: usize,
-        /// The scalar operand used in checks (ignored without one).
-        s: f32,
-    },
+pub struct Problem {
+    /// The family whose gate checks it.
+    pub family: String,
+    /// The family's problem type, bincode-encoded.
+    pub payload: Vec<u8>,
+}
+
+impl Problem {
+    /// `problem`, a problem of `family`.
+    pub fn new<T: Serialize>(family: &str, problem: &T) -> Self {
+        // Plain data always encodes; were it ever not to, the gate's decode names the problem instead of the
+        // parent failing mid-search.
+        let payload =
+            bincode::serde::encode_to_vec(problem, bincode::config::standard()).unwrap_or_default();
+        Problem {
+            family: family.to_string(),
+            payload,
+        }
+    }
+
+    /// The family's problem.
+    ///
+    /// # Errors
+    /// The payload is not a `T` (a message names the family).
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, String> {
+        bincode::serde::decode_from_slice(&self.payload, bincode::config::standard())
+            .map(|(p, _)| p)
+            .map_err(|e| format!("a `{}` problem that does not decode: {e}", self.family))
+    }
 }
 
 /// Timing settings (design.md §5).

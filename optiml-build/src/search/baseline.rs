@@ -258,13 +258,13 @@ pub fn exhaustive<S: Tunable>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{DeterministicJudge, Signals, matmul_catalog};
+    use super::super::{DeterministicJudge, Signals, Tunable};
     use super::*;
-    use crate::experts::matmul::Schedule;
+    use crate::families::matmul::simt_f32::Schedule;
 
     /// A deterministic landscape over every field the schedule has: the time is a hash of the schedule.
     struct Hashed(usize);
-    impl Evaluator for Hashed {
+    impl Evaluator<Schedule> for Hashed {
         fn evaluate(&mut self, s: &Schedule) -> Outcome {
             self.0 += 1;
             let h = splitmix(
@@ -290,7 +290,7 @@ mod tests {
             ..Config::default()
         };
         let root = Schedule::all()[0];
-        let catalog = matmul_catalog();
+        let catalog = Schedule::catalog();
         let mut e = Hashed(0);
         let a = random_search(&config, &DeterministicJudge, &catalog, root, &mut e, 1).unwrap();
         assert_eq!(a.evaluations, e.0);

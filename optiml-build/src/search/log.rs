@@ -472,7 +472,7 @@ pub fn read_header(path: &Path) -> Result<Header, LogError> {
 mod tests {
     use super::*;
     use crate::analyze::tests::{header, search_log};
-    use crate::experts::matmul::Schedule;
+    use crate::families::matmul::simt_f32::Schedule;
 
     fn tmp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("optiml-log-{name}-{}", std::process::id()));

@@ -5,7 +5,6 @@
 use super::reward::{Bottleneck, Judge, Measurement, Verdict, reward};
 use super::transform::{Proposer, Transform};
 use super::{Backup, Config, Tunable};
-use crate::experts::matmul::Schedule;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -30,7 +29,7 @@ impl Outcome {
 
 /// Compiles, verifies, times and profiles a candidate. The real one runs in an isolated worker process on the
 /// GPU; tests use synthetic ones.
-pub trait Evaluator<S = Schedule> {
+pub trait Evaluator<S> {
     /// Evaluates `schedule`.
     fn evaluate(&mut self, schedule: &S) -> Outcome;
 
@@ -41,7 +40,7 @@ pub trait Evaluator<S = Schedule> {
 
 /// One line of the search log.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Step<S = Schedule> {
+pub struct Step<S> {
     /// The new node's index (0 is the default schedule).
     pub node: usize,
     /// Its parent.
@@ -68,7 +67,7 @@ pub struct Step<S = Schedule> {
 
 /// What a search found.
 #[derive(Clone, Debug)]
-pub struct SearchLog<S = Schedule> {
+pub struct SearchLog<S> {
     /// Every node, in creation order.
     pub steps: Vec<Step<S>>,
     /// The fastest measured schedule.
@@ -150,7 +149,7 @@ impl History {
 }
 
 /// A Monte Carlo tree search over schedules.
-pub struct Search<'a, S = Schedule> {
+pub struct Search<'a, S> {
     config: Config,
     proposer: &'a dyn Proposer<S>,
     judge: &'a dyn Judge,
@@ -427,8 +426,10 @@ impl<'a, S: Tunable> Search<'a, S> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{DeterministicJudge, RoutedProposer, Signals, matmul_catalog};
+    use super::super::{DeterministicJudge, RoutedProposer, Signals};
     use super::*;
+    // The SIMT matmul's schedule space is the search's test landscape: 1638 schedules, 19 transformations.
+    use crate::families::matmul::simt_f32::Schedule;
 
     /// The template's default schedule.
     const DEFAULT: Schedule = Schedule {
@@ -467,7 +468,7 @@ mod tests {
         10.0 * reuse + 4.0 * ilp + 0.02 * occupancy + if s.bk == 16 { -0.02 } else { 0.0 }
     }
 
-    impl Evaluator for Landscape {
+    impl Evaluator<Schedule> for Landscape {
         fn evaluate(&mut self, s: &Schedule) -> Outcome {
             self.calls += 1;
             if s.bk == 16 && s.tm * s.tn == 64 {
@@ -486,7 +487,7 @@ mod tests {
 
     /// The catalog's transformations of the tile shape: the only ones the landscape's cost depends on (the other
     /// knobs' transformations would be ties there, which only dilute the budget).
-    fn tile_catalog() -> Vec<Transform> {
+    fn tile_catalog() -> Vec<Transform<Schedule>> {
         let tiles = [
             "grow-block-n",
             "grow-block-m",
@@ -497,7 +498,7 @@ mod tests {
             "shrink-block-m",
             "shrink-thread-tile",
         ];
-        let catalog: Vec<Transform> = matmul_catalog()
+        let catalog: Vec<Transform<Schedule>> = Schedule::catalog()
             .into_iter()
             .filter(|t| tiles.contains(&t.name))
             .collect();
@@ -535,7 +536,7 @@ mod tests {
         );
         assert!(!(log.best.bk == 16 && log.best.tm * log.best.tn == 64));
         // The path replays to the best schedule.
-        let catalog = matmul_catalog();
+        let catalog = Schedule::catalog();
         let replay = log.path.iter().fold(start, |s, name| {
             catalog
                 .iter()
@@ -576,8 +577,7 @@ mod tests {
 
     #[test]
     fn the_same_search_tunes_another_family() {
-        use crate::experts::elementwise::Schedule as Ew;
-        use crate::search::elementwise_catalog;
+        use crate::families::elementwise::Schedule as Ew;
         // Bandwidth rises with resident threads up to a full SM (2048), and 256-thread blocks are best.
         struct Bandwidth;
         impl Evaluator<Ew> for Bandwidth {
@@ -591,7 +591,7 @@ mod tests {
                 })
             }
         }
-        let proposer = RoutedProposer::new(elementwise_catalog());
+        let proposer = RoutedProposer::new(Ew::catalog());
         let root = Ew {
             threads: 1024,
             blocks_per_sm: 1,
@@ -627,7 +627,7 @@ mod tests {
 
     #[test]
     fn no_node_repeats_a_schedule_on_its_own_path() {
-        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let (proposer, judge) = (RoutedProposer::new(Schedule::catalog()), DeterministicJudge);
         let log = Search::new(Config::default(), &proposer, &judge)
             .run(DEFAULT, &mut Landscape { calls: 0 })
             .unwrap();
@@ -647,7 +647,7 @@ mod tests {
     #[test]
     fn pruning_and_budget_end_a_hopeless_search() {
         struct Worse;
-        impl Evaluator for Worse {
+        impl Evaluator<Schedule> for Worse {
             fn evaluate(&mut self, s: &Schedule) -> Outcome {
                 let t = if *s == (DEFAULT) { 1.0 } else { 2.0 };
                 Outcome::Measured(Measurement {
@@ -657,7 +657,7 @@ mod tests {
                 })
             }
         }
-        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let (proposer, judge) = (RoutedProposer::new(Schedule::catalog()), DeterministicJudge);
         let config = Config {
             budget: 1000,
             ..Config::default()
@@ -668,7 +668,7 @@ mod tests {
         assert!(log.path.is_empty(), "{:?}", log.path);
         // Every expansion loses, so each node below the root is pruned after three children, and the search
         // ends long before the 1000 evaluations allowed. The root is never pruned: all its children are tried.
-        let applicable = matmul_catalog()
+        let applicable = Schedule::catalog()
             .iter()
             .filter(|t| t.apply_to(&DEFAULT).is_some())
             .count();
@@ -692,12 +692,12 @@ mod tests {
     #[test]
     fn a_rejected_root_is_an_error() {
         struct Broken;
-        impl Evaluator for Broken {
+        impl Evaluator<Schedule> for Broken {
             fn evaluate(&mut self, _: &Schedule) -> Outcome {
                 Outcome::Rejected("illegal address".into())
             }
         }
-        let (proposer, judge) = (RoutedProposer::new(matmul_catalog()), DeterministicJudge);
+        let (proposer, judge) = (RoutedProposer::new(Schedule::catalog()), DeterministicJudge);
         let e = Search::new(Config::default(), &proposer, &judge).run(DEFAULT, &mut Broken);
         assert!(e.unwrap_err().contains("illegal address"));
     }

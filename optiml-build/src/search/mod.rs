@@ -28,22 +28,27 @@ pub use log::{
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
 pub use replay::Replay;
 pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
-pub use transform::{
-    DistinctProposer, Proposer, RoutedProposer, Transform, claimed_gain, elementwise_catalog,
-    matmul_catalog, matmul16_catalog, tf32_catalog,
-};
+pub use transform::{DistinctProposer, Proposer, RoutedProposer, Transform};
 
+use optiml_runtime::Arch;
 use std::time::Duration;
 
-/// A family's schedule: what the search transforms and evaluates. The matmul and elementwise schedules implement
-/// it; the tree search, the baselines and the log work for any of them.
+/// A kernel's schedule: what the search transforms and evaluates, with the space it lives in and the
+/// transformations that move through it. Each searchable kernel of a family implements it beside its template;
+/// the tree search, the baselines and the log work for any of them.
 pub trait Tunable:
     Copy + Eq + std::hash::Hash + std::fmt::Debug + serde::Serialize + Send + Sync + 'static
 {
     /// One line for logs and reports.
     fn describe(&self) -> String;
-    /// Whether the family's template supports it.
+    /// Whether the kernel's template supports it.
     fn is_valid(&self) -> bool;
+    /// Where a search on `arch` starts: the schedule the kernel's expert writes first.
+    fn default_for(arch: Arch) -> Self;
+    /// Every schedule the template supports (what tests compile and an exhaustive search walks).
+    fn space() -> Vec<Self>;
+    /// The transformations the search composes over this schedule.
+    fn catalog() -> Vec<Transform<Self>>;
 }
 
 /// Search settings; the defaults are the seed's (§6.1), except the budget, which is in evaluations here.

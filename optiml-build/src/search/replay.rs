@@ -110,7 +110,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experts::matmul::Schedule;
+    use crate::families::matmul::simt_f32::Schedule;
     use crate::search::{Config, DeterministicJudge, Header, Method, exhaustive, records};
 
     /// A GPU stand-in: time grows with the distance from one corner of the space; every schedule's runs spread

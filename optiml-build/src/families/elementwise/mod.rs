@@ -1,14 +1,134 @@
-//! The elementwise template: a grid-stride loop with 128-bit accesses where alignment allows.
+//! The elementwise family: `out[i] = f(x[i])`, `x[i] ⊕ y[i]` or `x[i] ⊕ s`, from one template (a grid-stride loop
+//! with 128-bit accesses where alignment allows) whose launch shape the search tunes once, at a length far past
+//! L2; the winner serves every length.
 
-use super::{Candidate, defines};
+use super::{Catalog, Family, is_schedule_of, read_schedule};
+use crate::config::{Dims, KernelSettings};
+use crate::eval::{Evaluable, Problem};
+use crate::experts::{Candidate, defines};
+use crate::search::{Bottleneck, Transform, Tunable};
+use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
 use optiml_runtime::{Arch, Launch};
-use optiml_spec::{BinaryOp, ElementwiseOp, ElementwiseSpec, Operand, UnaryOp};
+use optiml_spec::{BinaryOp, ElementwiseOp, ElementwiseSpec, Operand, Spec, UnaryOp};
 
 /// The CUDA template; specialised only by macros.
-pub const TEMPLATE: &str = include_str!("templates/elementwise_f32.cu");
+pub const TEMPLATE: &str = include_str!("cuda/elementwise_f32.cu");
+
+pub mod gate;
+
+/// The elementwise family.
+pub struct Elementwise;
+
+/// The family's name, in problems and listings.
+const FAMILY: &str = "elementwise";
+
+/// The length an elementwise kernel is tuned at when its spec fixes none: 2²⁶ elements (256 MiB per tensor), far
+/// past L2, as a bandwidth-bound map is used.
+pub const TUNED_LENGTH: usize = 1 << 26;
+
+/// The template, the only source of every elementwise candidate.
+const SOURCES: [&str; 1] = [TEMPLATE];
+
+fn map(spec: &Spec) -> Option<&ElementwiseSpec> {
+    match &spec.family {
+        optiml_spec::Family::Elementwise(e) => Some(e),
+        optiml_spec::Family::Matmul(_) => None,
+    }
+}
+
+impl Family for Elementwise {
+    fn name(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn sources(&self, spec: &Spec) -> Vec<&'static str> {
+        match map(spec) {
+            Some(_) => SOURCES.to_vec(),
+            None => super::of(spec).sources(spec),
+        }
+    }
+
+    fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate {
+        match map(spec) {
+            Some(e) => Schedule::default_for(arch).candidate(e),
+            None => super::of(spec).default_candidate(spec, arch),
+        }
+    }
+
+    fn scheduled_candidate(
+        &self,
+        spec: &Spec,
+        schedule: &serde_json::Value,
+    ) -> Result<Candidate, serde_json::Error> {
+        match map(spec) {
+            Some(e) => Ok(read_schedule::<Schedule>(schedule)?.candidate(e)),
+            None => super::of(spec).scheduled_candidate(spec, schedule),
+        }
+    }
+
+    fn gate(&self) -> &'static dyn crate::eval::Gate {
+        &gate::MapGate
+    }
+
+    fn catalogs(&self) -> Vec<Catalog> {
+        vec![Catalog::of::<Schedule>(FAMILY, "grid-stride")]
+    }
+
+    fn searched_catalog(&self, spec: &Spec) -> Catalog {
+        match map(spec) {
+            Some(_) => Catalog::of::<Schedule>(FAMILY, "grid-stride"),
+            None => super::of(spec).searched_catalog(spec),
+        }
+    }
+
+    fn catalog_of(&self, schedule: &serde_json::Value) -> Option<Catalog> {
+        is_schedule_of::<Schedule>(schedule).then(|| Catalog::of::<Schedule>(FAMILY, "grid-stride"))
+    }
+
+    /// One target whatever the settings say: the winner serves every length.
+    fn targets(
+        &self,
+        spec: &Spec,
+        settings: &KernelSettings,
+        shapes: Option<&[Dims]>,
+    ) -> Result<Vec<Target>, String> {
+        let Some(e) = map(spec) else {
+            return super::of(spec).targets(spec, settings, shapes);
+        };
+        let n = match e.n {
+            optiml_spec::Dim::Fixed(f) => f as usize,
+            optiml_spec::Dim::Runtime => TUNED_LENGTH,
+        };
+        Ok(vec![Target {
+            dims: vec![n],
+            bucket: None,
+            label: format!("n={n}"),
+            rate: Rate::Bytes,
+        }])
+    }
+
+    fn tune(
+        &self,
+        request: &Request<'_>,
+        report: &mut dyn FnMut(Progress),
+    ) -> Result<Bucket, TuneError> {
+        let kernel = request.kernel;
+        let Some(e) = map(&kernel.spec) else {
+            return Err(TuneError::Unsupported {
+                kernel: kernel.name.clone(),
+                family: FAMILY,
+            });
+        };
+        let n = request.target.dims.first().copied().unwrap_or(TUNED_LENGTH);
+        tune::search::<Schedule>(request, e.clone(), n, gate::test_plan(e, &[]), report)
+    }
+}
 
 /// Launch shape of the grid-stride loop: what the search transforms for this family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+// A recorded schedule reads as this kernel's only if it has no other kernel's fields: that is how a search log
+// names the catalog it walked (`crate::families::catalog_of`).
+#[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// Threads per block.
     pub threads: u32,
@@ -105,12 +225,144 @@ impl Schedule {
     }
 }
 
-impl crate::search::Tunable for Schedule {
+impl Tunable for Schedule {
     fn describe(&self) -> String {
         Schedule::describe(self)
     }
 
     fn is_valid(&self) -> bool {
         Schedule::is_valid(self)
+    }
+
+    fn default_for(arch: Arch) -> Self {
+        Schedule::default_for(arch)
+    }
+
+    fn space() -> Vec<Self> {
+        Schedule::all()
+    }
+
+    fn catalog() -> Vec<Transform<Self>> {
+        catalog()
+    }
+}
+
+impl Evaluable for Schedule {
+    type Spec = ElementwiseSpec;
+    type Shape = usize;
+
+    fn candidate(&self, spec: &ElementwiseSpec) -> Candidate {
+        Schedule::candidate(self, spec)
+    }
+
+    fn problem(spec: &ElementwiseSpec, n: usize) -> Problem {
+        Problem::new(
+            FAMILY,
+            &gate::MapProblem {
+                spec: spec.clone(),
+                n,
+                s: 1.25,
+            },
+        )
+    }
+
+    fn work(spec: &ElementwiseSpec, n: usize) -> (f64, f64) {
+        let tensors = match spec.op {
+            ElementwiseOp::Binary(_, Operand::Tensor) => 3.0,
+            _ => 2.0,
+        };
+        (n as f64, 4.0 * tensors * n as f64)
+    }
+}
+
+/// The elementwise family's transformations over its launch shape (the template is a grid-stride float4 loop).
+fn catalog() -> Vec<Transform<Schedule>> {
+    vec![
+        Transform {
+            name: "wider-blocks",
+            rationale: "twice the threads per block, half the blocks per SM: the same residency in fewer, larger \
+                        blocks (fewer block launches and tail effects)",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| {
+                Some(Schedule {
+                    threads: s.threads * 2,
+                    blocks_per_sm: (s.blocks_per_sm / 2).max(1),
+                })
+            },
+        },
+        Transform {
+            name: "narrower-blocks",
+            rationale: "half the threads per block, twice the blocks per SM: finer load balance across SMs",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| {
+                Some(Schedule {
+                    threads: s.threads / 2,
+                    blocks_per_sm: s.blocks_per_sm * 2,
+                })
+            },
+        },
+        Transform {
+            name: "more-blocks-per-sm",
+            rationale: "a grid of more resident threads keeps more 16-byte loads in flight per SM (memory-level \
+                        parallelism), the lever of a bandwidth-bound loop",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.05,
+            apply: |s| {
+                Some(Schedule {
+                    blocks_per_sm: s.blocks_per_sm * 2,
+                    ..*s
+                })
+            },
+        },
+        Transform {
+            name: "fewer-blocks-per-sm",
+            rationale: "a smaller grid makes each thread loop longer: fewer blocks to schedule and more loads per \
+                        thread for the compiler to overlap",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| {
+                Some(Schedule {
+                    blocks_per_sm: s.blocks_per_sm / 2,
+                    ..*s
+                })
+            },
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_elementwise_catalog_reaches_every_schedule_from_the_default() {
+        use Schedule as Ew;
+        let catalog = catalog();
+        let mut names: Vec<&str> = catalog.iter().map(|t| t.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), catalog.len());
+        let root = Ew::default_for(optiml_runtime::Arch::new(9, 0));
+        let (mut seen, mut frontier) = (vec![root], vec![root]);
+        while let Some(s) = frontier.pop() {
+            for t in &catalog {
+                if let Some(next) = t.apply_to(&s) {
+                    assert!(next.is_valid(), "{} on {s:?}", t.name);
+                    if !seen.contains(&next) {
+                        seen.push(next);
+                        frontier.push(next);
+                    }
+                }
+            }
+        }
+        let all = Ew::all();
+        assert!(
+            all.iter().all(|s| seen.contains(s)),
+            "{} of {}",
+            seen.len(),
+            all.len()
+        );
     }
 }

@@ -4,22 +4,26 @@
 //! the module also holds an any-shape SIMT kernel for calls TMA cannot address and for matrix-vector products.
 //! Elsewhere the SIMT kernel is the module's entry.
 
-use super::{Candidate, defines};
+use super::MatmulShape;
+use super::next_depth;
+use crate::eval::{Evaluable, Problem};
+use crate::experts::{Candidate, defines};
+use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Half, Kernel16, Launch, Wgmma16};
 use optiml_spec::{DType, MatmulSpec};
 
 /// The `wgmma` template (sm_90a).
-pub const WGMMA_TEMPLATE: &str = include_str!("templates/matmul_wgmma_16.cu");
+pub const WGMMA_TEMPLATE: &str = include_str!("cuda/matmul_wgmma_16.cu");
 
 /// The SIMT template (any architecture from sm_70 on).
-pub const SIMT_TEMPLATE: &str = include_str!("templates/matmul16_simt.cu");
+pub const SIMT_TEMPLATE: &str = include_str!("cuda/matmul16_simt.cu");
 
 /// The `mma.sync` template (sm_80 and newer GPUs without `wgmma`).
-pub const MMA_TEMPLATE: &str = include_str!("templates/matmul_mma_16.cu");
+pub const MMA_TEMPLATE: &str = include_str!("cuda/matmul_mma_16.cu");
 
 /// The matrix-vector template every 16-bit module also holds (`optiml_gemv`, launched for `n == 1` or
 /// `m == 1`: memory-bound calls a tiled kernel would spend mostly on padding).
-pub const GEMV_TEMPLATE: &str = include_str!("templates/gemv_16.cu");
+pub const GEMV_TEMPLATE: &str = include_str!("cuda/gemv_16.cu");
 
 /// Values of [`Schedule::bn`]: columns of C per tile, the `wgmma` N.
 pub const BN: [u32; 3] = [64, 128, 256];
@@ -73,14 +77,17 @@ impl Spec16 {
                 Half::F16 => 1,
             },
         )];
-        macros.extend(super::matmul::spec_macros(&self.matmul));
-        macros.extend(super::matmul::gemv_macros());
+        macros.extend(super::spec_macros(&self.matmul));
+        macros.extend(super::gemv_macros());
         macros
     }
 }
 
 /// The `wgmma` kernel's knobs: what the search transforms for a 16-bit spec on sm_90.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+// A recorded schedule reads as this kernel's only if it has no other kernel's fields: that is how a search log
+// names the catalog it walked (`crate::families::catalog_of`).
+#[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// Columns of C per tile (the `wgmma` N): 64, 128 or 256.
     pub bn: u32,
@@ -224,7 +231,7 @@ pub fn simt_candidate(spec: &Spec16) -> Candidate {
 /// The candidate for `spec` on sm_80 and newer GPUs without `wgmma`: the `mma.sync` kernel as the module's entry,
 /// 128 × 128 × 32 blocks of four 64 × 64 warps; four `cp.async` stages (64 KiB, two blocks per SM on sm_80), three
 /// where an SM has 100 KiB (sm_86, sm_89). On the H200 it ran at 0.50–0.55× cuBLAS's `wgmma` kernels
-/// (`bench/results/2026-11-30-h200-session10/mma16-summary.txt`): twice TF32, 14× the SIMT kernel.
+/// (`bench/results/archive/2026-11-30-h200-session10/mma16-summary.txt`): twice TF32, 14× the SIMT kernel.
 pub fn mma_candidate(spec: &Spec16, arch: Arch) -> Candidate {
     let (bm, bn, bk, wm, wn) = (128u32, 128u32, 32u32, 64u32, 64u32);
     let stages: u32 = if matches!((arch.major, arch.minor), (8, 6) | (8, 7) | (8, 9)) {
@@ -271,7 +278,7 @@ pub fn mma_candidate(spec: &Spec16, arch: Arch) -> Candidate {
 /// The candidate for `spec` on `arch`: `wgmma` on sm_90 (the default schedule), `mma.sync` on other GPUs from
 /// sm_80 on, the SIMT kernel before.
 pub fn default_candidate(spec: &Spec16, arch: Arch) -> Candidate {
-    if super::matmul_tf32::has_wgmma(arch) {
+    if super::has_wgmma(arch) {
         Schedule::default_for(arch).candidate(spec)
     } else if arch.major >= 8 {
         mma_candidate(spec, arch)
@@ -280,7 +287,7 @@ pub fn default_candidate(spec: &Spec16, arch: Arch) -> Candidate {
     }
 }
 
-impl crate::search::Tunable for Schedule {
+impl Tunable for Schedule {
     fn describe(&self) -> String {
         Schedule::describe(self)
     }
@@ -288,12 +295,112 @@ impl crate::search::Tunable for Schedule {
     fn is_valid(&self) -> bool {
         Schedule::is_valid(self)
     }
+
+    fn default_for(arch: Arch) -> Self {
+        Schedule::default_for(arch)
+    }
+
+    fn space() -> Vec<Self> {
+        Schedule::all()
+    }
+
+    fn catalog() -> Vec<Transform<Self>> {
+        catalog()
+    }
+}
+
+impl Evaluable for Schedule {
+    type Spec = Spec16;
+    type Shape = MatmulShape;
+
+    fn candidate(&self, spec: &Spec16) -> Candidate {
+        Schedule::candidate(self, spec)
+    }
+
+    /// Dense bf16 / fp16 tensor-core throughput is 16× the fp32 FMA rate per SM and clock on Hopper (4096
+    /// against 256 FLOPs).
+    fn peak_tflops(fp32_tflops: f64) -> f64 {
+        16.0 * fp32_tflops
+    }
+
+    fn problem(spec: &Spec16, shape: MatmulShape) -> Problem {
+        super::problem(&spec.matmul, spec.dtype(), shape)
+    }
+
+    fn work(spec: &Spec16, shape: MatmulShape) -> (f64, f64) {
+        (shape.flops(), shape.min_bytes_of(&spec.matmul, 2.0))
+    }
+}
+
+/// The 16-bit `wgmma` kernel's transformations: its tile, its ring depth and its raster order. Names and claimed
+/// gains are those of the same moves in the other catalogs.
+fn catalog() -> Vec<Transform<Schedule>> {
+    vec![
+        Transform {
+            name: "wide-wgmma",
+            rationale: "a wider wgmma N reads each 64-row slice of A once per more columns: fewer shared-memory \
+                        bytes per MMA",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.10,
+            apply: |s| Some(Schedule { bn: s.bn * 2, ..*s }),
+        },
+        Transform {
+            name: "narrow-wgmma",
+            rationale: "a narrower tile gives more tiles, filling the machine on problems of fewer tiles than \
+                        multiprocessors",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.10,
+            apply: |s| Some(Schedule { bn: s.bn / 2, ..*s }),
+        },
+        Transform {
+            name: "second-consumer",
+            rationale: "two consumer warpgroups share each loaded stage of B: twice the MMAs per byte loaded",
+            addresses: Bottleneck::Compute,
+            claimed_gain: 1.10,
+            apply: |s| Some(Schedule { consumers: 2, ..*s }),
+        },
+        Transform {
+            name: "one-consumer",
+            rationale: "one consumer warpgroup halves the tile's rows: more tiles for small problems",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.05,
+            apply: |s| Some(Schedule { consumers: 1, ..*s }),
+        },
+        Transform {
+            name: "deeper-ring",
+            rationale: "one more stage in flight hides more load latency behind the MMAs",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.03,
+            apply: |s| next_depth(s.stages, 1).map(|stages| Schedule { stages, ..*s }),
+        },
+        Transform {
+            name: "shallower-ring",
+            rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
+            addresses: Bottleneck::Mixed,
+            claimed_gain: 1.02,
+            apply: |s| next_depth(s.stages, -1).map(|stages| Schedule { stages, ..*s }),
+        },
+        Transform {
+            name: "group-tile-rows",
+            rationale: "blocks running at once walk 8 tile rows per column: they share B panels in L2",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.08,
+            apply: |s| Some(Schedule { group_m: 8, ..*s }),
+        },
+        Transform {
+            name: "ungroup-tile-rows",
+            rationale: "row-major tile order: consecutive blocks share A panels instead",
+            addresses: Bottleneck::Memory,
+            claimed_gain: 1.01,
+            apply: |s| Some(Schedule { group_m: 1, ..*s }),
+        },
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use optiml_runtime::matmul::SIMT16_ENTRY;
+    use optiml_runtime::matmul::{FALLBACK_SLOT, GEMV_SLOT, SIMT16_ENTRY};
 
     fn spec(text: &str) -> Spec16 {
         let s = optiml_spec::parse(text).unwrap();
@@ -345,7 +452,10 @@ mod tests {
         ] {
             assert!(c.source.contains(want), "{want}");
         }
-        assert_eq!(c.launch.companions().fallback, Some(SIMT16_ENTRY));
+        assert_eq!(
+            c.launch.companions().get(FALLBACK_SLOT).map(|c| c.entry),
+            Some(SIMT16_ENTRY)
+        );
         assert_eq!(c.launch.image_arch(Arch::new(9, 0)), Arch::specific(9, 0));
     }
 
@@ -366,8 +476,11 @@ mod tests {
         );
         assert!(c.source.contains("mma.sync.aligned.m16n8k16"));
         assert!(!c.source.contains("wgmma.mma_async"));
-        assert_eq!(c.launch.companions().fallback, None);
-        assert_eq!(c.launch.companions().gemv, Some("optiml_gemv"));
+        assert_eq!(c.launch.companions().get(FALLBACK_SLOT), None);
+        assert_eq!(
+            c.launch.companions().get(GEMV_SLOT).map(|c| c.entry),
+            Some("optiml_gemv")
+        );
         assert_eq!(c.launch.image_arch(Arch::new(8, 0)), Arch::new(8, 0));
         // 100 KiB per SM: three stages keep two blocks resident.
         assert_eq!(

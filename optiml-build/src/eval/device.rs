@@ -1,0 +1,362 @@
+//! The device toolkit every family's gate uses: one CUDA context and stream, trusted support kernels (fresh
+//! inputs, NaN poisoning, 16-bit rounding and conversion, a non-finite count), an L2 flush, event timing, and the
+//! ceilings the derived speed-of-light figures divide by. What a gate checks and how it launches is the family's
+//! (`crate::families`); how to fill, poison, flush and time is here, once.
+
+use super::plan::Distribution;
+use super::protocol::{Ceilings, Device};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, sys,
+};
+use cudarc::nvrtc::Ptx;
+use optiml_runtime::probe;
+use optiml_spec::DType;
+use std::sync::Arc;
+
+/// Bytes overwritten between timed runs so that no run starts with inputs in the H200's 60 MiB L2.
+const FLUSH_BYTES: usize = 256 << 20;
+
+/// Why a job stopped early.
+pub enum Stop {
+    /// A check failed: the candidate is wrong (never timed, or its timed output was wrong).
+    Reject {
+        /// Which check (shape, distribution).
+        check: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The driver reported an error; the context is unusable.
+    Fault {
+        /// What the worker was doing.
+        during: String,
+        /// The driver's error.
+        error: String,
+    },
+}
+
+/// Turns a driver error during `during` into a [`Stop::Fault`].
+pub fn fault<E: std::fmt::Display>(during: impl Into<String>) -> impl FnOnce(E) -> Stop {
+    let during = during.into();
+    move |e| Stop::Fault {
+        during,
+        error: e.to_string(),
+    }
+}
+
+/// A failed check.
+pub fn reject(check: impl Into<String>, reason: impl Into<String>) -> Stop {
+    Stop::Reject {
+        check: check.into(),
+        reason: reason.into(),
+    }
+}
+
+struct Support {
+    _module: Arc<CudaModule>,
+    fill: CudaFunction,
+    fill_const: CudaFunction,
+    count_nonfinite: CudaFunction,
+    fma_peak: CudaFunction,
+    round16: CudaFunction,
+    to16: CudaFunction,
+    from16: CudaFunction,
+}
+
+/// Device copies of three buffers (a matmul's A, B and C) in a 16-bit kernel's element type. The checks fill,
+/// poison and read the f32 buffers beside them, whose values the 16-bit type holds exactly
+/// ([`Bench::round16`]); these are converted from them before a launch and back after it.
+pub enum Narrow {
+    /// bf16 copies.
+    Bf16([CudaSlice<half::bf16>; 3]),
+    /// fp16 copies.
+    F16([CudaSlice<half::f16>; 3]),
+}
+
+/// The support kernels' code of a 16-bit type.
+fn code16(dtype: DType) -> i32 {
+    match dtype {
+        DType::F16 => 1,
+        DType::Bf16 | DType::F32 => 0,
+    }
+}
+
+/// A grid-stride launch over `n` elements: 256 threads, at most 8 blocks per multiprocessor.
+pub fn grid_for(n: usize, sm_count: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            (n.div_ceil(256)).clamp(1, sm_count as usize * 8) as u32,
+            1,
+            1,
+        ),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// A gate's workbench on one device: see the module docs.
+pub struct Bench {
+    /// The stream every check and timed run is issued on.
+    pub stream: Arc<CudaStream>,
+    /// The context candidates' modules load into.
+    pub ctx: Arc<CudaContext>,
+    support: Support,
+    /// The device and its measured ceilings.
+    pub device: Device,
+    /// Overwritten between timed runs; taken out while being written.
+    flush: Option<CudaSlice<f32>>,
+    /// Whatever a gate keeps between jobs (its dispatch buffers: allocating gigabytes per job would dominate the
+    /// step time); a gate that finds another gate's value here replaces it.
+    pub kept: Option<Box<dyn std::any::Any>>,
+}
+
+impl Bench {
+    /// The toolkit on device `device`, with measured ceilings.
+    pub fn new(device: usize, support_cubin: Vec<u8>) -> Result<Self, String> {
+        let mut w = Self::setup(device, support_cubin)?;
+        w.device.ceilings = w.ceilings().map_err(|e| e.to_string())?;
+        Ok(w)
+    }
+
+    /// The toolkit without ceilings (a profiled run needs none, and their kernels would only clutter the profile).
+    pub fn setup(device: usize, support_cubin: Vec<u8>) -> Result<Self, String> {
+        let ctx = probe::context(device).map_err(|e| e.to_string())?;
+        let stream = ctx.default_stream();
+        let arch = probe::arch_of(&ctx).map_err(|e| e.to_string())?;
+        let name = ctx.name().map_err(|e| e.to_string())?;
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| e.to_string())? as u32;
+        let module = ctx
+            .load_module(Ptx::from_binary(support_cubin))
+            .map_err(|e| format!("loading the support module: {e}"))?;
+        let f = |n: &str| {
+            module
+                .load_function(n)
+                .map_err(|e| format!("support kernel {n}: {e}"))
+        };
+        let support = Support {
+            fill: f("optiml_fill")?,
+            fill_const: f("optiml_fill_const")?,
+            count_nonfinite: f("optiml_count_nonfinite")?,
+            fma_peak: f("optiml_fma_peak")?,
+            round16: f("optiml_round16")?,
+            to16: f("optiml_to16")?,
+            from16: f("optiml_from16")?,
+            _module: module,
+        };
+        let flush = stream
+            .alloc_zeros::<f32>(FLUSH_BYTES / 4)
+            .map_err(|e| e.to_string())?;
+        Ok(Bench {
+            stream,
+            ctx,
+            support,
+            device: Device {
+                name,
+                arch,
+                sm_count,
+                ceilings: Ceilings {
+                    copy_tbps: 0.0,
+                    fp32_tflops: 0.0,
+                },
+            },
+            flush: Some(flush),
+            kept: None,
+        })
+    }
+
+    /// Median of five: a 512 MiB device-to-device copy, and a grid of FMA chains filling every SM.
+    fn ceilings(&mut self) -> Result<Ceilings, cudarc::driver::DriverError> {
+        let s = self.stream.clone();
+        let n = (512usize << 20) / 4;
+        let src = s.alloc_zeros::<f32>(n)?;
+        let mut dst = s.alloc_zeros::<f32>(n)?;
+        let mut copy = Vec::new();
+        for _ in 0..6 {
+            let t = self.time(|s| s.memcpy_dtod(&src, &mut dst))?;
+            copy.push(2.0 * (n * 4) as f64 / (t * 1e-3) / 1e12);
+        }
+        let blocks = self.device.sm_count * 8;
+        let iters = 4096i32;
+        let mut out = s.alloc_zeros::<f32>((blocks * 256) as usize)?;
+        let mut fma = Vec::new();
+        for _ in 0..6 {
+            let f = &self.support.fma_peak;
+            let t = self.time(|s| {
+                let mut b = s.launch_builder(f);
+                b.arg(&mut out).arg(&iters).arg(&1.0f32);
+                // SAFETY: `optiml_fma_peak(float*, int, float)` writes at most one element per thread, and
+                // `out` holds one per thread of the grid.
+                unsafe {
+                    b.launch(LaunchConfig {
+                        grid_dim: (blocks, 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                }
+                .map(|_| ())
+            })?;
+            let flops = (blocks * 256) as f64 * iters as f64 * 16.0 * 8.0 * 2.0;
+            fma.push(flops / (t * 1e-3) / 1e12);
+        }
+        // The first of each is a warm-up.
+        let median = |mut v: Vec<f64>| {
+            v.remove(0);
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Ok(Ceilings {
+            copy_tbps: median(copy),
+            fp32_tflops: median(fma),
+        })
+    }
+
+    /// Times one piece of stream work with events, after a full sync.
+    pub fn time(
+        &self,
+        work: impl FnOnce(&Arc<CudaStream>) -> Result<(), cudarc::driver::DriverError>,
+    ) -> Result<f64, cudarc::driver::DriverError> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        self.stream.synchronize()?;
+        let start = self.stream.record_event(flags)?;
+        work(&self.stream)?;
+        let end = self.stream.record_event(flags)?;
+        Ok(start.elapsed_ms(&end)? as f64)
+    }
+
+    /// Fills `buf` with fresh inputs of distribution `dist`, from `seed`.
+    pub fn fill(
+        &self,
+        buf: &mut CudaSlice<f32>,
+        seed: u64,
+        dist: Distribution,
+    ) -> Result<(), Stop> {
+        let n = buf.len() as i64;
+        let code = dist.code();
+        let mut b = self.stream.launch_builder(&self.support.fill);
+        b.arg(&mut *buf).arg(&n).arg(&seed).arg(&code);
+        // SAFETY: `optiml_fill(float*, long long, u64, int)` writes indices below `n`, the buffer's length.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("filling inputs"))
+    }
+
+    /// Writes `v` everywhere in `buf` (NaN poisons an output, so an unwritten element shows).
+    pub fn fill_const(&self, buf: &mut CudaSlice<f32>, v: f32) -> Result<(), Stop> {
+        let n = buf.len() as i64;
+        let mut b = self.stream.launch_builder(&self.support.fill_const);
+        b.arg(&mut *buf).arg(&n).arg(&v);
+        // SAFETY: `optiml_fill_const(float*, long long, float)` writes indices below the buffer's length.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("poisoning the output"))
+    }
+
+    /// Rounds an f32 input in place to values of the 16-bit `dtype`; fp16 inputs are first clamped to ±32, so
+    /// that the plan's heavy-tailed inputs cannot overflow a correct output past fp16's 65504.
+    pub fn round16(&self, buf: &mut CudaSlice<f32>, dtype: DType) -> Result<(), Stop> {
+        let n = buf.len() as i64;
+        let code = code16(dtype);
+        let clip = if dtype == DType::F16 {
+            32.0f32
+        } else {
+            f32::MAX
+        };
+        let mut b = self.stream.launch_builder(&self.support.round16);
+        b.arg(&mut *buf).arg(&n).arg(&code).arg(&clip);
+        // SAFETY: `optiml_round16(float*, long long, int, float)` rewrites indices below the buffer's length.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("rounding inputs to 16 bits"))
+    }
+
+    /// Allocates the 16-bit copies of buffers of `lens` elements.
+    pub fn alloc_narrow(&self, dtype: DType, lens: [usize; 3]) -> Result<Option<Narrow>, Stop> {
+        fn three<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+            s: &Arc<CudaStream>,
+            [a, b, c]: [usize; 3],
+        ) -> Result<[CudaSlice<T>; 3], Stop> {
+            let alloc = |n: usize| {
+                s.alloc_zeros::<T>(n.max(1))
+                    .map_err(fault("allocating 16-bit buffers"))
+            };
+            Ok([alloc(a)?, alloc(b)?, alloc(c)?])
+        }
+        Ok(match dtype {
+            DType::F32 => None,
+            DType::Bf16 => Some(Narrow::Bf16(three(&self.stream, lens)?)),
+            DType::F16 => Some(Narrow::F16(three(&self.stream, lens)?)),
+        })
+    }
+
+    /// Converts `f32s` into 16-bit copy `which` (0 A, 1 B, 2 C) of `narrow`, or back (`to_narrow` false).
+    pub fn convert(
+        &self,
+        narrow: &mut Narrow,
+        which: usize,
+        f32s: &mut CudaSlice<f32>,
+        to_narrow: bool,
+    ) -> Result<(), Stop> {
+        fn go<T: cudarc::driver::DeviceRepr>(
+            w: &Bench,
+            narrow: &mut CudaSlice<T>,
+            f32s: &mut CudaSlice<f32>,
+            to_narrow: bool,
+            code: i32,
+        ) -> Result<(), Stop> {
+            let n = f32s.len().min(narrow.len()) as i64;
+            let (f, what) = if to_narrow {
+                (&w.support.to16, "converting to 16 bits")
+            } else {
+                (&w.support.from16, "widening the 16-bit output")
+            };
+            let mut b = w.stream.launch_builder(f);
+            if to_narrow {
+                b.arg(&*f32s).arg(&mut *narrow);
+            } else {
+                b.arg(&*narrow).arg(&mut *f32s);
+            }
+            b.arg(&n).arg(&code);
+            // SAFETY: `optiml_to16(const float*, u16*, long long, int)` and `optiml_from16(const u16*, float*,
+            // long long, int)` touch indices below `n`, the shorter buffer's length; both element types are
+            // 2-byte `half` types, the kernels' `unsigned short`.
+            unsafe { b.launch(grid_for(n as usize, w.device.sm_count)) }
+                .map(|_| ())
+                .map_err(fault(what))
+        }
+        match narrow {
+            Narrow::Bf16(bufs) => go(self, &mut bufs[which], f32s, to_narrow, 0),
+            Narrow::F16(bufs) => go(self, &mut bufs[which], f32s, to_narrow, 1),
+        }
+    }
+
+    /// Overwrites the flush buffer, so the next run starts with nothing of its inputs in L2.
+    pub fn flush_l2(&mut self) -> Result<(), Stop> {
+        let Some(mut flush) = self.flush.take() else {
+            return Ok(());
+        };
+        let done = self.fill_const(&mut flush, 0.0);
+        self.flush = Some(flush);
+        done
+    }
+
+    /// How many elements of `buf` are NaN or infinite (unwritten outputs stay NaN).
+    pub fn count_nonfinite(&self, buf: &CudaSlice<f32>) -> Result<u64, Stop> {
+        let mut count = self
+            .stream
+            .alloc_zeros::<u64>(1)
+            .map_err(fault("allocating"))?;
+        let n = buf.len() as i64;
+        let mut b = self.stream.launch_builder(&self.support.count_nonfinite);
+        b.arg(buf).arg(&n).arg(&mut count);
+        // SAFETY: `optiml_count_nonfinite(const float*, long long, u64*)` reads indices below the buffer's
+        // length and adds into the single counter.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map_err(fault("counting unwritten elements"))?;
+        let host = self
+            .stream
+            .clone_dtoh(&count)
+            .map_err(fault("reading the count"))?;
+        Ok(host[0])
+    }
+}

@@ -1,0 +1,448 @@
+//! The matmul family: `C = act(alpha · op(A) · op(B) + beta · C + bias)`, optionally over a batch, in f32 (exact),
+//! f32 with TF32 tensor cores, bf16 or fp16. Its kernels, one level below:
+//!
+//! | spec | sm_90 | sm_80–89 | older | searched |
+//! |---|---|---|---|---|
+//! | `f32` | [`simt_f32`] (SIMT, split-K) | the same | the same | [`simt_f32::Schedule`] |
+//! | `f32, tf32` | [`tf32`] `wgmma` + TMA | [`tf32`] `mma.sync` | — | [`tf32::Schedule`] (sm_90) |
+//! | `bf16` / `f16` | [`half`] `wgmma` + TMA | [`half`] `mma.sync` | [`half`] SIMT | [`half::Schedule`] (sm_90) |
+//!
+//! Every module also holds a matrix-vector kernel (`optiml_gemv`, `cuda/gemv_f32.cu` or `cuda/gemv_16.cu`) that
+//! the launcher uses for `n == 1` or `m == 1`. The CUDA templates are in `cuda/`.
+
+pub mod gate;
+pub mod half;
+pub mod plan;
+pub mod simt_f32;
+pub mod tf32;
+
+pub use plan::{MatmulShape, test_plan};
+
+use super::{Catalog, Family, is_schedule_of, read_schedule};
+use crate::config::{Dims, KernelSettings};
+use crate::eval::{Problem, Tolerance};
+use crate::experts::Candidate;
+use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
+use half::Spec16;
+use optiml_runtime::Arch;
+use optiml_spec::{Activation, DType, MatmulSpec, Precision, Spec};
+
+/// The matmul family.
+pub struct Matmul;
+
+/// The family's name, in problems and listings.
+const FAMILY: &str = "matmul";
+
+/// Which kernels a matmul spec runs on: its precision class. (A spec of another family has none; the methods of
+/// [`Matmul`] hand such a spec to its own family, which [`super::of`] never routes here.)
+enum Class {
+    /// Exact fp32: the SIMT kernel.
+    F32(MatmulSpec),
+    /// f32 buffers, TF32 tensor-core math.
+    Tf32(MatmulSpec),
+    /// bf16 or fp16 buffers.
+    Half(Spec16),
+}
+
+impl Class {
+    /// The class of `spec`, or `None` for another family's spec.
+    fn of(spec: &Spec) -> Option<Class> {
+        let optiml_spec::Family::Matmul(m) = &spec.family else {
+            return None;
+        };
+        Some(match Spec16::new(m, spec.dtype) {
+            Some(s) => Class::Half(s),
+            None if m.precision == Precision::Tf32 => Class::Tf32(m.clone()),
+            None => Class::F32(m.clone()),
+        })
+    }
+
+    fn matmul(&self) -> &MatmulSpec {
+        match self {
+            Class::F32(m) | Class::Tf32(m) => m,
+            Class::Half(s) => &s.matmul,
+        }
+    }
+}
+
+impl Family for Matmul {
+    fn name(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn sources(&self, spec: &Spec) -> Vec<&'static str> {
+        let Some(class) = Class::of(spec) else {
+            return super::of(spec).sources(spec);
+        };
+        match class {
+            Class::F32(_) => vec![simt_f32::TEMPLATE, simt_f32::GEMV_TEMPLATE],
+            Class::Tf32(_) => vec![
+                tf32::WGMMA_TEMPLATE,
+                tf32::MMA_TEMPLATE,
+                simt_f32::GEMV_TEMPLATE,
+            ],
+            Class::Half(_) => vec![
+                half::WGMMA_TEMPLATE,
+                half::SIMT_TEMPLATE,
+                half::MMA_TEMPLATE,
+                half::GEMV_TEMPLATE,
+            ],
+        }
+    }
+
+    fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate {
+        let Some(class) = Class::of(spec) else {
+            return super::of(spec).default_candidate(spec, arch);
+        };
+        match class {
+            Class::F32(m) => simt_f32::Schedule::default_for(arch).candidate(&m),
+            Class::Tf32(m) => tf32::default_candidate(&m, arch),
+            Class::Half(s) => half::default_candidate(&s, arch),
+        }
+    }
+
+    fn scheduled_candidate(
+        &self,
+        spec: &Spec,
+        schedule: &serde_json::Value,
+    ) -> Result<Candidate, serde_json::Error> {
+        let Some(class) = Class::of(spec) else {
+            return super::of(spec).scheduled_candidate(spec, schedule);
+        };
+        Ok(match class {
+            Class::F32(m) => read_schedule::<simt_f32::Schedule>(schedule)?.candidate(&m),
+            Class::Tf32(m) => read_schedule::<tf32::Schedule>(schedule)?.candidate(&m),
+            Class::Half(s) => read_schedule::<half::Schedule>(schedule)?.candidate(&s),
+        })
+    }
+
+    fn gate(&self) -> &'static dyn crate::eval::Gate {
+        &gate::MatmulGate
+    }
+
+    fn catalogs(&self) -> Vec<Catalog> {
+        vec![
+            Catalog::of::<simt_f32::Schedule>(FAMILY, "simt f32"),
+            Catalog::of::<tf32::Schedule>(FAMILY, "wgmma tf32"),
+            Catalog::of::<half::Schedule>(FAMILY, "wgmma bf16/f16"),
+        ]
+    }
+
+    fn searched_catalog(&self, spec: &Spec) -> Catalog {
+        let at = match Class::of(spec) {
+            Some(Class::F32(_)) => 0,
+            Some(Class::Tf32(_)) => 1,
+            Some(Class::Half(_)) => 2,
+            None => return super::of(spec).searched_catalog(spec),
+        };
+        self.catalogs().swap_remove(at)
+    }
+
+    fn catalog_of(&self, schedule: &serde_json::Value) -> Option<Catalog> {
+        let at = if is_schedule_of::<simt_f32::Schedule>(schedule) {
+            0
+        } else if is_schedule_of::<tf32::Schedule>(schedule) {
+            1
+        } else if is_schedule_of::<half::Schedule>(schedule) {
+            2
+        } else {
+            return None;
+        };
+        Some(self.catalogs().swap_remove(at))
+    }
+
+    fn targets(
+        &self,
+        spec: &Spec,
+        settings: &KernelSettings,
+        shapes: Option<&[Dims]>,
+    ) -> Result<Vec<Target>, String> {
+        let Some(class) = Class::of(spec) else {
+            return super::of(spec).targets(spec, settings, shapes);
+        };
+        let m = class.matmul();
+        let shapes = match shapes.or((!settings.shapes.is_empty()).then_some(&settings.shapes[..]))
+        {
+            Some(dims) => dims.iter().map(shape).collect::<Result<Vec<_>, _>>()?,
+            None => default_shapes(m),
+        };
+        Ok(shapes
+            .into_iter()
+            .map(|s| {
+                let s = s.fit(m);
+                Target {
+                    dims: vec![s.batch, s.m, s.n, s.k],
+                    bucket: Some([s.batch, s.m, s.n, s.k].map(|d| d as u64)),
+                    label: s.to_string(),
+                    rate: Rate::Flops,
+                }
+            })
+            .collect())
+    }
+
+    fn tune(
+        &self,
+        request: &Request<'_>,
+        report: &mut dyn FnMut(Progress),
+    ) -> Result<Bucket, TuneError> {
+        let kernel = request.kernel;
+        let Some(class) = Class::of(&kernel.spec) else {
+            return Err(TuneError::Unsupported {
+                kernel: kernel.name.clone(),
+                family: FAMILY,
+            });
+        };
+        let at = match &request.target.dims[..] {
+            &[batch, m, n, k] => MatmulShape { batch, m, n, k },
+            other => {
+                return Err(TuneError::Search {
+                    kernel: kernel.name.clone(),
+                    arch: request.arch,
+                    shape: request.target.label.clone(),
+                    reason: format!("{other:?} is not a matmul shape (batch, m, n, k)"),
+                });
+            }
+        };
+        let spec = class.matmul();
+        let test_shapes = request
+            .settings
+            .test_shapes
+            .iter()
+            .map(shape)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|reason| TuneError::Search {
+                kernel: kernel.name.clone(),
+                arch: request.arch,
+                shape: request.target.label.clone(),
+                reason,
+            })?;
+        let mut plan = test_plan(spec, &test_shapes);
+        plan.tolerance = request
+            .settings
+            .tolerance
+            .unwrap_or(Tolerance::for_dtype(kernel.spec.dtype, spec.precision));
+        // The tensor-core kernels are searched over the sm_90 `wgmma` kernels' schedules; elsewhere they have one.
+        let tensor_cores_elsewhere = |why: &'static str| TuneError::Arch {
+            kernel: kernel.name.clone(),
+            arch: request.arch,
+            why,
+        };
+        match class {
+            Class::Half(s) if has_wgmma(request.arch) => {
+                tune::search::<half::Schedule>(request, s, at, plan, report)
+            }
+            Class::Half(_) => Err(tensor_cores_elsewhere(
+                "16-bit kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the SIMT \
+                 kernel has one)",
+            )),
+            Class::Tf32(m) if has_wgmma(request.arch) => {
+                tune::search::<tf32::Schedule>(request, m, at, plan, report)
+            }
+            Class::Tf32(_) => Err(tensor_cores_elsewhere(
+                "TF32 kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the \
+                 `mma.sync` kernel has one)",
+            )),
+            Class::F32(m) => tune::search::<simt_f32::Schedule>(request, m, at, plan, report),
+        }
+    }
+}
+
+/// A shape as the user wrote it: `batch x m x n x k`, or `m x n x k` for batch 1.
+fn shape(dims: &Dims) -> Result<MatmulShape, String> {
+    match dims.0[..] {
+        [batch, m, n, k] => Ok(MatmulShape { batch, m, n, k }),
+        [m, n, k] => Ok(MatmulShape { batch: 1, m, n, k }),
+        _ => Err(format!(
+            "`{dims}` is not a matmul shape like 16x1024x1024x1024 (batch x m x n x k) or 1024x1024x1024"
+        )),
+    }
+}
+
+/// The shape tuned for when the user names none: a batch of 1024³ products (or the spec's fixed sizes).
+pub fn default_shapes(spec: &MatmulSpec) -> Vec<MatmulShape> {
+    vec![
+        MatmulShape {
+            batch: 16,
+            m: 1024,
+            n: 1024,
+            k: 1024,
+        }
+        .fit(spec),
+    ]
+}
+
+/// Whether `arch` runs the `wgmma` templates (sm_90 only: the instructions are arch-specific, and newer chips
+/// have other tensor-core instructions).
+pub fn has_wgmma(arch: Arch) -> bool {
+    (arch.major, arch.minor) == (9, 0)
+}
+
+/// The run-time `alpha` of every matmul check (ignored without alpha): not 1, so that a kernel ignoring it fails.
+const ALPHA: f32 = 0.75;
+/// The run-time `beta` of every matmul check (ignored without beta).
+const BETA: f32 = -0.5;
+
+/// What the worker verifies and times for a matmul of element type `dtype` at `shape`.
+fn problem(spec: &MatmulSpec, dtype: DType, shape: MatmulShape) -> Problem {
+    Problem::new(
+        FAMILY,
+        &gate::MatmulProblem {
+            spec: spec.clone(),
+            dtype,
+            dispatch: shape,
+            alpha: ALPHA,
+            beta: BETA,
+        },
+    )
+}
+
+/// The layout and epilogue macros every matmul template takes (the ABI of `optiml_matmul` and `optiml_gemv`).
+fn spec_macros(spec: &MatmulSpec) -> [(&'static str, i64); 6] {
+    let act = match spec.activation {
+        None => 0,
+        Some(Activation::Relu) => 1,
+        Some(Activation::Gelu) => 2,
+        Some(Activation::Silu) => 3,
+    };
+    [
+        ("OPTIML_TRANS_A", spec.trans_a.into()),
+        ("OPTIML_TRANS_B", spec.trans_b.into()),
+        ("OPTIML_HAS_ALPHA", spec.alpha.into()),
+        ("OPTIML_HAS_BETA", spec.beta.into()),
+        ("OPTIML_HAS_BIAS", spec.bias.into()),
+        ("OPTIML_ACT", act),
+    ]
+}
+
+/// The matrix-vector kernel's launch shape, which the runtime's launcher assumes.
+fn gemv_macros() -> [(&'static str, i64); 2] {
+    [
+        (
+            "OPTIML_GEMV_THREADS",
+            optiml_runtime::matmul::GEMV_THREADS.into(),
+        ),
+        (
+            "OPTIML_GEMV_COL_TX",
+            optiml_runtime::matmul::GEMV_COL_TX.into(),
+        ),
+    ]
+}
+
+/// The ring depth `step` positions from `stages` in the `wgmma` kernels' shared list of depths.
+fn next_depth(stages: u32, step: isize) -> Option<u32> {
+    debug_assert_eq!(tf32::STAGES, half::STAGES);
+    let at = half::STAGES.iter().position(|&d| d == stages)?;
+    half::STAGES.get(at.checked_add_signed(step)?).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::families::{default_candidate, generator_version};
+
+    fn spec(text: &str) -> Spec {
+        optiml_spec::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_version_hashes_exactly_the_sources_every_candidate_concatenates() {
+        let archs = [
+            Arch::new(7, 5),
+            Arch::new(8, 0),
+            Arch::new(8, 6),
+            Arch::new(8, 9),
+            Arch::new(9, 0),
+            Arch::new(10, 0),
+        ];
+        for text in [
+            "matmul, f32",
+            "matmul, f32, tf32",
+            "matmul, bf16",
+            "matmul, f16",
+        ] {
+            let s = spec(text);
+            let sources = Matmul.sources(&s);
+            let candidates: Vec<Candidate> =
+                archs.iter().map(|&a| default_candidate(&s, a)).collect();
+            // Each listed source is in some candidate...
+            for (i, src) in sources.iter().enumerate() {
+                assert!(
+                    candidates.iter().any(|c| c.source.contains(src)),
+                    "{text}: source {i} is hashed but no candidate holds it"
+                );
+            }
+            // ...and no candidate holds code from anywhere else: what is left once the listed sources are cut
+            // out is the generated header (comments and macro definitions).
+            for c in &candidates {
+                let mut rest = c.source.clone();
+                for src in &sources {
+                    rest = rest.replace(src, "");
+                }
+                assert!(
+                    rest.lines()
+                        .all(|l| l.is_empty() || l.starts_with("//") || l.starts_with("#define")),
+                    "{text}: `{}` holds unhashed code: {rest}",
+                    c.schedule
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn precision_classes_have_their_own_versions() {
+        let v = |t: &str| generator_version(&spec(t));
+        assert_eq!(v("matmul, f32"), v("batched matmul, f32, bias, relu"));
+        assert_ne!(v("matmul, f32"), v("matmul, f32, tf32"));
+        assert_ne!(v("matmul, f32"), v("matmul, bf16"));
+        assert_eq!(v("matmul, bf16"), v("matmul, f16"));
+    }
+
+    #[test]
+    fn targets_come_from_the_command_line_then_the_settings_then_the_family() {
+        let mm = spec("matmul, f32, k=64");
+        let dims = |d: &[usize]| Dims(d.to_vec());
+        let labels = |t: Vec<Target>| -> Vec<String> { t.into_iter().map(|t| t.label).collect() };
+        let none = KernelSettings::default();
+        assert_eq!(
+            labels(Matmul.targets(&mm, &none, None).unwrap()),
+            ["1x1024x1024x64"]
+        );
+        let settings = KernelSettings {
+            shapes: vec![dims(&[32, 32, 32]), dims(&[1, 64, 64, 64])],
+            ..KernelSettings::default()
+        };
+        let from_settings = Matmul.targets(&mm, &settings, None).unwrap();
+        assert_eq!(labels(from_settings.clone()), ["1x32x32x64", "1x64x64x64"]);
+        assert_eq!(from_settings[0].bucket, Some([1, 32, 32, 64]));
+        assert_eq!(from_settings[0].rate, Rate::Flops);
+        assert_eq!(
+            labels(
+                Matmul
+                    .targets(&mm, &settings, Some(&[dims(&[8, 8, 8])]))
+                    .unwrap()
+            ),
+            ["1x8x8x64"]
+        );
+        let err = Matmul
+            .targets(&mm, &none, Some(&[dims(&[8, 8])]))
+            .unwrap_err();
+        assert!(err.contains("8x8"), "{err}");
+    }
+
+    #[test]
+    fn default_shapes_follow_fixed_dimensions() {
+        let m = Class::of(&spec("matmul, f32, k=64"))
+            .unwrap()
+            .matmul()
+            .clone();
+        assert_eq!(
+            default_shapes(&m),
+            vec![MatmulShape {
+                batch: 1,
+                m: 1024,
+                n: 1024,
+                k: 64
+            }]
+        );
+    }
+}

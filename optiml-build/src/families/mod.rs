@@ -1,0 +1,313 @@
+//! The registry of kernel families. A family is one folder below this one: its kernels (templates, schedule
+//! spaces, transformation catalogs), its test plan and tolerance, what it tunes for and how a search of it runs.
+//! Everything above this module (the build engine, migration, the CLI) reaches a family only through
+//! [`Family`]; everything below it (search, evaluation, cache, the tune driver) names none.
+//!
+//! Adding a family: a folder with a type implementing [`Family`], one line in [`FAMILIES`] and one arm in
+//! [`of`] (the compiler asks for it when the spec grows a variant), and a launcher in `optiml-runtime`.
+
+pub mod elementwise;
+pub mod matmul;
+
+use crate::config::{Dims, KernelSettings};
+use crate::eval::Gate;
+use crate::experts::Candidate;
+use crate::search::{Bottleneck, Transform, Tunable};
+use crate::tune::{Bucket, Progress, Request, Target, TuneError};
+use optiml_runtime::Arch;
+use optiml_spec::{Spec, sha256_hex};
+
+/// A kernel family: what the generic layers ask of one.
+pub trait Family: Sync {
+    /// Its name in messages and listings (`matmul`).
+    fn name(&self) -> &'static str;
+
+    /// The CUDA sources `spec`'s candidates are made from, in a fixed order: exactly the templates any candidate
+    /// of `spec` concatenates, on any architecture, so the generator version changes exactly when one of them
+    /// does.
+    fn sources(&self, spec: &Spec) -> Vec<&'static str>;
+
+    /// The candidate an expert writes first for `spec` on `arch` (the default schedule of the kernel that
+    /// architecture runs).
+    fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate;
+
+    /// The candidate of `spec` with a schedule a search recorded as JSON (search logs keep schedules that way),
+    /// read as the schedule type a search of `spec` walks.
+    ///
+    /// # Errors
+    /// The JSON is not a schedule of that type (another kernel's, or written before the type changed), or it is
+    /// outside the schedule space.
+    fn scheduled_candidate(
+        &self,
+        spec: &Spec,
+        schedule: &serde_json::Value,
+    ) -> Result<Candidate, serde_json::Error>;
+
+    /// The check every candidate of this family passes in the evaluation worker before it is timed.
+    fn gate(&self) -> &'static dyn Gate;
+
+    /// Every searchable kernel's transformation catalog.
+    fn catalogs(&self) -> Vec<Catalog>;
+
+    /// The catalog a search of `spec` composes.
+    fn searched_catalog(&self, spec: &Spec) -> Catalog;
+
+    /// The catalog of the kernel whose schedule `schedule` (as a search log records it) is, if it is one of this
+    /// family's.
+    fn catalog_of(&self, schedule: &serde_json::Value) -> Option<Catalog>;
+
+    /// What to tune `spec` for: `shapes` (from the command line) if given, else the user's settings, else the
+    /// family's default. Fixed dimensions of the spec always win.
+    ///
+    /// # Errors
+    /// A message naming a shape this family cannot read.
+    fn targets(
+        &self,
+        spec: &Spec,
+        settings: &KernelSettings,
+        shapes: Option<&[Dims]>,
+    ) -> Result<Vec<Target>, String>;
+
+    /// Runs one search (`request.target` must be one of [`Family::targets`]).
+    ///
+    /// # Errors
+    /// [`TuneError`] when the kernel cannot be searched on that architecture, the evaluator cannot start, or the
+    /// default schedule is rejected.
+    fn tune(
+        &self,
+        request: &Request<'_>,
+        report: &mut dyn FnMut(Progress),
+    ) -> Result<Bucket, TuneError>;
+}
+
+/// Every family, in the order listings show them.
+pub static FAMILIES: &[&dyn Family] = &[&matmul::Matmul, &elementwise::Elementwise];
+
+/// The family that generates `spec`'s kernels.
+pub fn of(spec: &Spec) -> &'static dyn Family {
+    match spec.family {
+        optiml_spec::Family::Matmul(_) => &matmul::Matmul,
+        optiml_spec::Family::Elementwise(_) => &elementwise::Elementwise,
+    }
+}
+
+/// When this process was started as an evaluation worker, serves as one with every family's gate, then exits;
+/// otherwise returns. Called first thing by [`crate::Builder::compile`] and by `cargo-optiml`.
+pub fn serve_worker_if_requested() {
+    let gates: Vec<&dyn Gate> = FAMILIES.iter().map(|f| f.gate()).collect();
+    crate::eval::worker::serve_if_requested(&gates);
+}
+
+/// One searchable kernel's transformations, for listings and reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Catalog {
+    /// The family.
+    pub family: &'static str,
+    /// The kernel, within its family (`wgmma tf32`).
+    pub kernel: &'static str,
+    /// Its transformations.
+    pub entries: Vec<CatalogEntry>,
+}
+
+/// A transformation as listings show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CatalogEntry {
+    /// Its name, unique in its catalog.
+    pub name: &'static str,
+    /// The bottleneck it addresses.
+    pub addresses: Bottleneck,
+    /// The speed-up it claims.
+    pub claimed_gain: f64,
+    /// Why it should help.
+    pub rationale: &'static str,
+}
+
+impl Catalog {
+    /// The listing of kernel `S`'s catalog.
+    pub fn of<S: Tunable>(family: &'static str, kernel: &'static str) -> Self {
+        let entries = S::catalog()
+            .iter()
+            .map(|t: &Transform<S>| CatalogEntry {
+                name: t.name,
+                addresses: t.addresses,
+                claimed_gain: t.claimed_gain,
+                rationale: t.rationale,
+            })
+            .collect();
+        Catalog {
+            family,
+            kernel,
+            entries,
+        }
+    }
+
+    /// The gain transformation `name` claims here.
+    pub fn claimed_gain(&self, name: &str) -> Option<f64> {
+        self.entries
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.claimed_gain)
+    }
+}
+
+/// The family's default candidate for `spec` on `arch`.
+pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
+    of(spec).default_candidate(spec, arch)
+}
+
+/// The candidate of `spec` with a schedule a search recorded as JSON; see [`Family::scheduled_candidate`].
+///
+/// # Errors
+/// The JSON is not a schedule of the kernel a search of `spec` walks.
+pub fn scheduled_candidate(
+    spec: &Spec,
+    schedule: &serde_json::Value,
+) -> Result<Candidate, serde_json::Error> {
+    of(spec).scheduled_candidate(spec, schedule)
+}
+
+/// The gain transformation `name` claims in the catalog a search of `spec` walks (names repeat across kernels:
+/// `group-tile-rows` is both the SIMT and the 16-bit kernel's, with different effects).
+pub fn claimed_gain(spec: &Spec, name: &str) -> Option<f64> {
+    of(spec).searched_catalog(spec).claimed_gain(name)
+}
+
+/// The catalog of the kernel a search log's schedule belongs to (a log names its spec only in canonical text;
+/// its schedules name their kernel).
+pub fn catalog_of(schedule: &serde_json::Value) -> Option<Catalog> {
+    FAMILIES.iter().find_map(|f| f.catalog_of(schedule))
+}
+
+/// The generator's version for `spec`'s family: this crate's version plus a hash of the sources `spec`'s
+/// candidates are made from, so that a changed kernel body invalidates the cached entries made from it (tuned
+/// ones included) even when nobody bumps the version, and leaves every other entry alone (CubeCL hashes only
+/// names; we hash code).
+pub fn generator_version(spec: &Spec) -> String {
+    let hash = sha256_hex(of(spec).sources(spec).concat().as_bytes());
+    format!(
+        "optiml-build {} templates {}",
+        env!("CARGO_PKG_VERSION"),
+        &hash[..16]
+    )
+}
+
+/// Whether `schedule` is a recorded schedule of kernel `S`.
+fn is_schedule_of<S: Tunable + serde::de::DeserializeOwned>(schedule: &serde_json::Value) -> bool {
+    read_schedule::<S>(schedule).is_ok()
+}
+
+/// Reads a recorded schedule of kernel `S`, refusing one outside its space.
+fn read_schedule<S: Tunable + serde::de::DeserializeOwned>(
+    v: &serde_json::Value,
+) -> Result<S, serde_json::Error> {
+    let s: S = serde_json::from_value(v.clone())?;
+    if s.is_valid() {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "`{}` is outside this generator's schedule space",
+            s.describe()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_reachable_from_a_spec() {
+        for text in ["matmul, f32", "relu"] {
+            let spec = optiml_spec::parse(text).unwrap();
+            let family = of(&spec);
+            assert!(FAMILIES.iter().any(|f| f.name() == family.name()));
+        }
+        let mut names: Vec<&str> = FAMILIES.iter().map(|f| f.name()).collect();
+        names.dedup();
+        assert_eq!(names.len(), FAMILIES.len());
+    }
+
+    #[test]
+    fn every_catalog_entry_claims_its_own_gain_for_the_specs_that_search_it() {
+        // A spec per searched kernel: claimed_gain must resolve every name of that kernel's catalog to that
+        // kernel's entry, never another kernel's entry of the same name.
+        let specs = [
+            "matmul, f32",
+            "matmul, f32, tf32",
+            "matmul, bf16",
+            "matmul, f16",
+            "y = gelu(x)",
+        ];
+        let mut seen = Vec::new();
+        for text in specs {
+            let spec = optiml_spec::parse(text).unwrap();
+            let catalog = of(&spec).searched_catalog(&spec);
+            assert!(!catalog.entries.is_empty(), "{text}");
+            let mut names: Vec<&str> = catalog.entries.iter().map(|e| e.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(
+                names.len(),
+                catalog.entries.len(),
+                "{text}: duplicate names"
+            );
+            for e in &catalog.entries {
+                assert_eq!(
+                    claimed_gain(&spec, e.name),
+                    Some(e.claimed_gain),
+                    "{text}: {}",
+                    e.name
+                );
+            }
+            assert_eq!(claimed_gain(&spec, "no-such-transformation"), None);
+            seen.push((catalog.family, catalog.kernel));
+        }
+        // Every kernel any family lists is searched by one of the specs above.
+        for family in FAMILIES {
+            for c in family.catalogs() {
+                assert!(
+                    seen.contains(&(c.family, c.kernel)),
+                    "{} {}",
+                    c.family,
+                    c.kernel
+                );
+            }
+        }
+        // The bug this registry fixed: the 16-bit `group-tile-rows` and `wide-wgmma` resolve to the 16-bit
+        // catalog, not to the SIMT or TF32 ones.
+        let bf16 = optiml_spec::parse("matmul, bf16").unwrap();
+        assert_eq!(claimed_gain(&bf16, "group-tile-rows"), Some(1.08));
+        assert!(claimed_gain(&bf16, "ping-pong").is_none());
+    }
+
+    #[test]
+    fn a_recorded_schedule_names_its_kernel() {
+        let arch = Arch::new(9, 0);
+        for text in ["matmul, f32", "matmul, f32, tf32", "matmul, bf16", "relu"] {
+            let spec = optiml_spec::parse(text).unwrap();
+            let family = of(&spec);
+            let searched = family.searched_catalog(&spec);
+            // The default candidate's schedule, as a log records it, read back through the family.
+            let schedule = match &spec.family {
+                optiml_spec::Family::Elementwise(_) => {
+                    serde_json::to_value(<elementwise::Schedule as Tunable>::default_for(arch))
+                }
+                optiml_spec::Family::Matmul(_) => match text {
+                    "matmul, f32" => serde_json::to_value(
+                        <matmul::simt_f32::Schedule as Tunable>::default_for(arch),
+                    ),
+                    "matmul, f32, tf32" => {
+                        serde_json::to_value(<matmul::tf32::Schedule as Tunable>::default_for(arch))
+                    }
+                    _ => {
+                        serde_json::to_value(<matmul::half::Schedule as Tunable>::default_for(arch))
+                    }
+                },
+            }
+            .unwrap();
+            assert_eq!(catalog_of(&schedule), Some(searched), "{text}");
+            assert!(scheduled_candidate(&spec, &schedule).is_ok(), "{text}");
+        }
+        assert_eq!(catalog_of(&serde_json::json!({"threads": 256})), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! How each family's variants are launched: the runtime's registry of launch kinds. A variant records one of
+//! these (the cache stores it, the generated wrapper embeds it); the generic loader ([`crate::KernelModule`])
+//! asks it only for its image architecture, shared memory, threads and companion entry points, and the
+//! family's launcher reads the rest. A new family adds its variant at the end of [`Launch`] and its launcher
+//! module beside [`crate::matmul`].
+
+use crate::Arch;
+
+/// How a variant is launched; written by `optiml-build` from the template's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Launch {
+    /// A tiled matmul: one block of `threads` threads per `bm × bn` tile of `C`, batch on the grid's z axis.
+    Matmul {
+        /// Rows of `C` per block.
+        bm: u32,
+        /// Columns of `C` per block.
+        bn: u32,
+        /// Threads per block.
+        threads: u32,
+        /// Dynamic shared memory per block, in bytes.
+        smem_bytes: u32,
+        /// Split-K factor: above 1, the module also holds
+        /// [`REDUCE_ENTRY`](crate::matmul::REDUCE_ENTRY) and the product takes two launches through a
+        /// workspace (the launcher may use fewer splits for a shape where these would not pay).
+        split_k: u32,
+    },
+    /// A grid-stride elementwise map.
+    Elementwise {
+        /// Threads per block.
+        threads: u32,
+        /// Elements each thread handles per loop step (the vector width).
+        per_thread: u32,
+        /// Resident blocks per SM the grid is sized for.
+        blocks_per_sm: u32,
+    },
+    // Variants are appended: cache manifests store this enum by variant index (bincode).
+    /// A warp-specialised tensor-core matmul (`wgmma`, sm_90a only): a persistent grid of at most one block per
+    /// multiprocessor walks the `tile_m × tile_n` tiles of every batch item; one producer warpgroup fills a ring
+    /// of shared-memory stages, the others multiply.
+    Wgmma {
+        /// Rows of `C` per tile.
+        tile_m: u32,
+        /// Columns of `C` per tile.
+        tile_n: u32,
+        /// Threads per block (128 per warpgroup).
+        threads: u32,
+        /// Dynamic shared memory per block, in bytes.
+        smem_bytes: u32,
+        /// Rows per TMA box of the K-major operand Q (the `wgmma` N), when the producer loads through TMA
+        /// tensor maps the launcher encodes; 0 when it loads with `cp.async` only.
+        tma_rows: u32,
+        /// With TMA: Q is A (`NN` and `NT`, computed as `Cᵀ = Bᵀ·Aᵀ`), else B (`TT`).
+        tma_a_kmajor: bool,
+        /// With TMA: the other operand P is K-major too (`NT`: B stored `n × k`) and is loaded as boxes of every
+        /// other row; otherwise it is stored `k × rows` and loaded as 32 × 32 boxes.
+        tma_p_kmajor: bool,
+    },
+    /// A matmul of 16-bit operands (bf16 or fp16, fp32 accumulation, C of the operands' type).
+    Matmul16 {
+        /// The element type of A, B and C.
+        elem: Half,
+        /// Which kernel the module's entry is.
+        kernel: Kernel16,
+    },
+}
+
+/// The kernel a 16-bit matmul module's entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Kernel16 {
+    /// The sm_90a `wgmma` kernel; the module also holds the SIMT kernel for the calls it does not take.
+    Wgmma(Wgmma16),
+    /// The any-shape SIMT kernel (GPUs older than sm_80).
+    Simt,
+    /// The any-shape `mma.sync` kernel (sm_80 and newer without `wgmma`): one block of `threads` per `bm × bn`
+    /// tile of `C`, batch on the grid's z axis.
+    Mma {
+        /// Rows of `C` per block.
+        bm: u32,
+        /// Columns of `C` per block.
+        bn: u32,
+        /// Threads per block.
+        threads: u32,
+        /// Dynamic shared memory per block, in bytes.
+        smem_bytes: u32,
+    },
+}
+
+/// The 16-bit element types of tensor-core matmuls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Half {
+    /// bfloat16 (`half::bf16`).
+    Bf16,
+    /// IEEE half precision (`half::f16`).
+    F16,
+}
+
+/// The launch geometry of the 16-bit `wgmma` kernel: a persistent grid of at most one block per multiprocessor,
+/// A and B read only through TMA tensor maps the launcher encodes per call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Wgmma16 {
+    /// Rows of `C` per tile (64 per consumer warpgroup).
+    pub tile_m: u32,
+    /// Columns of `C` per tile (the `wgmma` N).
+    pub tile_n: u32,
+    /// Threads per block (128 per warpgroup).
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub smem_bytes: u32,
+    /// A is stored `k × m` (its map's boxes are 64 × 64).
+    pub trans_a: bool,
+    /// B is stored `n × k` (its map's boxes are `tile_n` rows of 64).
+    pub trans_b: bool,
+}
+
+/// The entry points a module holds beside its kernel, each in the slot its family's launcher reads it from
+/// ([`LoadedVariant::companions`], [`Target::companions`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Companions(pub [Option<Companion>; COMPANION_SLOTS]);
+
+/// One companion entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Companion {
+    /// Its `extern "C"` name.
+    pub entry: &'static str,
+    /// A module without it cannot run this launch (else it is optional: modules built before it existed lack
+    /// it, and the launcher does without).
+    pub required: bool,
+}
+
+/// Slots for companion entry points per module.
+pub const COMPANION_SLOTS: usize = 3;
+
+impl Companions {
+    /// `entry` in `slot`.
+    fn with(mut self, slot: usize, entry: &'static str, required: bool) -> Self {
+        self.0[slot] = Some(Companion { entry, required });
+        self
+    }
+
+    /// The entry point in `slot`, if any.
+    pub fn get(&self, slot: usize) -> Option<Companion> {
+        self.0.get(slot).copied().flatten()
+    }
+}
+
+impl Launch {
+    /// The architecture a variant for `arch` is compiled for: `wgmma` and `setmaxnreg` exist only in the
+    /// architecture-specific target (`sm_90a`), whose code runs on that exact chip only.
+    pub fn image_arch(&self, arch: Arch) -> Arch {
+        match self {
+            Launch::Wgmma { .. }
+            | Launch::Matmul16 {
+                kernel: Kernel16::Wgmma(_),
+                ..
+            } => Arch::specific(arch.major, arch.minor),
+            Launch::Matmul { .. } | Launch::Elementwise { .. } | Launch::Matmul16 { .. } => arch,
+        }
+    }
+
+    /// Dynamic shared memory per block, in bytes.
+    pub fn smem_bytes(&self) -> u32 {
+        match *self {
+            Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
+            Launch::Matmul16 {
+                kernel: Kernel16::Wgmma(w),
+                ..
+            } => w.smem_bytes,
+            Launch::Matmul16 {
+                kernel: Kernel16::Mma { smem_bytes, .. },
+                ..
+            } => smem_bytes,
+            Launch::Elementwise { .. }
+            | Launch::Matmul16 {
+                kernel: Kernel16::Simt,
+                ..
+            } => 0,
+        }
+    }
+
+    /// Threads per block of the module's entry point.
+    pub fn threads(&self) -> u32 {
+        match *self {
+            Launch::Matmul { threads, .. }
+            | Launch::Wgmma { threads, .. }
+            | Launch::Elementwise { threads, .. } => threads,
+            Launch::Matmul16 {
+                kernel: Kernel16::Wgmma(w),
+                ..
+            } => w.threads,
+            Launch::Matmul16 {
+                kernel: Kernel16::Mma { threads, .. },
+                ..
+            } => threads,
+            Launch::Matmul16 {
+                kernel: Kernel16::Simt,
+                ..
+            } => crate::matmul::SIMT16_THREADS,
+        }
+    }
+
+    /// The Rust expression that builds this value through the `optiml` facade (`::optiml::runtime::…`): what
+    /// the generated wrapper embeds for each variant.
+    pub fn rust_expr(&self) -> String {
+        match *self {
+            Launch::Matmul {
+                bm,
+                bn,
+                threads,
+                smem_bytes,
+                split_k,
+            } => format!(
+                "::optiml::runtime::Launch::Matmul {{ bm: {bm}, bn: {bn}, threads: {threads}, smem_bytes: {smem_bytes}, \
+                 split_k: {split_k} }}"
+            ),
+            Launch::Wgmma {
+                tile_m,
+                tile_n,
+                threads,
+                smem_bytes,
+                tma_rows,
+                tma_a_kmajor,
+                tma_p_kmajor,
+            } => format!(
+                "::optiml::runtime::Launch::Wgmma {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
+                 smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
+                 tma_p_kmajor: {tma_p_kmajor} }}"
+            ),
+            Launch::Matmul16 { elem, kernel } => {
+                let kernel = match kernel {
+                    Kernel16::Simt => "::optiml::runtime::Kernel16::Simt".to_string(),
+                    Kernel16::Mma {
+                        bm,
+                        bn,
+                        threads,
+                        smem_bytes,
+                    } => format!(
+                        "::optiml::runtime::Kernel16::Mma {{ bm: {bm}, bn: {bn}, threads: {threads}, \
+                         smem_bytes: {smem_bytes} }}"
+                    ),
+                    Kernel16::Wgmma(Wgmma16 {
+                        tile_m,
+                        tile_n,
+                        threads,
+                        smem_bytes,
+                        trans_a,
+                        trans_b,
+                    }) => format!(
+                        "::optiml::runtime::Kernel16::Wgmma(::optiml::runtime::Wgmma16 {{ tile_m: {tile_m}, \
+                         tile_n: {tile_n}, threads: {threads}, smem_bytes: {smem_bytes}, trans_a: {trans_a}, \
+                         trans_b: {trans_b} }})"
+                    ),
+                };
+                format!(
+                    "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, kernel: {kernel} }}"
+                )
+            }
+            Launch::Elementwise {
+                threads,
+                per_thread,
+                blocks_per_sm,
+            } => format!(
+                "::optiml::runtime::Launch::Elementwise {{ threads: {threads}, per_thread: {per_thread}, blocks_per_sm: {blocks_per_sm} }}"
+            ),
+        }
+    }
+
+    /// The companion entry points a module of this launch holds beside its kernel.
+    pub fn companions(&self) -> Companions {
+        use crate::matmul::{FALLBACK_SLOT, GEMV_SLOT, REDUCE_SLOT};
+        let none = Companions::default();
+        match *self {
+            Launch::Matmul { split_k, .. } => {
+                let with_gemv = none.with(GEMV_SLOT, crate::matmul::GEMV_ENTRY, false);
+                if split_k > 1 {
+                    with_gemv.with(REDUCE_SLOT, crate::matmul::REDUCE_ENTRY, true)
+                } else {
+                    with_gemv
+                }
+            }
+            Launch::Wgmma { .. } => none.with(GEMV_SLOT, crate::matmul::GEMV_ENTRY, false),
+            Launch::Matmul16 { kernel, .. } => {
+                let with_gemv = none.with(GEMV_SLOT, crate::matmul::GEMV_ENTRY, false);
+                if matches!(kernel, Kernel16::Wgmma(_)) {
+                    with_gemv.with(FALLBACK_SLOT, crate::matmul::SIMT16_ENTRY, true)
+                } else {
+                    with_gemv
+                }
+            }
+            Launch::Elementwise { .. } => none,
+        }
+    }
+}
