@@ -1,5 +1,5 @@
 //! Tuning on a GPU, for any family: search one kernel at one target from its default schedule with the real
-//! evaluator ([`search`]), then store the winners (with their measurements and search logs) as one cache entry,
+//! evaluator ([`search()`]), then store the winners (with their measurements and search logs) as one cache entry,
 //! replacing the default ([`store`]). A family picks the kernel, the gate and the targets
 //! (`crate::families::Family::tune`); `cargo optiml tune` and the build's search on a cache miss drive it.
 

@@ -6,6 +6,27 @@
 
 use crate::Arch;
 
+/// The split-K reduction's entry point, in every module whose matmul variant splits K.
+pub const REDUCE_ENTRY: &str = "optiml_splitk_reduce";
+
+/// The companion slot ([`Companions`]) of [`REDUCE_ENTRY`].
+pub const REDUCE_SLOT: usize = 0;
+/// The companion slot of [`GEMV_ENTRY`].
+pub const GEMV_SLOT: usize = 1;
+/// The companion slot of [`SIMT16_ENTRY`].
+pub const FALLBACK_SLOT: usize = 2;
+
+/// The matrix-vector entry point every generated matmul module also holds: a call with `n == 1` or `m == 1` is
+/// memory-bound, and a bandwidth kernel reads the matrix once at full speed where a tiled one wastes its tile.
+pub const GEMV_ENTRY: &str = "optiml_gemv";
+
+/// The any-shape 16-bit kernel every 16-bit tensor-core module also holds: it takes the calls TMA cannot address
+/// (misaligned buffers, rows that are not 16-byte multiples, an empty dimension) and the matrix-vector ones.
+pub const SIMT16_ENTRY: &str = "optiml_matmul16_simt";
+
+/// Threads per block of the 16-bit SIMT kernel (its template's fixed geometry: 64 × 64 tiles, 4 × 4 per thread).
+pub const SIMT16_THREADS: u32 = 256;
+
 /// How a variant is launched; written by `optiml-build` from the template's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -21,7 +42,7 @@ pub enum Launch {
         /// Dynamic shared memory per block, in bytes.
         smem_bytes: u32,
         /// Split-K factor: above 1, the module also holds
-        /// [`REDUCE_ENTRY`](crate::matmul::REDUCE_ENTRY) and the product takes two launches through a
+        /// [`REDUCE_ENTRY`] and the product takes two launches through a
         /// workspace (the launcher may use fewer splits for a shape where these would not pay).
         split_k: u32,
     },
@@ -117,7 +138,7 @@ pub struct Wgmma16 {
 }
 
 /// The entry points a module holds beside its kernel, each in the slot its family's launcher reads it from
-/// ([`LoadedVariant::companions`], [`Target::companions`]).
+/// ([`crate::LoadedVariant::companions`], [`crate::Target::companions`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Companions(pub [Option<Companion>; COMPANION_SLOTS]);
 
@@ -198,7 +219,7 @@ impl Launch {
             Launch::Matmul16 {
                 kernel: Kernel16::Simt,
                 ..
-            } => crate::matmul::SIMT16_THREADS,
+            } => SIMT16_THREADS,
         }
     }
 
@@ -270,22 +291,21 @@ impl Launch {
 
     /// The companion entry points a module of this launch holds beside its kernel.
     pub fn companions(&self) -> Companions {
-        use crate::matmul::{FALLBACK_SLOT, GEMV_SLOT, REDUCE_SLOT};
         let none = Companions::default();
         match *self {
             Launch::Matmul { split_k, .. } => {
-                let with_gemv = none.with(GEMV_SLOT, crate::matmul::GEMV_ENTRY, false);
+                let with_gemv = none.with(GEMV_SLOT, GEMV_ENTRY, false);
                 if split_k > 1 {
-                    with_gemv.with(REDUCE_SLOT, crate::matmul::REDUCE_ENTRY, true)
+                    with_gemv.with(REDUCE_SLOT, REDUCE_ENTRY, true)
                 } else {
                     with_gemv
                 }
             }
-            Launch::Wgmma { .. } => none.with(GEMV_SLOT, crate::matmul::GEMV_ENTRY, false),
+            Launch::Wgmma { .. } => none.with(GEMV_SLOT, GEMV_ENTRY, false),
             Launch::Matmul16 { kernel, .. } => {
-                let with_gemv = none.with(GEMV_SLOT, crate::matmul::GEMV_ENTRY, false);
+                let with_gemv = none.with(GEMV_SLOT, GEMV_ENTRY, false);
                 if matches!(kernel, Kernel16::Wgmma(_)) {
-                    with_gemv.with(FALLBACK_SLOT, crate::matmul::SIMT16_ENTRY, true)
+                    with_gemv.with(FALLBACK_SLOT, SIMT16_ENTRY, true)
                 } else {
                     with_gemv
                 }

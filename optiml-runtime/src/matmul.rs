@@ -73,26 +73,10 @@ pub struct MatmulArgs<'a, T: Element = f32> {
 /// Largest `m`, `n`, `k` or batch the kernels index with 32-bit block coordinates.
 const MAX_DIM: usize = i32::MAX as usize;
 
-/// The split-K reduction's entry point, in every module whose matmul variant splits K.
-pub const REDUCE_ENTRY: &str = "optiml_splitk_reduce";
-
-/// The companion slot ([`crate::Companions`]) of [`REDUCE_ENTRY`].
-pub const REDUCE_SLOT: usize = 0;
-/// The companion slot of [`GEMV_ENTRY`].
-pub const GEMV_SLOT: usize = 1;
-/// The companion slot of [`SIMT16_ENTRY`].
-pub const FALLBACK_SLOT: usize = 2;
-
-/// The matrix-vector entry point every generated matmul module also holds: a call with `n == 1` or `m == 1` is
-/// memory-bound, and a bandwidth kernel reads the matrix once at full speed where a tiled one wastes its tile.
-pub const GEMV_ENTRY: &str = "optiml_gemv";
-
-/// The any-shape 16-bit kernel every 16-bit tensor-core module also holds: it takes the calls TMA cannot address
-/// (misaligned buffers, rows that are not 16-byte multiples, an empty dimension) and the matrix-vector ones.
-pub const SIMT16_ENTRY: &str = "optiml_matmul16_simt";
-
-/// Threads per block of the 16-bit SIMT kernel (its template's fixed geometry: 64 × 64 tiles, 4 × 4 per thread).
-pub const SIMT16_THREADS: u32 = 256;
+// The module ABI the generator compiles against and `Launch::companions` names: defined with the launch kinds.
+pub use crate::launch::{
+    FALLBACK_SLOT, GEMV_ENTRY, GEMV_SLOT, REDUCE_ENTRY, REDUCE_SLOT, SIMT16_ENTRY, SIMT16_THREADS,
+};
 
 /// Rows and columns of `C` per block of the 16-bit SIMT kernel.
 const SIMT16_TILE: u32 = 64;
