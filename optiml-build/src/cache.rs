@@ -18,8 +18,8 @@
 
 use crate::experts::Candidate;
 use crate::fs::{self, FsError};
+use crate::measure::Measurement;
 use crate::nvrtc::{Compiled, PINNED, Resources};
-use crate::search::Measurement;
 use optiml_runtime::{Arch, Launch};
 use optiml_spec::{KernelId, sha256_hex};
 use serde::{Deserialize, Serialize};

@@ -75,3 +75,78 @@ pub fn emit(
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use optiml_runtime::{Half, Kernel16, Launch, Wgmma16};
+
+    /// Every launch kind, as a variant records it.
+    fn every_kind() -> Vec<Launch> {
+        let wgmma16 = Wgmma16 {
+            tile_m: 128,
+            tile_n: 256,
+            threads: 384,
+            smem_bytes: 197_632,
+            trans_a: true,
+            trans_b: false,
+        };
+        vec![
+            Launch::Matmul {
+                bm: 128,
+                bn: 64,
+                threads: 256,
+                smem_bytes: 0,
+                split_k: 4,
+            },
+            Launch::Elementwise {
+                threads: 256,
+                per_thread: 4,
+                blocks_per_sm: 8,
+            },
+            Launch::Wgmma {
+                tile_m: 256,
+                tile_n: 128,
+                threads: 384,
+                smem_bytes: 197_632,
+                tma_rows: 256,
+                tma_a_kmajor: true,
+                tma_p_kmajor: false,
+            },
+            Launch::Matmul16 {
+                elem: Half::Bf16,
+                kernel: Kernel16::Wgmma(wgmma16),
+            },
+            Launch::Matmul16 {
+                elem: Half::F16,
+                kernel: Kernel16::Mma {
+                    bm: 128,
+                    bn: 128,
+                    threads: 128,
+                    smem_bytes: 65_536,
+                },
+            },
+            Launch::Matmul16 {
+                elem: Half::F16,
+                kernel: Kernel16::Simt,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_launch_kind_is_written_as_a_rust_expression_of_the_same_value() {
+        for launch in every_kind() {
+            let text = launch.rust_expr();
+            let expr: syn::Expr = syn::parse_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            // The expression spells the value as Debug does, with every path through the facade: strip the
+            // paths and the two must read the same.
+            let spelled = quote::quote!(#expr)
+                .to_string()
+                .replace(":: optiml :: runtime :: Launch :: ", "")
+                .replace(":: optiml :: runtime :: Kernel16 :: ", "")
+                .replace(":: optiml :: runtime :: Half :: ", "")
+                .replace(":: optiml :: runtime :: ", "");
+            let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+            assert_eq!(squeeze(&spelled), squeeze(&format!("{launch:?}")), "{text}");
+        }
+    }
+}

@@ -45,6 +45,7 @@ pub mod eval;
 pub mod experts;
 pub mod families;
 pub mod fs;
+pub mod measure;
 pub mod migrate;
 pub mod nvrtc;
 pub mod scan;

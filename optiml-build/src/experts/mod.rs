@@ -24,3 +24,15 @@ pub(crate) fn defines(pairs: &[(&str, i64)]) -> String {
         .map(|(k, v)| format!("#define {k} {v}\n"))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn defines_are_one_line_each_in_order() {
+        assert_eq!(
+            super::defines(&[("OPTIML_BM", 128), ("OPTIML_TRANS_A", 0)]),
+            "#define OPTIML_BM 128\n#define OPTIML_TRANS_A 0\n"
+        );
+        assert_eq!(super::defines(&[]), "");
+    }
+}
