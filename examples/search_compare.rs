@@ -393,7 +393,7 @@ fn main() -> Result<(), BoxError> {
     let root = Schedule::default_for(arch);
     // The exhaustive landscape is the 1638 tilings without split-K: the shapes compared here fill the GPU
     // without splitting, and every split factor would make the sweep six times longer.
-    let space: Vec<Schedule> = Schedule::all()
+    let space: Vec<Schedule> = Schedule::space()
         .into_iter()
         .filter(|s| *s != root && s.split_k == 1)
         .collect();

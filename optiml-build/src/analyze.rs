@@ -870,6 +870,7 @@ pub fn convergence_svg(series: &[Convergence], title: &str) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::families::matmul::simt_f32::Schedule;
+    use crate::search::Tunable;
     use crate::search::{
         Config, Header, Outcome, SearchLog, Signals, Step, Verdict, config_value, records,
     };

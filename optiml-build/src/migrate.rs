@@ -212,6 +212,7 @@ mod tests {
     use super::*;
     use crate::cache::Lookup;
     use crate::families::elementwise::Schedule;
+    use crate::search::Tunable;
     use crate::search::{
         self, Config, DeterministicJudge, Evaluator, Header, Measurement, Method, Outcome, Signals,
     };
@@ -243,7 +244,10 @@ mod tests {
     /// A search's winner for `kernel`, its log, and the tuning record an earlier generator stored.
     fn searched(kernel: &FoundKernel, arch: Arch) -> (Schedule, Vec<u8>, Tuning) {
         let root = Schedule::default_for(arch);
-        let space: Vec<Schedule> = Schedule::all().into_iter().filter(|s| *s != root).collect();
+        let space: Vec<Schedule> = Schedule::space()
+            .into_iter()
+            .filter(|s| *s != root)
+            .collect();
         let config = Config {
             budget: 100,
             ..Config::default()

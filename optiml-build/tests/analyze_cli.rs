@@ -5,6 +5,7 @@
 
 use optiml_build::Arch;
 use optiml_build::families::matmul::simt_f32::Schedule;
+use optiml_build::search::Tunable;
 use optiml_build::search::{
     Bottleneck, Config, Header, Measurement, Method, Outcome, SearchLog, Signals, Step, Verdict,
     config_value, write_jsonl,

@@ -11,6 +11,7 @@ use optiml_build::experts::Candidate;
 use optiml_build::families::elementwise;
 use optiml_build::families::matmul::{half as matmul16, simt_f32 as matmul, tf32 as matmul_tf32};
 use optiml_build::nvrtc;
+use optiml_build::search::Tunable;
 use optiml_runtime::Arch;
 use optiml_spec::{
     Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand,
@@ -89,10 +90,10 @@ fn features(s: &matmul::Schedule) -> [(&'static str, [u32; 5]); 6] {
 
 /// Every load path (transpose pair) with both extreme epilogues, each compiled with a few schedules that together
 /// take every value of every knob (so every knob value meets every one of these flag sets); the tile shapes are
-/// spread over the flag sets. Greedy set cover over `Schedule::all()` from a fixed starting point per flag set:
+/// spread over the flag sets. Greedy set cover over `Schedule::space()` from a fixed starting point per flag set:
 /// deterministic, and it follows the space when `is_valid` changes.
 fn covering_jobs() -> Vec<(matmul::Schedule, MatmulSpec)> {
-    let all = matmul::Schedule::all();
+    let all = matmul::Schedule::space();
     let mut tiles: Vec<[u32; 5]> = all.iter().map(|s| features(s)[0].1).collect();
     tiles.sort_unstable();
     tiles.dedup();
@@ -295,7 +296,7 @@ fn every_tf32_variant_compiles_without_spills() {
         }
     }
     let hopper = Arch::specific(9, 0);
-    for s in matmul_tf32::Schedule::all() {
+    for s in matmul_tf32::Schedule::space() {
         for (i, t) in transposes.into_iter().enumerate() {
             // Alternate the epilogue so every schedule meets each.
             let spec = tf32(t, [plain, full, plain, silu][i]);
@@ -344,7 +345,7 @@ fn every_16_bit_variant_compiles_without_spills() {
         }
     }
     let hopper = Arch::specific(9, 0);
-    for (i, s) in matmul16::Schedule::all().into_iter().enumerate() {
+    for (i, s) in matmul16::Schedule::space().into_iter().enumerate() {
         let (t, e, dtype) = (
             transposes[i % 4],
             [plain, full, silu][i / 4 % 3],
@@ -368,7 +369,7 @@ fn every_schedule_compiles_without_spills() {
     let started = std::time::Instant::now();
     let arch = Arch::new(9, 0);
     let plain = spec((false, false), (false, false, false, None));
-    let jobs: Vec<Job> = matmul::Schedule::all()
+    let jobs: Vec<Job> = matmul::Schedule::space()
         .into_iter()
         .map(|s| {
             (
@@ -384,7 +385,7 @@ fn every_schedule_compiles_without_spills() {
 #[test]
 fn the_covering_subset_takes_every_knob_value_with_every_flag_set() {
     let jobs = covering_jobs();
-    let all = matmul::Schedule::all();
+    let all = matmul::Schedule::space();
     let mut seen: HashSet<(&str, [u32; 5], bool, bool, bool)> = HashSet::new();
     for (s, spec) in &jobs {
         for f in features(s) {

@@ -289,7 +289,7 @@ mod tests {
             budget: 20,
             ..Config::default()
         };
-        let root = Schedule::all()[0];
+        let root = Schedule::space()[0];
         let catalog = Schedule::catalog();
         let mut e = Hashed(0);
         let a = random_search(&config, &DeterministicJudge, &catalog, root, &mut e, 1).unwrap();
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn exhaustive_finds_the_minimum_of_the_space() {
-        let space = Schedule::all();
+        let space = Schedule::space();
         let config = Config {
             budget: space.len() + 1,
             time_limit: std::time::Duration::from_secs(600),

@@ -137,7 +137,7 @@ mod tests {
     }
 
     fn landscape() -> SearchRecords {
-        let space = Schedule::all();
+        let space = Schedule::space();
         let root = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
         let config = Config {
             budget: space.len() + 1,
@@ -164,7 +164,10 @@ mod tests {
         let records = landscape();
         let mut replay: Replay<Schedule> = Replay::new(&records, 7).unwrap();
         assert!(replay.measured_ms(&replay.root()).is_some());
-        let measured: Vec<Schedule> = Schedule::all().into_iter().filter(|s| s.bm != 64).collect();
+        let measured: Vec<Schedule> = Schedule::space()
+            .into_iter()
+            .filter(|s| s.bm != 64)
+            .collect();
         assert_eq!(replay.len(), measured.len());
         let mut moved = 0;
         for s in &measured {
@@ -185,7 +188,7 @@ mod tests {
             moved > measured.len() / 2,
             "the noise should move most times"
         );
-        let rejected = Schedule::all().into_iter().find(|s| s.bm == 64).unwrap();
+        let rejected = Schedule::space().into_iter().find(|s| s.bm == 64).unwrap();
         assert!(matches!(replay.evaluate(&rejected), Outcome::Rejected(_)));
         // The same seed replays the same noise; another seed, other noise.
         let again = Replay::<Schedule>::new(&records, 7)

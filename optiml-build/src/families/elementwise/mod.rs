@@ -137,47 +137,6 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// 256 threads, 8 blocks per SM: a full SM of 2048 threads, each with 16-byte accesses in flight.
-    pub fn default_for(_arch: Arch) -> Self {
-        Schedule {
-            threads: 256,
-            blocks_per_sm: 8,
-        }
-    }
-
-    /// Whether the template supports it: 128 to 1024 threads, and a grid of at most two waves of 2048 threads
-    /// per SM (more only queues blocks; fewer than one block per SM idles SMs).
-    pub fn is_valid(&self) -> bool {
-        [128, 256, 512, 1024].contains(&self.threads)
-            && [1, 2, 4, 8, 16, 32].contains(&self.blocks_per_sm)
-            && self.threads * self.blocks_per_sm <= 4096
-    }
-
-    /// `256 threads, 8 blocks/SM, float4`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} threads, {} blocks/SM, float4",
-            self.threads, self.blocks_per_sm
-        )
-    }
-
-    /// Every schedule the template supports.
-    pub fn all() -> Vec<Schedule> {
-        let mut out = Vec::new();
-        for threads in [128, 256, 512, 1024] {
-            for blocks_per_sm in [1, 2, 4, 8, 16, 32] {
-                let s = Schedule {
-                    threads,
-                    blocks_per_sm,
-                };
-                if s.is_valid() {
-                    out.push(s);
-                }
-            }
-        }
-        out
-    }
-
     /// The candidate computing `spec`.
     pub fn candidate(&self, spec: &ElementwiseSpec) -> Candidate {
         let (op, binary) = match spec.op {
@@ -226,20 +185,45 @@ impl Schedule {
 }
 
 impl Tunable for Schedule {
+    /// `256 threads, 8 blocks/SM, float4`.
     fn describe(&self) -> String {
-        Schedule::describe(self)
+        format!(
+            "{} threads, {} blocks/SM, float4",
+            self.threads, self.blocks_per_sm
+        )
     }
 
+    /// Whether the template supports it: 128 to 1024 threads, and a grid of at most two waves of 2048 threads
+    /// per SM (more only queues blocks; fewer than one block per SM idles SMs).
     fn is_valid(&self) -> bool {
-        Schedule::is_valid(self)
+        [128, 256, 512, 1024].contains(&self.threads)
+            && [1, 2, 4, 8, 16, 32].contains(&self.blocks_per_sm)
+            && self.threads * self.blocks_per_sm <= 4096
     }
 
-    fn default_for(arch: Arch) -> Self {
-        Schedule::default_for(arch)
+    /// 256 threads, 8 blocks per SM: a full SM of 2048 threads, each with 16-byte accesses in flight.
+    fn default_for(_arch: Arch) -> Self {
+        Schedule {
+            threads: 256,
+            blocks_per_sm: 8,
+        }
     }
 
+    /// Every schedule the template supports.
     fn space() -> Vec<Self> {
-        Schedule::all()
+        let mut out = Vec::new();
+        for threads in [128, 256, 512, 1024] {
+            for blocks_per_sm in [1, 2, 4, 8, 16, 32] {
+                let s = Schedule {
+                    threads,
+                    blocks_per_sm,
+                };
+                if s.is_valid() {
+                    out.push(s);
+                }
+            }
+        }
+        out
     }
 
     fn catalog() -> Vec<Transform<Self>> {
@@ -357,7 +341,7 @@ mod tests {
                 }
             }
         }
-        let all = Ew::all();
+        let all = Ew::space();
         assert!(
             all.iter().all(|s| seen.contains(s)),
             "{} of {}",

@@ -100,18 +100,6 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// 128 × 256 tiles, two consumer warpgroups, four stages (197632 bytes of shared memory), groups of 8 tile
-    /// rows: the prototype that ran at 0.96–1.06× cuBLAS on large shapes in every layout on the H200
-    /// (`bench/results/2026-11-30-h200-tensor-core-prototypes.md`).
-    pub fn default_for(_arch: Arch) -> Self {
-        Schedule {
-            bn: 256,
-            consumers: 2,
-            stages: 4,
-            group_m: 8,
-        }
-    }
-
     /// Threads per block: the consumers and one producer warpgroup.
     pub fn threads(&self) -> u32 {
         128 * (self.consumers + 1)
@@ -126,50 +114,6 @@ impl Schedule {
     /// bytes to align it to the 128-byte swizzle's period.
     pub fn smem_bytes(&self) -> u32 {
         self.stages * (self.tile_m() + self.bn) * 128 + 1024
-    }
-
-    /// Whether the template supports this combination within the shared memory of a block.
-    pub fn is_valid(&self) -> bool {
-        BN.contains(&self.bn)
-            && CONSUMERS.contains(&self.consumers)
-            && STAGES.contains(&self.stages)
-            && GROUP_M.contains(&self.group_m)
-            && self.smem_bytes() <= MAX_SMEM
-    }
-
-    /// Every schedule the template supports.
-    pub fn all() -> Vec<Schedule> {
-        let mut out = Vec::new();
-        for bn in BN {
-            for consumers in CONSUMERS {
-                for stages in STAGES {
-                    for group_m in GROUP_M {
-                        let s = Schedule {
-                            bn,
-                            consumers,
-                            stages,
-                            group_m,
-                        };
-                        if s.is_valid() {
-                            out.push(s);
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// `wgmma 128x256, 2 consumers, 4 stages, group 8`.
-    pub fn describe(&self) -> String {
-        format!(
-            "wgmma {}x{}, {} consumers, {} stages, group {}",
-            self.tile_m(),
-            self.bn,
-            self.consumers,
-            self.stages,
-            self.group_m
-        )
     }
 
     /// The `wgmma` candidate computing `spec` with this schedule; the module also holds the SIMT kernel as
@@ -288,20 +232,60 @@ pub fn default_candidate(spec: &Spec16, arch: Arch) -> Candidate {
 }
 
 impl Tunable for Schedule {
+    /// `wgmma 128x256, 2 consumers, 4 stages, group 8`.
     fn describe(&self) -> String {
-        Schedule::describe(self)
+        format!(
+            "wgmma {}x{}, {} consumers, {} stages, group {}",
+            self.tile_m(),
+            self.bn,
+            self.consumers,
+            self.stages,
+            self.group_m
+        )
     }
 
+    /// Whether the template supports this combination within the shared memory of a block.
     fn is_valid(&self) -> bool {
-        Schedule::is_valid(self)
+        BN.contains(&self.bn)
+            && CONSUMERS.contains(&self.consumers)
+            && STAGES.contains(&self.stages)
+            && GROUP_M.contains(&self.group_m)
+            && self.smem_bytes() <= MAX_SMEM
     }
 
-    fn default_for(arch: Arch) -> Self {
-        Schedule::default_for(arch)
+    /// 128 × 256 tiles, two consumer warpgroups, four stages (197632 bytes of shared memory), groups of 8 tile
+    /// rows: the prototype that ran at 0.96–1.06× cuBLAS on large shapes in every layout on the H200
+    /// (`bench/results/2026-11-30-h200-tensor-core-prototypes.md`).
+    fn default_for(_arch: Arch) -> Self {
+        Schedule {
+            bn: 256,
+            consumers: 2,
+            stages: 4,
+            group_m: 8,
+        }
     }
 
+    /// Every schedule the template supports.
     fn space() -> Vec<Self> {
-        Schedule::all()
+        let mut out = Vec::new();
+        for bn in BN {
+            for consumers in CONSUMERS {
+                for stages in STAGES {
+                    for group_m in GROUP_M {
+                        let s = Schedule {
+                            bn,
+                            consumers,
+                            stages,
+                            group_m,
+                        };
+                        if s.is_valid() {
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn catalog() -> Vec<Transform<Self>> {
@@ -416,7 +400,7 @@ mod tests {
         assert!(s.is_valid());
         assert_eq!((s.threads(), s.smem_bytes()), (384, 197_632));
         assert!(!Schedule { stages: 5, ..s }.is_valid());
-        let all = Schedule::all();
+        let all = Schedule::space();
         assert!(all.contains(&s));
         // Stage depths that fit, per tile: 64x64, 128x64 and 64x128 all six; 128x128 up to 6 (five); 64x256
         // up to 5 (four); 128x256 up to 4 (three). Twice over for the two group sizes.

@@ -22,6 +22,7 @@ use super::{Catalog, Family, is_schedule_of, read_schedule};
 use crate::config::{Dims, KernelSettings};
 use crate::eval::{Problem, Tolerance};
 use crate::experts::Candidate;
+use crate::search::Tunable;
 use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
 use half::Spec16;
 use optiml_runtime::Arch;

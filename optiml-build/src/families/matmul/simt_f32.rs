@@ -74,24 +74,6 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The default: 128×128 block tile, 8×8 per thread, 256 threads, 4×8-lane warps, launch-order rasterization,
-    /// `cp.async` for M/N-contiguous operands, the template's register cap. On an H200 it runs at the numbers in
-    /// `bench/results/`; the search starts here.
-    pub fn default_for(_arch: Arch) -> Self {
-        Schedule {
-            bm: 128,
-            bn: 128,
-            bk: 8,
-            tm: 8,
-            tn: 8,
-            warp_n: 8,
-            group_m: 1,
-            async_mode: 1,
-            min_blocks: 0,
-            split_k: 1,
-        }
-    }
-
     /// Threads per block.
     pub fn threads(&self) -> u32 {
         (self.bm / self.tm) * (self.bn / self.tn)
@@ -109,40 +91,6 @@ impl Schedule {
         } else {
             512 / threads
         }
-    }
-
-    /// Whether the template supports this combination (and it compiles without spills for sm_90).
-    pub fn is_valid(&self) -> bool {
-        let tiles = [64, 128].contains(&self.bm)
-            && [64, 128].contains(&self.bn)
-            && [8, 16].contains(&self.bk)
-            && [4, 8].contains(&self.tm)
-            && [4, 8].contains(&self.tn)
-            && self.threads() >= 64
-            && self.threads() <= 1024;
-        if !tiles {
-            return false;
-        }
-        let (tx, ty) = (self.bn / self.tn, self.bm / self.tm);
-        let warp =
-            WARP_N.contains(&self.warp_n) && tx % self.warp_n == 0 && ty % (32 / self.warp_n) == 0;
-        // An explicit minimum whose register cap equals the template's choice or a smaller explicit value's (the
-        // cap never exceeds 255) is the same kernel under another name.
-        let cap = |blocks: u32| (65536 / (self.threads() * blocks)).min(255);
-        let min_blocks = self.min_blocks == 0
-            || (MIN_BLOCKS.contains(&self.min_blocks)
-                && cap(self.min_blocks) != cap(self.auto_min_blocks())
-                && (1..self.min_blocks).all(|b| cap(b) != cap(self.min_blocks)));
-        // Measured with NVRTC 13.0 for sm_90 (every other schedule compiles without spills with the plain flags):
-        // 1024 threads leave 64 registers per thread, where only BK = 8 with cp.async and no rasterization
-        // arithmetic fits with every load path and epilogue.
-        let fits =
-            self.threads() < 1024 || (self.bk == 8 && self.group_m == 1 && self.async_mode != 0);
-        fits && warp
-            && SPLIT_K.contains(&self.split_k)
-            && GROUP_M.contains(&self.group_m)
-            && ASYNC_MODE.contains(&self.async_mode)
-            && min_blocks
     }
 
     /// The candidate computing `spec` with this schedule.
@@ -185,10 +133,12 @@ impl Schedule {
             schedule: self.describe(),
         }
     }
+}
 
+impl Tunable for Schedule {
     /// `block 128x128x8, thread 8x8, 256 threads, warp 4x8, group 1, async 1, min blocks auto`, then
     /// `, split k S` when K is split.
-    pub fn describe(&self) -> String {
+    fn describe(&self) -> String {
         let min_blocks = match self.min_blocks {
             0 => "auto".to_string(),
             n => n.to_string(),
@@ -212,9 +162,61 @@ impl Schedule {
         }
     }
 
+    /// Whether the template supports this combination (and it compiles without spills for sm_90).
+    fn is_valid(&self) -> bool {
+        let tiles = [64, 128].contains(&self.bm)
+            && [64, 128].contains(&self.bn)
+            && [8, 16].contains(&self.bk)
+            && [4, 8].contains(&self.tm)
+            && [4, 8].contains(&self.tn)
+            && self.threads() >= 64
+            && self.threads() <= 1024;
+        if !tiles {
+            return false;
+        }
+        let (tx, ty) = (self.bn / self.tn, self.bm / self.tm);
+        let warp =
+            WARP_N.contains(&self.warp_n) && tx % self.warp_n == 0 && ty % (32 / self.warp_n) == 0;
+        // An explicit minimum whose register cap equals the template's choice or a smaller explicit value's (the
+        // cap never exceeds 255) is the same kernel under another name.
+        let cap = |blocks: u32| (65536 / (self.threads() * blocks)).min(255);
+        let min_blocks = self.min_blocks == 0
+            || (MIN_BLOCKS.contains(&self.min_blocks)
+                && cap(self.min_blocks) != cap(self.auto_min_blocks())
+                && (1..self.min_blocks).all(|b| cap(b) != cap(self.min_blocks)));
+        // Measured with NVRTC 13.0 for sm_90 (every other schedule compiles without spills with the plain flags):
+        // 1024 threads leave 64 registers per thread, where only BK = 8 with cp.async and no rasterization
+        // arithmetic fits with every load path and epilogue.
+        let fits =
+            self.threads() < 1024 || (self.bk == 8 && self.group_m == 1 && self.async_mode != 0);
+        fits && warp
+            && SPLIT_K.contains(&self.split_k)
+            && GROUP_M.contains(&self.group_m)
+            && ASYNC_MODE.contains(&self.async_mode)
+            && min_blocks
+    }
+
+    /// The default: 128×128 block tile, 8×8 per thread, 256 threads, 4×8-lane warps, launch-order rasterization,
+    /// `cp.async` for M/N-contiguous operands, the template's register cap. On an H200 it runs at the numbers in
+    /// `bench/results/`; the search starts here.
+    fn default_for(_arch: Arch) -> Self {
+        Schedule {
+            bm: 128,
+            bn: 128,
+            bk: 8,
+            tm: 8,
+            tn: 8,
+            warp_n: 8,
+            group_m: 1,
+            async_mode: 1,
+            min_blocks: 0,
+            split_k: 1,
+        }
+    }
+
     /// Every schedule the template supports (what tests compile and the search can reach): 1638 tilings, each
     /// with every split factor.
-    pub fn all() -> Vec<Schedule> {
+    fn space() -> Vec<Self> {
         let mut out = Vec::new();
         for bm in [64, 128] {
             for bn in [64, 128] {
@@ -253,24 +255,6 @@ impl Schedule {
             }
         }
         out
-    }
-}
-
-impl Tunable for Schedule {
-    fn describe(&self) -> String {
-        Schedule::describe(self)
-    }
-
-    fn is_valid(&self) -> bool {
-        Schedule::is_valid(self)
-    }
-
-    fn default_for(arch: Arch) -> Self {
-        Schedule::default_for(arch)
-    }
-
-    fn space() -> Vec<Self> {
-        Schedule::all()
     }
 
     fn catalog() -> Vec<Transform<Self>> {
@@ -575,7 +559,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), catalog.len());
-        for s in Schedule::all() {
+        for s in Schedule::space() {
             for t in &catalog {
                 if let Some(out) = t.apply_to(&s) {
                     assert!(out.is_valid(), "{} on {s:?}", t.name);
@@ -618,7 +602,7 @@ mod tests {
                 frontier.extend(catalog.iter().filter_map(|t| t.apply_to(&s)));
             }
         }
-        let all = Schedule::all();
+        let all = Schedule::space();
         assert_eq!(seen.len(), all.len());
         assert!(all.iter().all(|s| seen.contains(s)));
     }

@@ -46,17 +46,6 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// 256 × 128 tiles, two consumer warpgroups, four stages (197632 bytes of shared memory): the prototype that
-    /// ran at cuBLAS's TF32 speed on the H200 for 256×1024³ (`bench/results/2026-11-30-h200-tf32.md`).
-    pub fn default_for(_arch: Arch) -> Self {
-        Schedule {
-            qn: 256,
-            consumers: 2,
-            stages: 4,
-            pingpong: false,
-        }
-    }
-
     /// Threads per block: the consumers and one producer warpgroup.
     pub fn threads(&self) -> u32 {
         128 * (self.consumers + 1)
@@ -74,50 +63,6 @@ impl Schedule {
     /// Dynamic shared memory: the ring, plus 1024 bytes to align it to the 128-byte swizzle's period.
     pub fn smem_bytes(&self) -> u32 {
         self.stages * (self.qn + self.p_rows()) * 128 + 1024
-    }
-
-    /// Whether the template supports this combination within the shared memory of a block.
-    pub fn is_valid(&self) -> bool {
-        QN.contains(&self.qn)
-            && CONSUMERS.contains(&self.consumers)
-            && STAGES.contains(&self.stages)
-            && (!self.pingpong || self.consumers == 2)
-            && self.smem_bytes() <= MAX_SMEM
-    }
-
-    /// Every schedule the template supports.
-    pub fn all() -> Vec<Schedule> {
-        let mut out = Vec::new();
-        for qn in QN {
-            for consumers in CONSUMERS {
-                for stages in STAGES {
-                    for pingpong in [false, true] {
-                        let s = Schedule {
-                            qn,
-                            consumers,
-                            stages,
-                            pingpong,
-                        };
-                        if s.is_valid() {
-                            out.push(s);
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// `wgmma 256x128, 2 consumers, 4 stages`, or `wgmma 256x64 ping-pong, 2 consumers, 5 stages`.
-    pub fn describe(&self) -> String {
-        format!(
-            "wgmma {}x{}{}, {} consumers, {} stages",
-            self.qn,
-            self.p_rows(),
-            if self.pingpong { " ping-pong" } else { "" },
-            self.consumers,
-            self.stages
-        )
     }
 
     /// The `wgmma` candidate computing `spec` with this schedule. The TMA producer is compiled in for every
@@ -230,20 +175,59 @@ fn epilogue(spec: &MatmulSpec) -> Vec<(&'static str, i64)> {
 }
 
 impl Tunable for Schedule {
+    /// `wgmma 256x128, 2 consumers, 4 stages`, or `wgmma 256x64 ping-pong, 2 consumers, 5 stages`.
     fn describe(&self) -> String {
-        Schedule::describe(self)
+        format!(
+            "wgmma {}x{}{}, {} consumers, {} stages",
+            self.qn,
+            self.p_rows(),
+            if self.pingpong { " ping-pong" } else { "" },
+            self.consumers,
+            self.stages
+        )
     }
 
+    /// Whether the template supports this combination within the shared memory of a block.
     fn is_valid(&self) -> bool {
-        Schedule::is_valid(self)
+        QN.contains(&self.qn)
+            && CONSUMERS.contains(&self.consumers)
+            && STAGES.contains(&self.stages)
+            && (!self.pingpong || self.consumers == 2)
+            && self.smem_bytes() <= MAX_SMEM
     }
 
-    fn default_for(arch: Arch) -> Self {
-        Schedule::default_for(arch)
+    /// 256 × 128 tiles, two consumer warpgroups, four stages (197632 bytes of shared memory): the prototype that
+    /// ran at cuBLAS's TF32 speed on the H200 for 256×1024³ (`bench/results/2026-11-30-h200-tf32.md`).
+    fn default_for(_arch: Arch) -> Self {
+        Schedule {
+            qn: 256,
+            consumers: 2,
+            stages: 4,
+            pingpong: false,
+        }
     }
 
+    /// Every schedule the template supports.
     fn space() -> Vec<Self> {
-        Schedule::all()
+        let mut out = Vec::new();
+        for qn in QN {
+            for consumers in CONSUMERS {
+                for stages in STAGES {
+                    for pingpong in [false, true] {
+                        let s = Schedule {
+                            qn,
+                            consumers,
+                            stages,
+                            pingpong,
+                        };
+                        if s.is_valid() {
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn catalog() -> Vec<Transform<Self>> {
@@ -373,7 +357,7 @@ mod tests {
         let s = Schedule::default_for(Arch::new(9, 0));
         assert!(s.is_valid());
         assert_eq!((s.threads(), s.smem_bytes()), (384, 197_632));
-        assert!(Schedule::all().contains(&s));
+        assert!(Schedule::space().contains(&s));
         // Five 256-row stages do not fit a block's shared memory; with ping-pong's 64-row tiles they do.
         assert!(!Schedule { stages: 5, ..s }.is_valid());
         let pingpong = Schedule {
@@ -391,7 +375,7 @@ mod tests {
             .is_valid()
         );
         // 18 cooperative or single-consumer schedules, 10 ping-pong ones.
-        assert_eq!(Schedule::all().len(), 28);
+        assert_eq!(Schedule::space().len(), 28);
         assert!(matches!(
             pingpong.candidate(&spec(false, false)).launch,
             Launch::Wgmma {
