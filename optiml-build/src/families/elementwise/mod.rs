@@ -226,8 +226,61 @@ impl Tunable for Schedule {
         out
     }
 
+    /// The elementwise family's transformations over its launch shape (the template is a grid-stride float4 loop).
     fn catalog() -> Vec<Transform<Self>> {
-        catalog()
+        vec![
+            Transform {
+                name: "wider-blocks",
+                rationale: "twice the threads per block, half the blocks per SM: the same residency in fewer, larger \
+                            blocks (fewer block launches and tail effects)",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    Some(Schedule {
+                        threads: s.threads * 2,
+                        blocks_per_sm: (s.blocks_per_sm / 2).max(1),
+                    })
+                },
+            },
+            Transform {
+                name: "narrower-blocks",
+                rationale: "half the threads per block, twice the blocks per SM: finer load balance across SMs",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    Some(Schedule {
+                        threads: s.threads / 2,
+                        blocks_per_sm: s.blocks_per_sm * 2,
+                    })
+                },
+            },
+            Transform {
+                name: "more-blocks-per-sm",
+                rationale: "a grid of more resident threads keeps more 16-byte loads in flight per SM (memory-level \
+                            parallelism), the lever of a bandwidth-bound loop",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    Some(Schedule {
+                        blocks_per_sm: s.blocks_per_sm * 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-blocks-per-sm",
+                rationale: "a smaller grid makes each thread loop longer: fewer blocks to schedule and more loads per \
+                            thread for the compiler to overlap",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        blocks_per_sm: s.blocks_per_sm / 2,
+                        ..*s
+                    })
+                },
+            },
+        ]
     }
 }
 
@@ -259,63 +312,6 @@ impl Evaluable for Schedule {
     }
 }
 
-/// The elementwise family's transformations over its launch shape (the template is a grid-stride float4 loop).
-fn catalog() -> Vec<Transform<Schedule>> {
-    vec![
-        Transform {
-            name: "wider-blocks",
-            rationale: "twice the threads per block, half the blocks per SM: the same residency in fewer, larger \
-                        blocks (fewer block launches and tail effects)",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.02,
-            apply: |s| {
-                Some(Schedule {
-                    threads: s.threads * 2,
-                    blocks_per_sm: (s.blocks_per_sm / 2).max(1),
-                })
-            },
-        },
-        Transform {
-            name: "narrower-blocks",
-            rationale: "half the threads per block, twice the blocks per SM: finer load balance across SMs",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.02,
-            apply: |s| {
-                Some(Schedule {
-                    threads: s.threads / 2,
-                    blocks_per_sm: s.blocks_per_sm * 2,
-                })
-            },
-        },
-        Transform {
-            name: "more-blocks-per-sm",
-            rationale: "a grid of more resident threads keeps more 16-byte loads in flight per SM (memory-level \
-                        parallelism), the lever of a bandwidth-bound loop",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.05,
-            apply: |s| {
-                Some(Schedule {
-                    blocks_per_sm: s.blocks_per_sm * 2,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "fewer-blocks-per-sm",
-            rationale: "a smaller grid makes each thread loop longer: fewer blocks to schedule and more loads per \
-                        thread for the compiler to overlap",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.03,
-            apply: |s| {
-                Some(Schedule {
-                    blocks_per_sm: s.blocks_per_sm / 2,
-                    ..*s
-                })
-            },
-        },
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,7 +319,7 @@ mod tests {
     #[test]
     fn the_elementwise_catalog_reaches_every_schedule_from_the_default() {
         use Schedule as Ew;
-        let catalog = catalog();
+        let catalog = Schedule::catalog();
         let mut names: Vec<&str> = catalog.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();

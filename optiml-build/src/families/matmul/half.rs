@@ -288,8 +288,69 @@ impl Tunable for Schedule {
         out
     }
 
+    /// The 16-bit `wgmma` kernel's transformations: its tile, its ring depth and its raster order. Names and claimed
+    /// gains are those of the same moves in the other catalogs.
     fn catalog() -> Vec<Transform<Self>> {
-        catalog()
+        vec![
+            Transform {
+                name: "wide-wgmma",
+                rationale: "a wider wgmma N reads each 64-row slice of A once per more columns: fewer shared-memory \
+                            bytes per MMA",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.10,
+                apply: |s| Some(Schedule { bn: s.bn * 2, ..*s }),
+            },
+            Transform {
+                name: "narrow-wgmma",
+                rationale: "a narrower tile gives more tiles, filling the machine on problems of fewer tiles than \
+                            multiprocessors",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.10,
+                apply: |s| Some(Schedule { bn: s.bn / 2, ..*s }),
+            },
+            Transform {
+                name: "second-consumer",
+                rationale: "two consumer warpgroups share each loaded stage of B: twice the MMAs per byte loaded",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.10,
+                apply: |s| Some(Schedule { consumers: 2, ..*s }),
+            },
+            Transform {
+                name: "one-consumer",
+                rationale: "one consumer warpgroup halves the tile's rows: more tiles for small problems",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| Some(Schedule { consumers: 1, ..*s }),
+            },
+            Transform {
+                name: "deeper-ring",
+                rationale: "one more stage in flight hides more load latency behind the MMAs",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.03,
+                apply: |s| next_depth(s.stages, 1).map(|stages| Schedule { stages, ..*s }),
+            },
+            Transform {
+                name: "shallower-ring",
+                rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| next_depth(s.stages, -1).map(|stages| Schedule { stages, ..*s }),
+            },
+            Transform {
+                name: "group-tile-rows",
+                rationale: "blocks running at once walk 8 tile rows per column: they share B panels in L2",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.08,
+                apply: |s| Some(Schedule { group_m: 8, ..*s }),
+            },
+            Transform {
+                name: "ungroup-tile-rows",
+                rationale: "row-major tile order: consecutive blocks share A panels instead",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.01,
+                apply: |s| Some(Schedule { group_m: 1, ..*s }),
+            },
+        ]
     }
 }
 
@@ -314,71 +375,6 @@ impl Evaluable for Schedule {
     fn work(spec: &Spec16, shape: MatmulShape) -> (f64, f64) {
         (shape.flops(), shape.min_bytes_of(&spec.matmul, 2.0))
     }
-}
-
-/// The 16-bit `wgmma` kernel's transformations: its tile, its ring depth and its raster order. Names and claimed
-/// gains are those of the same moves in the other catalogs.
-fn catalog() -> Vec<Transform<Schedule>> {
-    vec![
-        Transform {
-            name: "wide-wgmma",
-            rationale: "a wider wgmma N reads each 64-row slice of A once per more columns: fewer shared-memory \
-                        bytes per MMA",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { bn: s.bn * 2, ..*s }),
-        },
-        Transform {
-            name: "narrow-wgmma",
-            rationale: "a narrower tile gives more tiles, filling the machine on problems of fewer tiles than \
-                        multiprocessors",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { bn: s.bn / 2, ..*s }),
-        },
-        Transform {
-            name: "second-consumer",
-            rationale: "two consumer warpgroups share each loaded stage of B: twice the MMAs per byte loaded",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { consumers: 2, ..*s }),
-        },
-        Transform {
-            name: "one-consumer",
-            rationale: "one consumer warpgroup halves the tile's rows: more tiles for small problems",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.05,
-            apply: |s| Some(Schedule { consumers: 1, ..*s }),
-        },
-        Transform {
-            name: "deeper-ring",
-            rationale: "one more stage in flight hides more load latency behind the MMAs",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.03,
-            apply: |s| next_depth(s.stages, 1).map(|stages| Schedule { stages, ..*s }),
-        },
-        Transform {
-            name: "shallower-ring",
-            rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.02,
-            apply: |s| next_depth(s.stages, -1).map(|stages| Schedule { stages, ..*s }),
-        },
-        Transform {
-            name: "group-tile-rows",
-            rationale: "blocks running at once walk 8 tile rows per column: they share B panels in L2",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.08,
-            apply: |s| Some(Schedule { group_m: 8, ..*s }),
-        },
-        Transform {
-            name: "ungroup-tile-rows",
-            rationale: "row-major tile order: consecutive blocks share A panels instead",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.01,
-            apply: |s| Some(Schedule { group_m: 1, ..*s }),
-        },
-    ]
 }
 
 #[cfg(test)]

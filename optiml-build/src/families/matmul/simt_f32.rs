@@ -257,8 +257,222 @@ impl Tunable for Schedule {
         out
     }
 
+    /// The SIMT kernel's transformations over its schedule space.
     fn catalog() -> Vec<Transform<Self>> {
-        catalog()
+        vec![
+            Transform {
+                name: "grow-block-n",
+                rationale: "a wider block tile reuses each loaded row of A across more columns: fewer DRAM/L2 bytes per FLOP",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.10,
+                apply: |s| retile(Schedule { bn: s.bn * 2, ..*s }),
+            },
+            Transform {
+                name: "grow-block-m",
+                rationale: "a taller block tile reuses each loaded column of B across more rows",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.10,
+                apply: |s| retile(Schedule { bm: s.bm * 2, ..*s }),
+            },
+            Transform {
+                name: "deepen-k-tile",
+                rationale: "a deeper k-slice per stage halves the barriers per FLOP and keeps more loads in flight",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.05,
+                apply: |s| retile(Schedule { bk: s.bk * 2, ..*s }),
+            },
+            Transform {
+                name: "grow-thread-tile",
+                rationale: "a larger register tile does more FMAs per shared-memory load (higher arithmetic intensity per thread)",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.15,
+                apply: |s| {
+                    if s.tm <= s.tn {
+                        retile(Schedule { tm: s.tm * 2, ..*s })
+                    } else {
+                        retile(Schedule { tn: s.tn * 2, ..*s })
+                    }
+                },
+            },
+            Transform {
+                name: "shallow-k-tile",
+                rationale: "a shallower k-slice frees registers and shared memory for more resident warps",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.03,
+                apply: |s| retile(Schedule { bk: s.bk / 2, ..*s }),
+            },
+            Transform {
+                name: "shrink-block-n",
+                rationale: "a narrower block tile makes more blocks: fills the SMs on small or skinny problems",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| retile(Schedule { bn: s.bn / 2, ..*s }),
+            },
+            Transform {
+                name: "shrink-block-m",
+                rationale: "a shorter block tile makes more blocks",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| retile(Schedule { bm: s.bm / 2, ..*s }),
+            },
+            Transform {
+                name: "shrink-thread-tile",
+                rationale: "a smaller register tile lowers register pressure: more resident warps to hide latency",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    if s.tm >= s.tn {
+                        retile(Schedule { tm: s.tm / 2, ..*s })
+                    } else {
+                        retile(Schedule { tn: s.tn / 2, ..*s })
+                    }
+                },
+            },
+            Transform {
+                name: "widen-warp",
+                rationale: "a 2x16-lane warp reads half the A fragment bytes per k step and stores 256-byte C rows; \
+                            helps when A's fragment reads or narrow stores limit issue",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        warp_n: s.warp_n * 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "narrow-warp",
+                rationale: "an 8x4-lane warp reads half the B fragment bytes per k step (fewer shared-memory wavefronts \
+                            when TN-wide B reads dominate)",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        warp_n: s.warp_n / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "group-tile-rows",
+                rationale: "rasterizing blocks in groups of more tile rows makes co-resident blocks share A rows and B \
+                            columns in L2: fewer DRAM bytes once the operands outgrow the 60 MiB L2",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.08,
+                apply: |s| {
+                    let next = GROUP_M.iter().find(|&&g| g > s.group_m)?;
+                    Some(Schedule {
+                        group_m: *next,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "ungroup-tile-rows",
+                rationale: "fewer tile rows per raster group (down to launch order): less index arithmetic, and wide \
+                            groups only pay when a wave's A and B slices would not fit in L2 otherwise",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.01,
+                apply: |s| {
+                    let prev = GROUP_M.iter().rev().find(|&&g| g < s.group_m)?;
+                    Some(Schedule {
+                        group_m: *prev,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "cp-async-all-operands",
+                rationale: "cp.async for the K-contiguous operand too: no staging registers, so more loads in flight \
+                            per thread and room under the register cap",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    Some(Schedule {
+                        async_mode: 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "cp-async-mn-operands",
+                rationale: "cp.async only for M/N-contiguous operands (16-byte chunks); the K-contiguous one uses float4 \
+                            loads and a register transpose instead of four 4-byte cp.async per vector",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        async_mode: 1,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "register-staged-loads",
+                rationale: "float4 loads through registers for both operands: fewer memory instructions than 4-byte \
+                            cp.async, at the cost of staging registers",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    Some(Schedule {
+                        async_mode: 0,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "one-block-per-sm",
+                rationale: "__launch_bounds__ for 1 resident block: lifts the register cap so the register tile and \
+                            prefetches never spill and ptxas can schedule for more ILP",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    Some(Schedule {
+                        min_blocks: 1,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "split-k",
+                rationale: "four times as many K splits, each a separate block summed by a deterministic second pass: \
+                            a problem with fewer output tiles than SMs (small M·N, long K) fills the GPU",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.10,
+                apply: |s| {
+                    let next = SPLIT_K.iter().rev().find(|&&k| k <= s.split_k * 4)?;
+                    Some(Schedule {
+                        split_k: *next,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-k-splits",
+                rationale: "half the K splits: less workspace traffic and a cheaper second pass once the grid is full",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        split_k: s.split_k / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "template-register-cap",
+                rationale: "back to the template's measured register budget for this tile shape",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    Some(Schedule {
+                        min_blocks: 0,
+                        ..*s
+                    })
+                },
+            },
+        ]
     }
 }
 
@@ -286,224 +500,6 @@ impl Evaluable for Schedule {
     fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
         (shape.flops(), shape.min_bytes(spec))
     }
-}
-
-/// The SIMT kernel's transformations over its schedule space.
-fn catalog() -> Vec<Transform<Schedule>> {
-    vec![
-        Transform {
-            name: "grow-block-n",
-            rationale: "a wider block tile reuses each loaded row of A across more columns: fewer DRAM/L2 bytes per FLOP",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.10,
-            apply: |s| retile(Schedule { bn: s.bn * 2, ..*s }),
-        },
-        Transform {
-            name: "grow-block-m",
-            rationale: "a taller block tile reuses each loaded column of B across more rows",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.10,
-            apply: |s| retile(Schedule { bm: s.bm * 2, ..*s }),
-        },
-        Transform {
-            name: "deepen-k-tile",
-            rationale: "a deeper k-slice per stage halves the barriers per FLOP and keeps more loads in flight",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.05,
-            apply: |s| retile(Schedule { bk: s.bk * 2, ..*s }),
-        },
-        Transform {
-            name: "grow-thread-tile",
-            rationale: "a larger register tile does more FMAs per shared-memory load (higher arithmetic intensity per thread)",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.15,
-            apply: |s| {
-                if s.tm <= s.tn {
-                    retile(Schedule { tm: s.tm * 2, ..*s })
-                } else {
-                    retile(Schedule { tn: s.tn * 2, ..*s })
-                }
-            },
-        },
-        Transform {
-            name: "shallow-k-tile",
-            rationale: "a shallower k-slice frees registers and shared memory for more resident warps",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.03,
-            apply: |s| retile(Schedule { bk: s.bk / 2, ..*s }),
-        },
-        Transform {
-            name: "shrink-block-n",
-            rationale: "a narrower block tile makes more blocks: fills the SMs on small or skinny problems",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.05,
-            apply: |s| retile(Schedule { bn: s.bn / 2, ..*s }),
-        },
-        Transform {
-            name: "shrink-block-m",
-            rationale: "a shorter block tile makes more blocks",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.05,
-            apply: |s| retile(Schedule { bm: s.bm / 2, ..*s }),
-        },
-        Transform {
-            name: "shrink-thread-tile",
-            rationale: "a smaller register tile lowers register pressure: more resident warps to hide latency",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.05,
-            apply: |s| {
-                if s.tm >= s.tn {
-                    retile(Schedule { tm: s.tm / 2, ..*s })
-                } else {
-                    retile(Schedule { tn: s.tn / 2, ..*s })
-                }
-            },
-        },
-        Transform {
-            name: "widen-warp",
-            rationale: "a 2x16-lane warp reads half the A fragment bytes per k step and stores 256-byte C rows; \
-                        helps when A's fragment reads or narrow stores limit issue",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.03,
-            apply: |s| {
-                Some(Schedule {
-                    warp_n: s.warp_n * 2,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "narrow-warp",
-            rationale: "an 8x4-lane warp reads half the B fragment bytes per k step (fewer shared-memory wavefronts \
-                        when TN-wide B reads dominate)",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.03,
-            apply: |s| {
-                Some(Schedule {
-                    warp_n: s.warp_n / 2,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "group-tile-rows",
-            rationale: "rasterizing blocks in groups of more tile rows makes co-resident blocks share A rows and B \
-                        columns in L2: fewer DRAM bytes once the operands outgrow the 60 MiB L2",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.08,
-            apply: |s| {
-                let next = GROUP_M.iter().find(|&&g| g > s.group_m)?;
-                Some(Schedule {
-                    group_m: *next,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "ungroup-tile-rows",
-            rationale: "fewer tile rows per raster group (down to launch order): less index arithmetic, and wide \
-                        groups only pay when a wave's A and B slices would not fit in L2 otherwise",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.01,
-            apply: |s| {
-                let prev = GROUP_M.iter().rev().find(|&&g| g < s.group_m)?;
-                Some(Schedule {
-                    group_m: *prev,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "cp-async-all-operands",
-            rationale: "cp.async for the K-contiguous operand too: no staging registers, so more loads in flight \
-                        per thread and room under the register cap",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.05,
-            apply: |s| {
-                Some(Schedule {
-                    async_mode: 2,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "cp-async-mn-operands",
-            rationale: "cp.async only for M/N-contiguous operands (16-byte chunks); the K-contiguous one uses float4 \
-                        loads and a register transpose instead of four 4-byte cp.async per vector",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.03,
-            apply: |s| {
-                Some(Schedule {
-                    async_mode: 1,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "register-staged-loads",
-            rationale: "float4 loads through registers for both operands: fewer memory instructions than 4-byte \
-                        cp.async, at the cost of staging registers",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.02,
-            apply: |s| {
-                Some(Schedule {
-                    async_mode: 0,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "one-block-per-sm",
-            rationale: "__launch_bounds__ for 1 resident block: lifts the register cap so the register tile and \
-                        prefetches never spill and ptxas can schedule for more ILP",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.05,
-            apply: |s| {
-                Some(Schedule {
-                    min_blocks: 1,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "split-k",
-            rationale: "four times as many K splits, each a separate block summed by a deterministic second pass: \
-                        a problem with fewer output tiles than SMs (small M·N, long K) fills the GPU",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.10,
-            apply: |s| {
-                let next = SPLIT_K.iter().rev().find(|&&k| k <= s.split_k * 4)?;
-                Some(Schedule {
-                    split_k: *next,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "fewer-k-splits",
-            rationale: "half the K splits: less workspace traffic and a cheaper second pass once the grid is full",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.03,
-            apply: |s| {
-                Some(Schedule {
-                    split_k: s.split_k / 2,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "template-register-cap",
-            rationale: "back to the template's measured register budget for this tile shape",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.02,
-            apply: |s| {
-                Some(Schedule {
-                    min_blocks: 0,
-                    ..*s
-                })
-            },
-        },
-    ]
 }
 
 /// A tile change keeps the other knobs where they still apply; a warp shape or explicit register cap that no
@@ -542,19 +538,19 @@ mod tests {
                 .map(|t| t.name)
                 .collect()
         };
-        let short = DistinctProposer::new(RoutedProposer::new(catalog()), at(32));
-        let long = DistinctProposer::new(RoutedProposer::new(catalog()), at(65536));
+        let short = DistinctProposer::new(RoutedProposer::new(Schedule::catalog()), at(32));
+        let long = DistinctProposer::new(RoutedProposer::new(Schedule::catalog()), at(65536));
         assert!(!names(&short).contains(&"split-k"));
         assert!(names(&long).contains(&"split-k"));
         // Everything else is proposed as before.
-        let all = names(&RoutedProposer::new(catalog()));
+        let all = names(&RoutedProposer::new(Schedule::catalog()));
         assert_eq!(names(&short).len() + 1, all.len());
         assert_eq!(names(&long), all);
     }
 
     #[test]
     fn catalog_names_are_unique_and_effects_stay_in_the_template_space() {
-        let catalog = catalog();
+        let catalog = Schedule::catalog();
         let mut names: Vec<&str> = catalog.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
@@ -570,7 +566,7 @@ mod tests {
 
     #[test]
     fn routing_puts_the_bottleneck_first_and_respects_preconditions() {
-        let p = RoutedProposer::new(catalog());
+        let p = RoutedProposer::new(Schedule::catalog());
         let default = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
         let mem = p.propose(&default, Bottleneck::Memory);
         // The block tile is at its maximum: growing it does not apply.
@@ -594,7 +590,7 @@ mod tests {
 
     #[test]
     fn every_schedule_is_reachable_from_the_default() {
-        let catalog = catalog();
+        let catalog = Schedule::catalog();
         let mut seen = std::collections::HashSet::new();
         let mut frontier = vec![Schedule::default_for(optiml_runtime::Arch::new(9, 0))];
         while let Some(s) = frontier.pop() {
@@ -609,7 +605,12 @@ mod tests {
 
     #[test]
     fn tile_changes_keep_the_knobs_that_still_apply() {
-        let by_name = |name: &str| catalog().into_iter().find(|t| t.name == name).unwrap();
+        let by_name = |name: &str| {
+            Schedule::catalog()
+                .into_iter()
+                .find(|t| t.name == name)
+                .unwrap()
+        };
         let default = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
         // A 2x16-lane warp needs 16 threads along N; with 8 it falls back to the default 4x8.
         let wide = Schedule {

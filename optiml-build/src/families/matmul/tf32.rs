@@ -230,8 +230,80 @@ impl Tunable for Schedule {
         out
     }
 
+    /// The TF32 `wgmma` kernel's transformations: its tile and its ring depth.
     fn catalog() -> Vec<Transform<Self>> {
-        catalog()
+        vec![
+            Transform {
+                name: "wide-wgmma",
+                rationale: "a 256-row wgmma reads each 64-row slice of the other operand once per 256 rows instead of \
+                            128: half the shared-memory bytes per MMA",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.10,
+                apply: |s| Some(Schedule { qn: s.qn * 2, ..*s }),
+            },
+            Transform {
+                name: "narrow-wgmma",
+                rationale: "a 128-row tile gives twice the tiles, filling the machine on problems of fewer tiles than \
+                            multiprocessors",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.10,
+                apply: |s| Some(Schedule { qn: s.qn / 2, ..*s }),
+            },
+            Transform {
+                name: "second-consumer",
+                rationale: "two consumer warpgroups share each loaded stage of the K-major operand: twice the MMAs per \
+                            byte loaded",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.10,
+                apply: |s| Some(Schedule { consumers: 2, ..*s }),
+            },
+            Transform {
+                name: "one-consumer",
+                rationale: "one consumer warpgroup halves the tile's other side: more tiles for small problems",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| Some(Schedule { consumers: 1, ..*s }),
+            },
+            Transform {
+                name: "ping-pong",
+                rationale: "the two consumer warpgroups take their own tiles in turns: one's epilogue (C stores) runs \
+                            while the other's MMAs keep the tensor cores busy, instead of both stopping per tile",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 1.08,
+                apply: |s| {
+                    Some(Schedule {
+                        pingpong: true,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "cooperative",
+                rationale: "both consumer warpgroups share each tile: half the loads of the wide operand per MMA",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        pingpong: false,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "deeper-ring",
+                rationale: "one more stage in flight hides more load latency behind the MMAs",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.03,
+                apply: |s| next_depth(s.stages, 1).map(|stages| Schedule { stages, ..*s }),
+            },
+            Transform {
+                name: "shallower-ring",
+                rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| next_depth(s.stages, -1).map(|stages| Schedule { stages, ..*s }),
+            },
+        ]
     }
 }
 
@@ -256,82 +328,6 @@ impl Evaluable for Schedule {
     fn work(spec: &MatmulSpec, shape: MatmulShape) -> (f64, f64) {
         (shape.flops(), shape.min_bytes(spec))
     }
-}
-
-/// The TF32 `wgmma` kernel's transformations: its tile and its ring depth.
-fn catalog() -> Vec<Transform<Schedule>> {
-    vec![
-        Transform {
-            name: "wide-wgmma",
-            rationale: "a 256-row wgmma reads each 64-row slice of the other operand once per 256 rows instead of \
-                        128: half the shared-memory bytes per MMA",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { qn: s.qn * 2, ..*s }),
-        },
-        Transform {
-            name: "narrow-wgmma",
-            rationale: "a 128-row tile gives twice the tiles, filling the machine on problems of fewer tiles than \
-                        multiprocessors",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { qn: s.qn / 2, ..*s }),
-        },
-        Transform {
-            name: "second-consumer",
-            rationale: "two consumer warpgroups share each loaded stage of the K-major operand: twice the MMAs per \
-                        byte loaded",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.10,
-            apply: |s| Some(Schedule { consumers: 2, ..*s }),
-        },
-        Transform {
-            name: "one-consumer",
-            rationale: "one consumer warpgroup halves the tile's other side: more tiles for small problems",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.05,
-            apply: |s| Some(Schedule { consumers: 1, ..*s }),
-        },
-        Transform {
-            name: "ping-pong",
-            rationale: "the two consumer warpgroups take their own tiles in turns: one's epilogue (C stores) runs \
-                        while the other's MMAs keep the tensor cores busy, instead of both stopping per tile",
-            addresses: Bottleneck::Compute,
-            claimed_gain: 1.08,
-            apply: |s| {
-                Some(Schedule {
-                    pingpong: true,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "cooperative",
-            rationale: "both consumer warpgroups share each tile: half the loads of the wide operand per MMA",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.03,
-            apply: |s| {
-                Some(Schedule {
-                    pingpong: false,
-                    ..*s
-                })
-            },
-        },
-        Transform {
-            name: "deeper-ring",
-            rationale: "one more stage in flight hides more load latency behind the MMAs",
-            addresses: Bottleneck::Memory,
-            claimed_gain: 1.03,
-            apply: |s| next_depth(s.stages, 1).map(|stages| Schedule { stages, ..*s }),
-        },
-        Transform {
-            name: "shallower-ring",
-            rationale: "one stage fewer frees shared memory (and its fill time at the start of each tile)",
-            addresses: Bottleneck::Mixed,
-            claimed_gain: 1.02,
-            apply: |s| next_depth(s.stages, -1).map(|stages| Schedule { stages, ..*s }),
-        },
-    ]
 }
 
 #[cfg(test)]
