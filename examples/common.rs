@@ -363,15 +363,8 @@ pub fn check_matmul<T: Copy + Into<f64>>(
     })
 }
 
-/// Exact (erf) GELU in float64.
-pub fn gelu(v: f64) -> f64 {
-    0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))
-}
-
-/// SiLU (swish), `v · sigmoid(v)`, in float64.
-pub fn silu(v: f64) -> f64 {
-    v / (1.0 + (-v).exp())
-}
+/// The float64 activations every reference uses (the gate's too).
+pub use optiml_spec::reference::{gelu, silu};
 
 /// ‖x − y‖₂ / ‖y‖₂ in float64: how far a result is from a baseline's.
 pub fn rel_diff<T: Copy + Into<f64>>(x: &[T], y: &[T]) -> f64 {

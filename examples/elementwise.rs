@@ -35,7 +35,7 @@ fn main() -> Result<(), BoxError> {
         .zip(&got)
         .map(|(&v, &g)| {
             let v = v as f64;
-            let want = 0.5 * v * (1.0 + erf(v / std::f64::consts::SQRT_2));
+            let want = optiml_spec::reference::gelu(v);
             if g.is_finite() {
                 (g as f64 - want).abs()
             } else {
@@ -76,25 +76,4 @@ fn main() -> Result<(), BoxError> {
         );
     }
     Ok(())
-}
-
-/// erf to ~1e-15 (the examples need no math crate): series near 0, continued fraction in the tails.
-fn erf(x: f64) -> f64 {
-    let (s, a) = (x.signum(), x.abs());
-    if a < 2.5 {
-        let (mut term, mut sum, mut k) = (a, a, 0.0f64);
-        while term.abs() > 1e-17 * sum.abs() {
-            k += 1.0;
-            term *= -a * a / k;
-            sum += term / (2.0 * k + 1.0);
-        }
-        s * sum * 2.0 / std::f64::consts::PI.sqrt()
-    } else {
-        // erfc(a) = exp(-a²)/√π · 1/(a + 1/2/(a + 1/(a + 3/2/(a + …)))), evaluated bottom-up.
-        let mut f = a;
-        for k in (1..60).rev() {
-            f = a + (k as f64 / 2.0) / f;
-        }
-        s * (1.0 - (-a * a).exp() / (std::f64::consts::PI.sqrt() * f))
-    }
 }

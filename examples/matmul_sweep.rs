@@ -681,7 +681,7 @@ fn check(c: &Case, a: &[f32], b: &[f32], bias: Option<&[f32]>, out: &[f32]) -> R
         if let Some(bias) = bias {
             acc += f64::from(bias[j]);
             mag += f64::from(bias[j]).abs();
-            acc = 0.5 * acc * (1.0 + libm::erf(acc / std::f64::consts::SQRT_2));
+            acc = optiml_spec::reference::gelu(acc);
         }
         (acc, mag)
     })

@@ -10,7 +10,7 @@
 #   (device) STEPS="tests" bash bench/harness/regression_gpu.sh; STEPS="sweeps" bash bench/harness/regression_gpu.sh
 #
 # Steps (env STEPS, default both): `tests` (every staged test binary with --include-ignored, one thread for the
-# evaluator's fault injection), `sweeps` (matmul_sweep, matmul16_sweep, batched_matmul). Everything lands in
+# evaluator's fault injection), `sweeps` (matmul_sweep, matmul16_sweep, batched_matmul, elementwise). Everything lands in
 # /tmp/optiml-regression; $OUT (default /tmp) gets one archive of it, regression-<steps>.tgz, and the logs and
 # tables as flat files (the device tool hands back few files).
 set -uo pipefail
@@ -37,7 +37,9 @@ for step in $STEPS; do
       bash $run matmul16_sweep --out "$dir/sweep16" >"$dir/sweep16.log" 2>&1 || status=1
       grep -i 'geometric' "$dir/sweep16.log"
       bash $run batched_matmul --json "$dir/bmm.json" >"$dir/bmm.log" 2>&1 || status=1
-      tail -12 "$dir/bmm.log";;
+      tail -12 "$dir/bmm.log"
+      bash $run elementwise >"$dir/elementwise.log" 2>&1 || status=1
+      tail -12 "$dir/elementwise.log";;
     *) echo "unknown step $step"; status=1;;
   esac
   echo "== $step: $(( $(date +%s) - start )) s"

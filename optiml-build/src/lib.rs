@@ -38,6 +38,7 @@ mod build_search;
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod cuda;
 pub mod emit;
 pub mod engine;
 mod error;

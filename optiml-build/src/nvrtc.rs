@@ -321,8 +321,40 @@ pub fn compile(
         )
     })?;
     let cname = CString::new(name).map_err(|_| fail("invalid name".into(), String::new()))?;
-    let prog = result::create_program(&src, Some(&cname))
-        .map_err(|e| fail(format!("{e:?}"), String::new()))?;
+    // Every shared header, in memory (`crate::cuda`): NVRTC reads the ones the source includes.
+    let header_texts: Vec<CString> = crate::cuda::HEADERS
+        .iter()
+        .map(|h| CString::new(h.text))
+        .collect::<Result<_, _>>()
+        .map_err(|_| fail("invalid header".into(), "a header holds a NUL byte".into()))?;
+    let header_names: Vec<CString> = crate::cuda::HEADERS
+        .iter()
+        .map(|h| CString::new(h.name))
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            fail(
+                "invalid header".into(),
+                "a header name holds a NUL byte".into(),
+            )
+        })?;
+    let texts: Vec<*const c_char> = header_texts.iter().map(|c| c.as_ptr()).collect();
+    let names: Vec<*const c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
+    let mut prog = std::mem::MaybeUninit::<sys::nvrtcProgram>::uninit();
+    // SAFETY: every pointer is a live NUL-terminated string that outlives the program (`src`, `cname` and the
+    // header vectors are dropped after `prog` is destroyed below); the two arrays have `texts.len()` entries.
+    let prog = unsafe {
+        sys::nvrtcCreateProgram(
+            prog.as_mut_ptr(),
+            src.as_ptr(),
+            cname.as_ptr(),
+            texts.len() as i32,
+            texts.as_ptr(),
+            names.as_ptr(),
+        )
+        .result()
+        .map(|()| prog.assume_init())
+    }
+    .map_err(|e| fail(format!("{e:?}"), String::new()))?;
     // Every path below destroys `prog` exactly once.
     let out = (|| {
         // SAFETY: `prog` is a live program; the options are valid C strings.

@@ -17,8 +17,45 @@ pub struct Candidate {
     pub schedule: String,
 }
 
+/// A macro's value in a generated source: a number, or the name of an option a shared header defines
+/// (`OPTIML_ACT_GELU`), so the source says what it selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Def {
+    /// A number (sizes, flags).
+    Int(i64),
+    /// A named option.
+    Name(&'static str),
+}
+
+impl From<i64> for Def {
+    fn from(v: i64) -> Self {
+        Def::Int(v)
+    }
+}
+
+impl From<u32> for Def {
+    fn from(v: u32) -> Self {
+        Def::Int(v.into())
+    }
+}
+
+impl From<bool> for Def {
+    fn from(v: bool) -> Self {
+        Def::Int(v.into())
+    }
+}
+
+impl std::fmt::Display for Def {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Def::Int(v) => write!(f, "{v}"),
+            Def::Name(n) => f.write_str(n),
+        }
+    }
+}
+
 /// `#define NAME VALUE` lines.
-pub(crate) fn defines(pairs: &[(&str, i64)]) -> String {
+pub(crate) fn defines(pairs: &[(&str, Def)]) -> String {
     pairs
         .iter()
         .map(|(k, v)| format!("#define {k} {v}\n"))
@@ -29,9 +66,14 @@ pub(crate) fn defines(pairs: &[(&str, i64)]) -> String {
 mod tests {
     #[test]
     fn defines_are_one_line_each_in_order() {
+        use super::Def;
         assert_eq!(
-            super::defines(&[("OPTIML_BM", 128), ("OPTIML_TRANS_A", 0)]),
-            "#define OPTIML_BM 128\n#define OPTIML_TRANS_A 0\n"
+            super::defines(&[
+                ("OPTIML_BM", 128u32.into()),
+                ("OPTIML_TRANS_A", false.into()),
+                ("OPTIML_ACT", Def::Name("OPTIML_ACT_GELU"))
+            ]),
+            "#define OPTIML_BM 128\n#define OPTIML_TRANS_A 0\n#define OPTIML_ACT OPTIML_ACT_GELU\n"
         );
         assert_eq!(super::defines(&[]), "");
     }

@@ -7,6 +7,7 @@
 
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml::half::{bf16, f16};
+use optiml_spec::reference::{gelu, silu};
 use optiml_test_kernels as k;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -80,14 +81,6 @@ fn check_above(what: &str, out: &[f32], want: &[f64], (rel, floor): (f64, f64), 
     }
     let err = (num / den.max(1e-300)).sqrt();
     assert!(err <= rel, "{what}: relative error {err:e} > {rel:e}");
-}
-
-fn gelu(v: f64) -> f64 {
-    0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))
-}
-
-fn silu(v: f64) -> f64 {
-    v / (1.0 + (-v).exp())
 }
 
 struct Mm<'a> {

@@ -7,7 +7,7 @@
 use super::MatmulShape;
 use super::next_depth;
 use crate::eval::{Evaluable, Problem};
-use crate::experts::{Candidate, defines};
+use crate::experts::{Candidate, Def, defines};
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Half, Kernel16, Launch, Wgmma16};
 use optiml_spec::{DType, MatmulSpec};
@@ -69,13 +69,13 @@ impl Spec16 {
     }
 
     /// The macros of the element type, the layout and the epilogue, which both templates read.
-    fn macros(&self) -> Vec<(&'static str, i64)> {
+    fn macros(&self) -> Vec<(&'static str, Def)> {
         let mut macros = vec![(
             "OPTIML_DTYPE",
-            match self.elem {
+            Def::Int(match self.elem {
                 Half::Bf16 => 0,
                 Half::F16 => 1,
-            },
+            }),
         )];
         macros.extend(super::spec_macros(&self.matmul));
         macros.extend(super::gemv_macros());
@@ -119,7 +119,7 @@ impl Schedule {
     /// The `wgmma` candidate computing `spec` with this schedule; the module also holds the SIMT kernel as
     /// [`SIMT16_ENTRY`](optiml_runtime::matmul::SIMT16_ENTRY).
     pub fn candidate(&self, spec: &Spec16) -> Candidate {
-        let mut macros: Vec<(&str, i64)> = vec![
+        let mut macros: Vec<(&str, Def)> = vec![
             ("OPTIML_BN", self.bn.into()),
             ("OPTIML_CONSUMERS", self.consumers.into()),
             ("OPTIML_STAGES", self.stages.into()),
@@ -185,7 +185,7 @@ pub fn mma_candidate(spec: &Spec16, arch: Arch) -> Candidate {
     };
     let threads = (bm / wm) * (bn / wn) * 32;
     let smem_bytes = 2 * stages * bk * (bm + bn);
-    let mut macros: Vec<(&str, i64)> = vec![
+    let mut macros: Vec<(&str, Def)> = vec![
         ("OPTIML_M16_BM", bm.into()),
         ("OPTIML_M16_BN", bn.into()),
         ("OPTIML_M16_BK", bk.into()),
@@ -426,7 +426,7 @@ mod tests {
             "#define OPTIML_DTYPE 1",
             "#define OPTIML_TRANS_A 1",
             "#define OPTIML_HAS_BIAS 1",
-            "#define OPTIML_ACT 2",
+            "#define OPTIML_ACT OPTIML_ACT_GELU",
             "#define OPTIML_GROUP_M 8",
             "OPTIML_SIMT16_ENTRY(",
         ] {

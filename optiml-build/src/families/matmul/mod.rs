@@ -21,7 +21,7 @@ pub use plan::{MatmulShape, test_plan};
 use super::{Catalog, Family, is_schedule_of, read_schedule};
 use crate::config::{Dims, KernelSettings};
 use crate::eval::{Problem, Tolerance};
-use crate::experts::Candidate;
+use crate::experts::{Candidate, Def};
 use crate::search::Tunable;
 use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
 use half::Spec16;
@@ -75,18 +75,22 @@ impl Family for Matmul {
         let Some(class) = Class::of(spec) else {
             return super::of(spec).sources(spec);
         };
+        // Every template includes the epilogue header.
+        let epilogue = crate::cuda::EPILOGUE.text;
         match class {
-            Class::F32(_) => vec![simt_f32::TEMPLATE, simt_f32::GEMV_TEMPLATE],
+            Class::F32(_) => vec![simt_f32::TEMPLATE, simt_f32::GEMV_TEMPLATE, epilogue],
             Class::Tf32(_) => vec![
                 tf32::WGMMA_TEMPLATE,
                 tf32::MMA_TEMPLATE,
                 simt_f32::GEMV_TEMPLATE,
+                epilogue,
             ],
             Class::Half(_) => vec![
                 half::WGMMA_TEMPLATE,
                 half::SIMT_TEMPLATE,
                 half::MMA_TEMPLATE,
                 half::GEMV_TEMPLATE,
+                epilogue,
             ],
         }
     }
@@ -298,13 +302,13 @@ fn problem(spec: &MatmulSpec, dtype: DType, shape: MatmulShape) -> Problem {
 }
 
 /// The layout and epilogue macros every matmul template takes (the ABI of `optiml_matmul` and `optiml_gemv`).
-fn spec_macros(spec: &MatmulSpec) -> [(&'static str, i64); 6] {
-    let act = match spec.activation {
-        None => 0,
-        Some(Activation::Relu) => 1,
-        Some(Activation::Gelu) => 2,
-        Some(Activation::Silu) => 3,
-    };
+fn spec_macros(spec: &MatmulSpec) -> [(&'static str, Def); 6] {
+    let act = Def::Name(match spec.activation {
+        None => "OPTIML_ACT_NONE",
+        Some(Activation::Relu) => "OPTIML_ACT_RELU",
+        Some(Activation::Gelu) => "OPTIML_ACT_GELU",
+        Some(Activation::Silu) => "OPTIML_ACT_SILU",
+    });
     [
         ("OPTIML_TRANS_A", spec.trans_a.into()),
         ("OPTIML_TRANS_B", spec.trans_b.into()),
@@ -316,7 +320,7 @@ fn spec_macros(spec: &MatmulSpec) -> [(&'static str, i64); 6] {
 }
 
 /// The matrix-vector kernel's launch shape, which the runtime's launcher assumes.
-fn gemv_macros() -> [(&'static str, i64); 2] {
+fn gemv_macros() -> [(&'static str, Def); 2] {
     [
         (
             "OPTIML_GEMV_THREADS",
@@ -365,15 +369,24 @@ mod tests {
             let sources = Matmul.sources(&s);
             let candidates: Vec<Candidate> =
                 archs.iter().map(|&a| default_candidate(&s, a)).collect();
+            // What a candidate compiles: its text and the shared headers it includes.
+            fn compiled(c: &Candidate) -> Vec<&str> {
+                let mut parts = vec![c.source.as_str()];
+                parts.extend(crate::cuda::included_by(&c.source).iter().map(|h| h.text));
+                parts
+            }
             // Each listed source is in some candidate...
             for (i, src) in sources.iter().enumerate() {
                 assert!(
-                    candidates.iter().any(|c| c.source.contains(src)),
+                    candidates
+                        .iter()
+                        .any(|c| compiled(c).iter().any(|p| p.contains(src))),
                     "{text}: source {i} is hashed but no candidate holds it"
                 );
             }
             // ...and no candidate holds code from anywhere else: what is left once the listed sources are cut
-            // out is the generated header (comments and macro definitions).
+            // out is the generated header (comments and macro definitions), and every header it includes is
+            // listed.
             for c in &candidates {
                 let mut rest = c.source.clone();
                 for src in &sources {
@@ -385,6 +398,13 @@ mod tests {
                     "{text}: `{}` holds unhashed code: {rest}",
                     c.schedule
                 );
+                for h in crate::cuda::included_by(&c.source) {
+                    assert!(
+                        sources.contains(&h.text),
+                        "{text}: `{}` is included, not hashed",
+                        h.name
+                    );
+                }
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use super::MatmulShape;
 use crate::eval::{Evaluable, Problem};
-use crate::experts::{Candidate, defines};
+use crate::experts::{Candidate, Def, defines};
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch};
 use optiml_spec::{DType, MatmulSpec};
@@ -95,7 +95,7 @@ impl Schedule {
 
     /// The candidate computing `spec` with this schedule.
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
-        let mut macros: Vec<(&str, i64)> = vec![
+        let mut macros: Vec<(&str, Def)> = vec![
             ("OPTIML_BM", self.bm.into()),
             ("OPTIML_BN", self.bn.into()),
             ("OPTIML_BK", self.bk.into()),
@@ -111,7 +111,7 @@ impl Schedule {
         }
         macros.extend(super::spec_macros(spec));
         if self.split_k > 1 {
-            macros.push(("OPTIML_SPLIT_K", 1));
+            macros.push(("OPTIML_SPLIT_K", Def::Int(1)));
         }
         macros.extend(super::gemv_macros());
         let source = format!(

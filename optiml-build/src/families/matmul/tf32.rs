@@ -6,7 +6,7 @@
 use super::MatmulShape;
 use super::{has_wgmma, next_depth};
 use crate::eval::{Evaluable, Problem};
-use crate::experts::{Candidate, defines};
+use crate::experts::{Candidate, Def, defines};
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch};
 use optiml_spec::{DType, MatmulSpec};
@@ -74,7 +74,7 @@ impl Schedule {
         let swap = !(spec.trans_a && spec.trans_b);
         let pw = self.p_rows();
         let (tile_m, tile_n) = if swap { (self.qn, pw) } else { (pw, self.qn) };
-        let mut macros: Vec<(&str, i64)> = vec![
+        let mut macros: Vec<(&str, Def)> = vec![
             ("OPTIML_QN", self.qn.into()),
             ("OPTIML_CONSUMERS", self.consumers.into()),
             ("OPTIML_STAGES", self.stages.into()),
@@ -125,7 +125,7 @@ pub fn mma_candidate(spec: &MatmulSpec) -> Candidate {
         bk * (bn + 8)
     };
     let smem = 4 * stages * (a + b);
-    let mut macros: Vec<(&str, i64)> = vec![
+    let mut macros: Vec<(&str, Def)> = vec![
         ("OPTIML_BM", bm.into()),
         ("OPTIML_BN", bn.into()),
         ("OPTIML_BK", bk.into()),
@@ -168,7 +168,7 @@ pub fn default_candidate(spec: &MatmulSpec, arch: Arch) -> Candidate {
 }
 
 /// The layout and epilogue macros both templates share, and the matrix-vector kernel's.
-fn epilogue(spec: &MatmulSpec) -> Vec<(&'static str, i64)> {
+fn epilogue(spec: &MatmulSpec) -> Vec<(&'static str, Def)> {
     let mut macros = super::spec_macros(spec).to_vec();
     macros.extend(super::gemv_macros());
     macros

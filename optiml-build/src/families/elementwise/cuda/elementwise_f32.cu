@@ -1,11 +1,11 @@
 // optiml: elementwise map over n fp32 elements.
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros. No #include, no standard library; everything is explicitly
+// macros. One #include (optiml/epilogue.cuh, in memory for NVRTC), no standard library; everything is explicitly
 // annotated so the file also compiles with nvcc and without -default-device.
 //
 //   OPTIML_OP      1 relu (fmaxf(v, 0): NaN -> 0, as in the matmul epilogue),
-//                  2 gelu (exact erf), 3 silu, 4 sigmoid, 5 tanh,
+//                  2 gelu (exact erf), 3 silu (the CUDA-core forms of optiml/epilogue.cuh), 4 sigmoid, 5 tanh,
 //                  6 add, 7 mul
 //   OPTIML_BINARY  ops 6/7 only: 1 = out = x (+|*) y   (tensor operand)
 //                                2 = out = x (+|*) s   (scalar operand)
@@ -42,6 +42,8 @@
 #define OPTIML_EW_TENSOR_Y 0
 #endif
 
+#include "optiml/epilogue.cuh"  // relu, gelu and silu, as the matmul epilogues compute them
+
 namespace optiml_ew {
 
 // Numerically stable logistic: never evaluates exp of a positive argument.
@@ -54,11 +56,11 @@ __device__ __forceinline__ float sigmoid(float v) {
 __device__ __forceinline__ float apply(float v, float w) {
     (void)w;
 #if OPTIML_OP == 1
-    return fmaxf(v, 0.f);
+    return optiml_relu(v);
 #elif OPTIML_OP == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    return optiml_gelu_exact(v);
 #elif OPTIML_OP == 3
-    return v * sigmoid(v);
+    return optiml_silu_exact(v);
 #elif OPTIML_OP == 4
     return sigmoid(v);
 #elif OPTIML_OP == 5

@@ -6,7 +6,7 @@
 // modes; what differs is 8 elements per 16-byte load and the conversions.
 //
 // Compiled by NVRTC; specialised ONLY through preprocessor macros defined
-// before this text. No #include, no standard library, 16-bit conversions in
+// before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, 16-bit conversions in
 // inline PTX. It may be concatenated into one translation unit with
 // matmul_wgmma_16.cu and matmul16_simt.cu, before or after them: the shared
 // flags use the same #ifndef defaults, and everything defined here is named
@@ -41,9 +41,8 @@
 // v *= alpha (OPTIML_HAS_ALPHA); v = fmaf(beta, C_old, v) (OPTIML_HAS_BETA,
 // C_old read as 16-bit; otherwise C is never read); v += bias[n]
 // (OPTIML_HAS_BIAS, fp32, 4-byte aligned; n is the column of C: for N == 1
-// that is always bias[0]); v = act(v) (OPTIML_ACT 0 none, 1 relu fmaxf(v, 0),
-// 2 exact gelu 0.5 v (1 + erff(v / sqrt 2)), 3 silu v sigmoid(v)); then rounded once to the 16-bit
-// type, round to nearest even (overflow gives +-inf, NaN stays NaN).
+// that is always bias[0]); v = optiml_act_exact(v) (OPTIML_ACT, the CUDA-core
+// forms of optiml/epilogue.cuh); then rounded once to the 16-bit type, round to nearest even (overflow gives +-inf, NaN stays NaN).
 // K == 0 gives epilogue(0). NaN / Inf in the operands propagate as in a plain
 // dot product (elements outside the operands are never read).
 // Alignment: A, B, C need only 2-byte alignment (any element offset, any odd
@@ -151,9 +150,7 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_GEMV_THREADS
 #define OPTIML_GEMV_THREADS 512
 #endif
@@ -188,9 +185,6 @@
 
 #if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
-#endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -337,19 +331,6 @@ __device__ __forceinline__ float optiml_g16_dot8(uint4 a, uint4 b, float acc) {
 }
 
 // ---------------------------------------------------------------- epilogue
-__device__ __forceinline__ float optiml_g16_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-#elif OPTIML_ACT == 3
-    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
-    const float e = expf(-fabsf(v));
-    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
-#else
-    return v;
-#endif
-}
 // Output o of the current batch item (Cz already offset; C is contiguous).
 // bias is indexed by the column of C: bias[o] when M == 1, bias[0] when N == 1.
 __device__ __forceinline__ void optiml_g16_store(unsigned short* __restrict__ Cz, const float* __restrict__ bias,
@@ -365,7 +346,7 @@ __device__ __forceinline__ void optiml_g16_store(unsigned short* __restrict__ Cz
     v += __ldg(bias + (bias_per_out ? o : 0));
 #endif
     (void)alpha; (void)beta; (void)bias; (void)bias_per_out;
-    Cz[o] = optiml_g16_to16(optiml_g16_act(v));
+    Cz[o] = optiml_g16_to16(optiml_act_exact(v));
 }
 
 // Full-warp sum; every lane gets the same bits (a + b == b + a in IEEE).

@@ -3,7 +3,7 @@
 // become a second entry of that template.
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros defined before this text. No #include, no standard library.
+// macros defined before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library.
 // Every function is explicitly annotated so the file also compiles with
 // nvcc (bench/harness/gemv/gemv_harness.cu includes it) and with or without
 // NVRTC's -default-device.
@@ -27,7 +27,7 @@
 // Epilogue per element, exactly as optiml_matmul: v = acc; v *= alpha
 // (HAS_ALPHA); v += beta * C_old (HAS_BETA; otherwise C is never read);
 // v += bias[n] (HAS_BIAS; n is the column of C: for N == 1 that is always
-// bias[0]); v = act(v) (OPTIML_ACT 0 none, 1 relu, 2 exact erf gelu, 3 silu).
+// bias[0]); v = optiml_act_exact(v) (OPTIML_ACT: optiml/epilogue.cuh).
 // Pointers need only 4-byte alignment; 16-byte paths are chosen at run time.
 // K == 0 gives epilogue(0). Deterministic: no atomics, fixed reduction order
 // (the result bits do not depend on the grid size or on scheduling).
@@ -138,13 +138,8 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
-#endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
 #endif
@@ -231,20 +226,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-__device__ __forceinline__ float epilogue_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-#elif OPTIML_ACT == 3
-    // silu = v / (1 + exp(-v)): expf, then the fast division (2 ulp, 1e-7 relative, inside the fp32 gate's
-    // 1e-5). An IEEE division's slow path spilled the 128-register default with NT + the full epilogue.
-    // exp(-v) = inf (v < -88) gives v * rcp(inf) = -0, silu's limit.
-    return __fdividef(v, 1.f + expf(-v));
-#else
-    return v;
-#endif
-}
 
 __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float old, float bias) {
     float v = acc;
@@ -258,7 +239,7 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, fl
     v += bias;
 #endif
     (void)alpha; (void)beta; (void)old; (void)bias;
-    return epilogue_act(v);
+    return optiml_act_exact(v);
 }
 
 // Output o of the current batch item (Cz already offset): C is contiguous

@@ -5,7 +5,7 @@
 // Correctness for every shape first, speed second.
 //
 // Compiled by NVRTC; specialised ONLY through preprocessor macros defined
-// before this text. No #include, no standard library, 16-bit conversions in
+// before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, 16-bit conversions in
 // inline PTX. Every function is annotated so the file also compiles with nvcc
 // (bench/harness/simt16/harness.cu includes it) and with or without NVRTC's
 // -default-device. Any arch >= sm_70 (bf16 output rounding uses the sm_80
@@ -34,10 +34,8 @@
 //   A or B (the pointers are __restrict__).
 // Epilogue per element, fp32: v = acc; v *= alpha (OPTIML_HAS_ALPHA);
 //   v = fmaf(beta, C_old, v) (OPTIML_HAS_BETA; otherwise C is never read);
-//   v += bias[n] (OPTIML_HAS_BIAS, fp32, 4-byte aligned); v = act(v)
-//   (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact gelu
-//   0.5 v (1 + erff(v / sqrt 2)), the product's formula; 3 silu v sigmoid(v)); then rounded to the
-//   16-bit type, round to nearest even (overflow gives +-inf, NaN stays NaN).
+//   v += bias[n] (OPTIML_HAS_BIAS, fp32, 4-byte aligned); v = optiml_act_exact(v)
+//   (OPTIML_ACT: the CUDA-core forms of optiml/epilogue.cuh); then rounded to the 16-bit type, round to nearest even (overflow gives +-inf, NaN stays NaN).
 //   K = 0: C = epilogue(0). NaN/Inf inputs propagate as in a plain dot product
 //   (out-of-range operand elements are never read; they enter as +0).
 //
@@ -60,7 +58,7 @@
 //
 // Macros (all optional):
 //   OPTIML_DTYPE      0 bf16 (default), 1 fp16
-//   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: as above (0)
+//   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: as above (OPTIML_ACT_NONE)
 
 #ifndef OPTIML_DTYPE
 #define OPTIML_DTYPE 0
@@ -85,15 +83,10 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
 #if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
-#endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 
 // Fixed geometry (the launcher relies on 64 x 64 tiles and 256 threads).
@@ -142,19 +135,6 @@ __device__ __forceinline__ unsigned short optiml_s16_to16(float x) {
 }
 
 // ---------------------------------------------------------------- epilogue
-__device__ __forceinline__ float optiml_s16_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-#elif OPTIML_ACT == 3
-    // silu = v * sigmoid(v); exp only of -|v|, so it never overflows.
-    const float e = expf(-fabsf(v));
-    return v * ((v >= 0.f ? 1.f : e) / (1.f + e));
-#else
-    return v;
-#endif
-}
 
 // ---------------------------------------------------------------- global -> registers
 // Thread `tid` loads 4 elements of the A slice (64 m x 16 k) and 4 of the B
@@ -307,7 +287,7 @@ OPTIML_SIMT16_ENTRY(const unsigned short* __restrict__ A, const unsigned short* 
 #if OPTIML_HAS_BIAS
                                 v += bias[n0 + ln];
 #endif
-                                crow[ln] = optiml_s16_to16(optiml_s16_act(v));
+                                crow[ln] = optiml_s16_to16(optiml_act_exact(v));
                             }
                         }
                     }

@@ -1,7 +1,8 @@
 // optiml: batched SGEMM template, fp32 FFMA (no tensor cores), row-major.
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros defined before this text. No #include, no standard library.
+// macros defined before this text. One #include (optiml/epilogue.cuh, which NVRTC
+// gets in memory; nvcc needs -I optiml-build/src/cuda), no standard library.
 // Every function is explicitly annotated so the file also compiles with
 // nvcc (bench/harness/matmul_harness.cu includes it) and with or without
 // NVRTC's -default-device.
@@ -19,9 +20,9 @@
 //   OPTIML_TRANS_B 0: B is K x N (ldb = N); 1: B stored N x K (ldb = K)
 //   X[z] = X + z * strideX (stride 0 = broadcast that operand)
 // Epilogue per element: v = acc; v *= alpha (HAS_ALPHA); v += beta * C_old
-// (HAS_BETA; otherwise C is never read); v += bias[n] (HAS_BIAS); v = act(v)
-// (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact erf gelu, 3 silu = v sigmoid(v); erfcf
-// would not cancel for v < -5 but spills the 128-register default with NT + full epilogue).
+// (HAS_BETA; otherwise C is never read); v += bias[n] (HAS_BIAS); v = optiml_act_exact(v)
+// (OPTIML_ACT: optiml/epilogue.cuh; an erfcf gelu would not cancel for v < -5 but spills the
+// 128-register default with NT + full epilogue).
 // Pointers need only 4-byte alignment; 16-byte paths are chosen at run time.
 //
 // Design (register-blocked SGEMM, exact fp32 FFMA):
@@ -157,9 +158,7 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
 #ifndef OPTIML_SPLIT_K
 #define OPTIML_SPLIT_K 0
@@ -178,9 +177,6 @@
 
 #if (OPTIML_ASYNC_MODE < 0) || (OPTIML_ASYNC_MODE > 2)
 #error "OPTIML_ASYNC_MODE must be 0, 1 or 2"
-#endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -396,20 +392,6 @@ struct TileLoader {
     }
 };
 
-__device__ __forceinline__ float epilogue_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-#elif OPTIML_ACT == 3
-    // silu = v / (1 + exp(-v)): expf, then the fast division (2 ulp, 1e-7 relative, inside the fp32 gate's
-    // 1e-5). An IEEE division's slow path spilled the 128-register default with NT + the full epilogue.
-    // exp(-v) = inf (v < -88) gives v * rcp(inf) = -0, silu's limit.
-    return __fdividef(v, 1.f + expf(-v));
-#else
-    return v;
-#endif
-}
 
 __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float old, float bias) {
     float v = acc;
@@ -423,7 +405,7 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, fl
     v += bias;
 #endif
     (void)alpha; (void)beta; (void)old; (void)bias;
-    return epilogue_act(v);
+    return optiml_act_exact(v);
 }
 
 // Fragments of one k step: TM/4 (TN/4) float4 reads, spaced TY*4 (TX*4)

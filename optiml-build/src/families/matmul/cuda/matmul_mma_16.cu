@@ -5,7 +5,7 @@
 // entry: same ABI, same semantics, same epilogue formulas.
 //
 // Compiled by NVRTC; specialised ONLY through preprocessor macros defined
-// before this text. No #include, no standard library; everything the CUDA
+// before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library; everything the CUDA
 // headers would provide is inline PTX. Every function is annotated, so the
 // file also compiles with nvcc (bench/harness/mma16/harness.cu includes it)
 // and with or without NVRTC's -default-device. The text may follow other
@@ -43,12 +43,11 @@
 //   X[z] = X + z * strideX (stride 0 = the same matrix for every batch item;
 //   strideC 0 with batch > 1 is a race, as for any GEMM). C must not overlap
 //   A or B (the pointers are __restrict__).
-// Epilogue per element, fp32 (the formulas of matmul16_simt.cu): v = acc;
+// Epilogue per element, fp32: v = acc;
 //   v *= alpha (OPTIML_HAS_ALPHA); v = fmaf(beta, C_old, v) (OPTIML_HAS_BETA;
 //   otherwise C is never read); v += bias[n] (OPTIML_HAS_BIAS, fp32, 4-byte
-//   aligned); v = act(v) (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact
-//   gelu 0.5f * v * (1.f + erff(v * 0.70710678f)), 3 silu v sigmoid(v)); then rounded once to the
-//   16-bit type, round to nearest even (cvt.rn; overflow gives +-inf).
+//   aligned); v = optiml_act_fast(v) (OPTIML_ACT: the tensor-core forms of
+//   optiml/epilogue.cuh); then rounded once to the 16-bit type, round to nearest even (cvt.rn; overflow gives +-inf).
 //   K = 0: C = epilogue(0). Out-of-range operand elements are never read;
 //   they enter the shared tiles as +0.
 //
@@ -121,7 +120,7 @@
 //
 // Macros (all optional):
 //   OPTIML_DTYPE           0 bf16 (default), 1 fp16
-//   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: as above (0)
+//   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: as above (OPTIML_ACT_NONE)
 //   OPTIML_MMA16_ENTRY     the entry point's name (default optiml_matmul)
 //   OPTIML_M16_BM, _BN     block tile (multiples of WM / WN; 128, 128)
 //   OPTIML_M16_BK          k-tile: 16, 32 (default) or 64
@@ -157,9 +156,7 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_MMA16_ENTRY
 #define OPTIML_MMA16_ENTRY optiml_matmul
 #endif
@@ -196,9 +193,6 @@
 
 #if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
-#endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -686,20 +680,6 @@ __device__ __forceinline__ void optiml_m16_mma_all(float (&acc)[optiml_m16_cfg::
 }
 
 // ---------------------------------------------------------------- epilogue
-__device__ __forceinline__ float optiml_m16_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-#elif OPTIML_ACT == 3
-    // silu = v / (1 + exp(-v)) with the fast exponential and division (ex2.approx, rcp.approx: ~1e-6 relative,
-    // far inside a tensor-core kernel's tolerance). With expf and an IEEE division the H200's bf16 4096^3
-    // bias + silu kernel took 0.239 ms against 0.190 ms with gelu. exp(-v) = inf (v < -88) gives -0, the limit.
-    return __fdividef(v, 1.f + __expf(-v));
-#else
-    return v;
-#endif
-}
 
 // The epilogue of this thread's accumulators: acc[i][j][2h + e] is C row
 // bm + wm0 + 16i + 8h, column bn + wn0 + 8j + e (wm0, wn0: this thread's
@@ -715,7 +695,7 @@ __device__ __forceinline__ float optiml_m16_epi1(float v, float alpha, float bet
     v += bias;
 #endif
     (void)alpha; (void)beta; (void)old; (void)bias;
-    return optiml_m16_act(v);
+    return optiml_act_fast(v);
 }
 
 // FULL: the warp tile lies inside C and C allows 32-bit accesses. Row block
@@ -824,8 +804,8 @@ __device__ __forceinline__ void optiml_m16_epi_edge(float (&acc)[optiml_m16_cfg:
                 v0 += b0;
                 v1 += b1;
 #endif
-                v0 = optiml_m16_act(v0);
-                v1 = optiml_m16_act(v1);
+                v0 = optiml_act_fast(v0);
+                v1 = optiml_act_fast(v1);
                 if (vecC) {
                     if (ln < nrem) optiml_m16_st32(crow + ln, optiml_m16_pack2(v0, v1));
                 } else {

@@ -2,7 +2,7 @@
 // (mma.sync m16n8k8, sm_80+; also the legacy tensor-core path on sm_90).
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros defined before this text. No #include, no standard library, inline
+// macros defined before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, inline
 // PTX for everything the CUDA headers would provide. Every function is
 // annotated so the file also compiles with nvcc (bench/harness/tf32_harness.cu
 // includes it) and with or without NVRTC's -default-device.
@@ -22,7 +22,7 @@
 //   X[z] = X + z * strideX (stride 0 = broadcast that operand)
 // Epilogue per element: v = acc; v *= alpha (HAS_ALPHA); v += beta * C_old
 // (HAS_BETA; otherwise C is never read); v += bias[n] (HAS_BIAS); v = act(v)
-// (OPTIML_ACT 0 none, 1 relu = fmaxf(v, 0), 2 exact erf gelu, 3 silu = v sigmoid(v)).
+// (= optiml_act_fast(v): OPTIML_ACT, the tensor-core forms of optiml/epilogue.cuh).
 // Pointers need only 4-byte alignment; 16-byte paths are chosen at run time.
 // K = 0 gives C = epilogue(0).
 //
@@ -193,9 +193,7 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
 // Byte counts usable by a host program that includes this file (and mirrored
 // by the Rust launcher): see the header comment.
@@ -207,9 +205,6 @@
 #define OPTIML_SMEM_BYTES (4 * OPTIML_STAGES * (OPTIML_A_STAGE_FLOATS + OPTIML_B_STAGE_FLOATS))
 #define OPTIML_DYN_SMEM_BYTES (OPTIML_SMEM_BYTES > 49152 ? OPTIML_SMEM_BYTES : 0)
 
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
-#endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
 #endif
@@ -680,20 +675,6 @@ struct KSteps {
     }
 };
 
-__device__ __forceinline__ float epilogue_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-#elif OPTIML_ACT == 3
-    // silu = v / (1 + exp(-v)) with the fast exponential and division (ex2.approx, rcp.approx: ~1e-6 relative,
-    // far inside a tensor-core kernel's tolerance). With expf and an IEEE division the H200's bf16 4096^3
-    // bias + silu kernel took 0.239 ms against 0.190 ms with gelu. exp(-v) = inf (v < -88) gives -0, the limit.
-    return __fdividef(v, 1.f + __expf(-v));
-#else
-    return v;
-#endif
-}
 
 __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float old, float bias) {
     float v = acc;
@@ -707,7 +688,7 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, fl
     v += bias;
 #endif
     (void)alpha; (void)beta; (void)old; (void)bias;
-    return epilogue_act(v);
+    return optiml_act_fast(v);
 }
 
 // bias[n0 .. n0+V-1] (0 past N, or without OPTIML_HAS_BIAS).
@@ -774,7 +755,7 @@ __device__ __forceinline__ float epilogue_tail(float v, float bias) {
     v += bias;
 #endif
     (void)bias;
-    return epilogue_act(v);
+    return optiml_act_fast(v);
 }
 __device__ __forceinline__ float epilogue_head(float acc, float alpha, float beta, float old) {
     float v = acc;

@@ -3,7 +3,7 @@
 // (cp.async.bulk.tensor) loads into 128-byte-swizzled shared memory, both
 // wgmma operands from shared-memory descriptors (SS form) in ALL four layouts
 // (the 16-bit wgmma has the transpose immediates imm-trans-a / imm-trans-b).
-// Standalone; no #include, inline PTX only: NVRTC compiles it as is
+// One #include (optiml/epilogue.cuh; -I optiml-build/src/cuda for nvcc), inline PTX only: NVRTC compiles it as is
 // (-arch=sm_90a). See bench/harness/wgmma16/WGMMA16_NOTES.md for the design,
 // the layouts and the descriptor math (measured on the H200 in
 // bench/results/2026-11-30-h200-tensor-core-prototypes.md).
@@ -25,8 +25,8 @@
 //     X[z] = X + z * strideX (stride 0 = broadcast that operand)
 //   Epilogue per element (fp32): v = acc; v *= alpha (OPTIML_HAS_ALPHA);
 //   v += beta * C_old (OPTIML_HAS_BETA; else C is never read); v += bias[n]
-//   (OPTIML_HAS_BIAS, bias fp32, 4-byte aligned); v = act(v) (OPTIML_ACT 0
-//   none, 1 relu, 2 gelu 0.5 v erfc(-v / sqrt 2), 3 silu v sigmoid(v)); rounded to TC (rn).
+//   (OPTIML_HAS_BIAS, bias fp32, 4-byte aligned); v = optiml_act_fast(v) (OPTIML_ACT:
+//   the tensor-core forms of optiml/epilogue.cuh); rounded to TC (rn).
 //   A and B are read ONLY through the tensor maps (the pointers are kept for
 //   the ABI); the maps must describe the same A, B (host: WGMMA16_NOTES.md):
 //     map of an operand stored R rows x L (L contiguous, R x L row-major):
@@ -71,7 +71,6 @@
 //   OPTIML_GROUP_M     tile rows per raster group (default 8; 1 = row-major)
 //   OPTIML_EPI_VEC     1 (default): 16-bit C stored 16 bytes per thread after a
 //                      4x4 quad transpose (shfl); 0: 4-byte bf16x2 stores
-//   OPTIML_GELU        1 (default): A-S 7.1.26 erfc (rcp/ex2.approx); 0: erfcf
 //   OPTIML_MN_DESC_SWAP 0 (default): MN-major descriptor LBO = 8192 (next
 //                      64-element MN block), SBO = 1024 (next 8 k rows), as
 //                      read from the PTX ISA; 1: the two exchanged (debug knob,
@@ -99,9 +98,7 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_BN
 #define OPTIML_BN 256
 #endif
@@ -116,9 +113,6 @@
 #endif
 #ifndef OPTIML_EPI_VEC
 #define OPTIML_EPI_VEC 1
-#endif
-#ifndef OPTIML_GELU
-#define OPTIML_GELU 1
 #endif
 #ifndef OPTIML_MN_DESC_SWAP
 #define OPTIML_MN_DESC_SWAP 0
@@ -175,9 +169,6 @@
 #endif
 #if OPTIML_DYN_SMEM_BYTES > 232448
 #error "shared memory per block exceeds 227 KB: fewer OPTIML_STAGES"
-#endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
 #error "setmaxnreg budget exceeds 64K registers"
@@ -456,45 +447,6 @@ struct Consumer {
 };
 
 // ---------------------------------------------------------------- epilogue
-__device__ __forceinline__ float rcp_approx(float x) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ float ex2_approx(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
-// gelu(v) = 0.5 v erfc(-v / sqrt 2), erfc from A-S 7.1.26 (as in wgmma_tf32.cu round 3:
-// |error| <= 7e-8 |v|; NaN propagates, +inf gives inf).
-__device__ __forceinline__ float gelu_fast(float v) {
-    const float vc = fminf(fmaxf(v, -10.f), 10.f);
-    const float t = rcp_approx(fmaf(fabsf(vc), 0.3275911f * 0.70710678118654752f, 1.f));
-    float q = fmaf(1.061405429f, t, -1.453152027f);
-    q = fmaf(q, t, 1.421413741f);
-    q = fmaf(q, t, -0.284496736f);
-    q = fmaf(q, t, 0.254829592f);
-    const float e = ex2_approx(vc * vc * -0.72134752044448170f);  // e^(-v^2 / 2)
-    const float h = (0.5f * vc) * (q * t) * e;
-    return v < 0.f ? h : v - h;
-}
-__device__ __forceinline__ float epilogue_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2 && OPTIML_GELU
-    return gelu_fast(v);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * erfcf(-v * 0.70710678f);
-#elif OPTIML_ACT == 3
-    // silu = v / (1 + exp(-v)) with the fast exponential and division (ex2.approx, rcp.approx: ~1e-6 relative,
-    // far inside a tensor-core kernel's tolerance). With expf and an IEEE division the H200's bf16 4096^3
-    // bias + silu kernel took 0.239 ms against 0.190 ms with gelu. exp(-v) = inf (v < -88) gives -0, the limit.
-    return __fdividef(v, 1.f + __expf(-v));
-#else
-    return v;
-#endif
-}
 __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float old, float bias) {
     float v = acc;
 #if OPTIML_HAS_ALPHA
@@ -507,7 +459,7 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, fl
     v += bias;
 #endif
     (void)alpha; (void)beta; (void)old; (void)bias;
-    return epilogue_act(v);
+    return optiml_act_fast(v);
 }
 // 16-bit conversions (rn), PTX only (no cuda_bf16.h under NVRTC)
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {  // lo at the lower address

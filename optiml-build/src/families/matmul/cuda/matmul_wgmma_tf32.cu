@@ -3,7 +3,7 @@
 // Generated for specs that allow TF32 on sm_90 (optiml-build/src/experts/
 // matmul_tf32.rs); bench/harness/wgmma_harness.cu includes it too, and
 // bench/harness/WGMMA_NOTES.md has the design, the shared-memory layouts and
-// the descriptor math worked out. No #include, inline PTX only, so NVRTC
+// the descriptor math worked out. One #include (optiml/epilogue.cuh), inline PTX only, so NVRTC
 // compiles it as is (-arch=sm_90a); macros specialise it. The launcher
 // (optiml-runtime/src/matmul.rs, Launch::Wgmma) builds the tensor maps.
 //
@@ -17,8 +17,8 @@
 //     X[z] = X + z * strideX (stride 0 = broadcast that operand)
 //   Epilogue per element: v = acc; v *= alpha (OPTIML_HAS_ALPHA); v += beta *
 //   C_old (OPTIML_HAS_BETA; otherwise C is never read); v += bias[n]
-//   (OPTIML_HAS_BIAS); v = act(v) (OPTIML_ACT 0 none, 1 relu, 2 exact gelu
-//   0.5 v erfc(-v / sqrt 2), 3 silu v sigmoid(v)). Any M, N, K >= 0, any 4-byte alignment; K = 0
+//   (OPTIML_HAS_BIAS); v = optiml_act_fast(v) (OPTIML_ACT: the tensor-core forms of
+//   optiml/epilogue.cuh). Any M, N, K >= 0, any 4-byte alignment; K = 0
 //   gives C = epilogue(0).
 //   block = OPTIML_THREADS (1-D), dynamic shared memory = OPTIML_DYN_SMEM_BYTES
 //   (raise cudaFuncAttributeMaxDynamicSharedMemorySize to it first).
@@ -123,9 +123,7 @@
 #ifndef OPTIML_HAS_BIAS
 #define OPTIML_HAS_BIAS 0
 #endif
-#ifndef OPTIML_ACT
-#define OPTIML_ACT 0
-#endif
+#include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_QN
 #ifdef OPTIML_BM
 #define OPTIML_QN OPTIML_BM
@@ -167,9 +165,6 @@
 // 18 instructions, 2 MUFU); 0 = libdevice erfcf (~50 instructions, 3 MUFU).
 #ifndef OPTIML_EPI_JB
 #define OPTIML_EPI_JB 8   // OPTIML_EPI 2: j per batch of old-C loads (2 JB loads of 8 bytes)
-#endif
-#ifndef OPTIML_GELU
-#define OPTIML_GELU 1
 #endif
 // OPTIML_C_PREFETCH 1 (default with HAS_BETA): the producer asks L2 for the
 // tile's C block (cp.async.bulk.prefetch.L2 per row when rows are 16-byte
@@ -252,9 +247,6 @@
 #endif
 #if OPTIML_EPI != 1 && OPTIML_EPI != 2
 #error "OPTIML_EPI must be 1 or 2"
-#endif
-#if OPTIML_ACT < 0 || OPTIML_ACT > 3
-#error "OPTIML_ACT must be 0 (none), 1 (relu), 2 (gelu) or 3 (silu)"
 #endif
 #if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
 #error "setmaxnreg budget exceeds 64K registers"
@@ -779,48 +771,6 @@ struct Consumer {
 };
 
 // ---------------------------------------------------------------- consumer epilogue
-__device__ __forceinline__ float rcp_approx(float x) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ float ex2_approx(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
-// gelu(v) = 0.5 v erfc(-v / sqrt 2). With a = |v| / sqrt 2 and E = erfc(a)
-// (A-S 7.1.26: t = 1 / (1 + p a), E = t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-a^2),
-// relative accuracy kept for large a), h = 0.5 v E: gelu = h for v < 0,
-// v - h (= 0.5 v (2 - E)) otherwise. v is clamped to +-10 inside h only
-// (|h(10)| < 1e-22), so +inf gives inf and NaN stays NaN (v - h).
-__device__ __forceinline__ float gelu_fast(float v) {
-    const float vc = fminf(fmaxf(v, -10.f), 10.f);
-    const float t = rcp_approx(fmaf(fabsf(vc), 0.3275911f * 0.70710678118654752f, 1.f));
-    float q = fmaf(1.061405429f, t, -1.453152027f);
-    q = fmaf(q, t, 1.421413741f);
-    q = fmaf(q, t, -0.284496736f);
-    q = fmaf(q, t, 0.254829592f);
-    const float e = ex2_approx(vc * vc * -0.72134752044448170f);  // e^(-v^2 / 2)
-    const float h = (0.5f * vc) * (q * t) * e;
-    return v < 0.f ? h : v - h;
-}
-__device__ __forceinline__ float epilogue_act(float v) {
-#if OPTIML_ACT == 1
-    return fmaxf(v, 0.f);
-#elif OPTIML_ACT == 2 && OPTIML_GELU
-    return gelu_fast(v);
-#elif OPTIML_ACT == 2
-    return 0.5f * v * erfcf(-v * 0.70710678f);  // exact gelu; erfc keeps it accurate for negative v
-#elif OPTIML_ACT == 3
-    // silu = v / (1 + exp(-v)) with the fast exponential and division (ex2.approx, rcp.approx: ~1e-6 relative,
-    // far inside a tensor-core kernel's tolerance). With expf and an IEEE division the H200's bf16 4096^3
-    // bias + silu kernel took 0.239 ms against 0.190 ms with gelu. exp(-v) = inf (v < -88) gives -0, the limit.
-    return __fdividef(v, 1.f + __expf(-v));
-#else
-    return v;
-#endif
-}
 __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float old, float bias) {
     float v = acc;
 #if OPTIML_HAS_ALPHA
@@ -833,7 +783,7 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, fl
     v += bias;
 #endif
     (void)alpha; (void)beta; (void)old; (void)bias;
-    return epilogue_act(v);
+    return optiml_act_fast(v);
 }
 // Columns n, n + 1 of one row of C: x, y (+ bias bx, by). vec2: N even and
 // the row 8-byte aligned (n is even), so n < N implies n + 1 < N.
@@ -961,7 +911,7 @@ __device__ __forceinline__ void epilogue_tile(float (&acc)[QN / 2], float* __res
 #endif
             const int r = OPTIML_PAIR_ROW(j, h), c = OPTIML_PAIR_COL(j, h);
             if (r < M && c < N)
-                *reinterpret_cast<float2*>(Cz + (long long)r * N + c) = make_float2(epilogue_act(x), epilogue_act(y));
+                *reinterpret_cast<float2*>(Cz + (long long)r * N + c) = make_float2(optiml_act_fast(x), optiml_act_fast(y));
         }
     }
 }

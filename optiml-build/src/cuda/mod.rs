@@ -1,0 +1,49 @@
+//! CUDA helpers several templates share, handed to NVRTC as in-memory headers: a template writes
+//! `#include "optiml/epilogue.cuh"` and [`crate::nvrtc::compile`] offers every header here under its name, so a
+//! build needs no file of them on disk. A family lists the headers its templates include among its sources, so
+//! they are hashed into its generator version like the templates.
+
+/// A header NVRTC is given in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The name templates include it by.
+    pub name: &'static str,
+    /// Its text.
+    pub text: &'static str,
+}
+
+/// The activations (relu, gelu, silu) in their exact (CUDA-core) and fast (tensor-core) forms, and the
+/// `OPTIML_ACT_*` names of the `OPTIML_ACT` option.
+pub const EPILOGUE: Header = Header {
+    name: "optiml/epilogue.cuh",
+    text: include_str!("optiml/epilogue.cuh"),
+};
+
+/// Every shared header.
+pub const HEADERS: &[Header] = &[EPILOGUE];
+
+/// The headers `source` includes, by name: what a family must list among the sources its version hashes.
+pub fn included_by(source: &str) -> Vec<&'static Header> {
+    HEADERS
+        .iter()
+        .filter(|h| {
+            source.lines().any(|l| {
+                l.trim_start().starts_with("#include") && l.contains(&format!("\"{}\"", h.name))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_found_by_their_include_line() {
+        let src = "#define X 1\n#include \"optiml/epilogue.cuh\"  // activations\nint x;\n";
+        assert_eq!(included_by(src), [&EPILOGUE]);
+        assert!(included_by("// mentions optiml/epilogue.cuh only in a comment\n").is_empty());
+        // The header guards itself: two templates of one module may both include it.
+        assert!(EPILOGUE.text.contains("#ifndef OPTIML_EPILOGUE_CUH"));
+    }
+}
