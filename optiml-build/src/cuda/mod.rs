@@ -19,8 +19,15 @@ pub const EPILOGUE: Header = Header {
     text: include_str!("optiml/epilogue.cuh"),
 };
 
+/// The Hopper PTX wrappers the warp-specialised (`wgmma`) templates share: the TMA descriptor type, mbarriers,
+/// TMA and `cp.async` loads, named barriers, `wgmma` fences and groups, `setmaxnreg`.
+pub const SM90: Header = Header {
+    name: "optiml/sm90.cuh",
+    text: include_str!("optiml/sm90.cuh"),
+};
+
 /// Every shared header.
-pub const HEADERS: &[Header] = &[EPILOGUE];
+pub const HEADERS: &[Header] = &[EPILOGUE, SM90];
 
 /// The headers `source` includes, by name: what a family must list among the sources its version hashes.
 pub fn included_by(source: &str) -> Vec<&'static Header> {

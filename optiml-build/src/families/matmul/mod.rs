@@ -75,8 +75,8 @@ impl Family for Matmul {
         let Some(class) = Class::of(spec) else {
             return super::of(spec).sources(spec);
         };
-        // Every template includes the epilogue header.
-        let epilogue = crate::cuda::EPILOGUE.text;
+        // Every template includes the epilogue header, the `wgmma` ones the sm_90 header too.
+        let (epilogue, sm90) = (crate::cuda::EPILOGUE.text, crate::cuda::SM90.text);
         match class {
             Class::F32(_) => vec![simt_f32::TEMPLATE, simt_f32::GEMV_TEMPLATE, epilogue],
             Class::Tf32(_) => vec![
@@ -84,6 +84,7 @@ impl Family for Matmul {
                 tf32::MMA_TEMPLATE,
                 simt_f32::GEMV_TEMPLATE,
                 epilogue,
+                sm90,
             ],
             Class::Half(_) => vec![
                 half::WGMMA_TEMPLATE,
@@ -91,6 +92,7 @@ impl Family for Matmul {
                 half::MMA_TEMPLATE,
                 half::GEMV_TEMPLATE,
                 epilogue,
+                sm90,
             ],
         }
     }

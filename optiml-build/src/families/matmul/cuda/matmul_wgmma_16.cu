@@ -192,6 +192,8 @@ typedef float optiml_tc;
 typedef optiml_t16 optiml_tc;
 #endif
 
+#include "optiml/sm90.cuh"  // TmaMap and the PTX wrappers (mbarrier, TMA, wgmma, setmaxnreg)
+
 namespace optiml_wg16 {
 
 constexpr int BN = OPTIML_BN;
@@ -202,76 +204,7 @@ constexpr int TILE_M = OPTIML_TILE_M;
 constexpr unsigned A_STAGE = OPTIML_A_STAGE_BYTES;
 constexpr unsigned B_STAGE = OPTIML_B_STAGE_BYTES;
 
-// CUtensorMap: 128 opaque bytes, 64-byte aligned (cuTensorMapEncodeTiled on the host)
-struct __align__(64) TmaMap {
-    unsigned long long v[16];
-};
-
-// ---------------------------------------------------------------- PTX wrappers
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void fence_mbar_init() {
-    // make the initialised barriers visible to the async proxy (TMA complete_tx)
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// Blocks until the phase with the given parity has completed (a fresh barrier
-// counts its "previous" phase, parity 1, as completed).
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-// Arrives when pred != 0; the predicate lives inside the asm (a C++ branch
-// around it made ptxas serialise the wgmmas in the TF32 prototype, C7518).
-__device__ __forceinline__ void mbar_arrive_if(unsigned bar, bool pred) {
-    asm volatile("{\n\t.reg .pred p;\n\t.reg .b64 st;\n\tsetp.ne.b32 p, %1, 0;\n\t"
-                 "@p mbarrier.arrive.shared::cta.b64 st, [%0];\n\t}\n" ::"r"(bar), "r"((int)pred) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t}\n" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
-// TMA: box at coordinates (c0, c1, c2) of a 3-D tensor map into shared memory
-// at dst; completes the box's bytes (OOB zero fill included) on the barrier.
-__device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, int c0, int c1, int c2, unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
-            dst),
-        "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-        : "memory");
-}
-__device__ __forceinline__ void prefetch_tmap(const void* map) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
-}
-__device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-template <int R>
-__device__ __forceinline__ void setmaxnreg_inc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <int R>
-__device__ __forceinline__ void setmaxnreg_dec() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
+using namespace optiml_sm90;
 
 // ---------------------------------------------------------------- descriptors
 // Shared-memory matrix descriptor, 128-byte swizzle (layout type 1, bits
