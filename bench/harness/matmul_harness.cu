@@ -4,7 +4,7 @@
 // on the nvcc command line (see run_harness.sh), exactly as the Rust side
 // defines them before handing the template to NVRTC.
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I ../../optiml-build/src/cuda \
 //        -DOPTIML_BM=128 -DOPTIML_BN=128 -DOPTIML_BK=8 -DOPTIML_TM=8 -DOPTIML_TN=8 \
 //        -DOPTIML_THREADS=256 -DHARNESS_NAME='"default"' matmul_harness.cu -lcublas -o h_default
 //   ./h_default            # correctness cases + timing (batch 16 and 256 x 1024^3)

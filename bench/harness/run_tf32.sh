@@ -26,6 +26,7 @@
 set -u
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 ARCH="${ARCH:-90}"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 OUTDIR="${OUT:-}"
@@ -122,7 +123,7 @@ t0=$(date +%s)
 pids=()
 for name in "${ORDER[@]}"; do
   # shellcheck disable=SC2086
-  ( "$NVCC" -O3 -std=c++17 -gencode="arch=compute_$ARCH,code=sm_$ARCH" -Xptxas -v \
+  ( "$NVCC" -O3 -std=c++17 -gencode="arch=compute_$ARCH,code=sm_$ARCH" -Xptxas -v -I "$CUDA_INC" \
       ${CFG[$name]} ${EXTRA_DEFS:-} -DHARNESS_NAME="\"$name\"" \
       "$HERE/tf32_harness.cu" -lcublas -o "$WORK/h_$name" > "$LOGDIR/build_$name.log" 2>&1 \
     && echo "  built $name" || echo "  BUILD FAILED $name (see $LOGDIR/build_$name.log)" ) &

@@ -25,6 +25,7 @@
 set -u
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 CUOBJDUMP="$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")"
 OUTDIR="${OUT:-}"
@@ -118,7 +119,7 @@ t0=$(date +%s)
 pids=()
 for name in "${ORDER[@]}"; do
   # shellcheck disable=SC2086
-  ( timeout 300 "$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v \
+  ( timeout 300 "$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I "$CUDA_INC" \
       ${CFG[$name]} ${EXTRA_DEFS:-} -DHARNESS_NAME="\"$name\"" \
       "$HERE/wgmma_harness.cu" -lcublas -o "$WORK/h_$name" > "$LOGDIR/build_$name.log" 2>&1 \
     && echo "  built $name" || echo "  BUILD FAILED $name (see $LOGDIR/build_$name.log)" ) &

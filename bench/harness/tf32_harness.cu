@@ -5,7 +5,7 @@
 // on the nvcc command line (see run_tf32.sh), exactly as the Rust side will
 // define them before handing the template to NVRTC.
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I ../../optiml-build/src/cuda \
 //        -DOPTIML_BM=128 -DOPTIML_BN=128 -DOPTIML_BK=32 -DOPTIML_WM=64 -DOPTIML_WN=64 \
 //        -DOPTIML_STAGES=3 -DOPTIML_THREADS=128 -DHARNESS_NAME='"default"' \
 //        tf32_harness.cu -lcublas -o h_default

@@ -63,7 +63,7 @@ def init():
     NV = nc.Nvrtc(LIB)
 def job(j):
     name, f, arch, dd = j
-    opts = ["--std=c++17", "--ptxas-options=-v", "-arch="+arch] + (["-default-device"] if dd else []) + defs(CFGS[name], f)
+    opts = ["--std=c++17", "--ptxas-options=-v", nc.INCLUDE_OPT, "-arch="+arch] + (["-default-device"] if dd else []) + defs(CFGS[name], f)
     rc, log, ptx = NV.compile(SRC, "matmul_tf32.cu", opts, want_ptx=True)
     info = nc.parse_ptxas(log, "optiml_matmul") if rc == 0 else {}
     ptx = ptx or ""

@@ -2,7 +2,7 @@
 // (optiml-build/src/families/matmul/cuda/matmul_wgmma_tf32.cu). One binary per kernel configuration: the
 // OPTIML_* macros come from -D on the nvcc command line (run_wgmma.sh).
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I ../../optiml-build/src/cuda
 //        -DOPTIML_BM=256 -DOPTIML_CONSUMERS=2 -DOPTIML_STAGES=4 -DHARNESS_NAME='"m256"'
 //        wgmma_harness.cu -lcublas -lcuda -o h_m256
 //   ./h_m256             probe + correctness + timing (batch 16 and 256 x 1024^3)

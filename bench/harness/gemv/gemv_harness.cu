@@ -3,7 +3,7 @@
 // One binary per kernel configuration: the OPTIML_* / OPTIML_GEMV_* macros are
 // passed with -D (see run_gemv.sh and gemv_configs.txt).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -DHARNESS_NAME='"default"' gemv_harness.cu -lcublas -o h
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I ../../../optiml-build/src/cuda -DHARNESS_NAME='"default"' gemv_harness.cu -lcublas -o h
 //   ./h            correctness (fp64 host reference) + timing
 //   ./h --quick    correctness only
 //   ./h --small    small correctness cases only (for compute-sanitizer)

@@ -18,7 +18,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from nvrtc_check import Nvrtc, parse_ptxas, DEFAULT_LIB  # noqa: E402
+from nvrtc_check import Nvrtc, parse_ptxas, DEFAULT_LIB, INCLUDE_OPT  # noqa: E402
 
 KERNEL = "optiml_gemv"
 
@@ -63,7 +63,7 @@ def main():
     nv = Nvrtc(lib)
     print("NVRTC %d.%d, %d workers" % (nv.version + (args.jobs,)))
     src = open(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda/gemv_f32.cu")).read()  # the product template
-    base = ["--std=c++17", "--ptxas-options=-v"]
+    base = ["--std=c++17", "--ptxas-options=-v", INCLUDE_OPT]  # INCLUDE_OPT: optiml/epilogue.cuh
     specs = []
     for name, flags in read_configs():
         for arch in ("sm_90", "sm_80"):

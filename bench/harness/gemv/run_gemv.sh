@@ -18,6 +18,7 @@
 # Exit status: 0 if every config built and passed correctness, 1 otherwise.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 ARCH="${ARCH:-90}"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 OUTDIR="${OUT:-/tmp/gemv_out}"
@@ -35,7 +36,7 @@ echo "== nvcc: $NVCC ($("$NVCC" --version | tail -1)), sm_$ARCH, ${#ORDER[@]} co
 # ---- build all configs in parallel
 pids=()
 for c in "${ORDER[@]}"; do
-  ( "$NVCC" -O3 -std=c++17 -arch=sm_$ARCH -lineinfo -Xptxas -v ${FLAGS[$c]} -DHARNESS_NAME="\"$c\"" \
+  ( "$NVCC" -O3 -std=c++17 -arch=sm_$ARCH -lineinfo -Xptxas -v -I "$CUDA_INC" ${FLAGS[$c]} -DHARNESS_NAME="\"$c\"" \
       "$HERE/gemv_harness.cu" -lcublas -o "$OUTDIR/bin/gemv_$c" > "$OUTDIR/build_$c.log" 2>&1 ) &
   pids+=($!)
 done

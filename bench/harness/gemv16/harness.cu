@@ -1,7 +1,7 @@
 // Correctness + timing harness for gemv_16.cu (16-bit GEMV, optiml_gemv).
 // One binary per kernel configuration (OPTIML_* macros from -D; see run.sh):
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -I <templates> <-D...>
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -I <templates> -I <repo>/optiml-build/src/cuda <-D...>
 //        -DHARNESS_NAME='"bf16_nn_plain"' harness.cu -o h
 //   ./h [--no-timing] [--seed N] [--quiet] [--stop]
 //

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Mutation test of the gemv16 emulation harness: each mutant is a deliberate
-bug in a copy of gemv_16.cu (the repository file is never modified); the
-copy is included instead of the real one (-I order), built like run_emu.sh
+bug in a copy of gemv_16.cu, or of optiml/epilogue.cuh when the text lives
+there (the repository files are never modified); the copy is included instead
+of the real one (-I order), built like run_emu.sh
 (ASan + UBSan) for one config, and run with --stop. A mutant is KILLED when
 the run exits non-zero: a failed check, an emulator abort (warp divergence
 at a shuffle, deadlock, barrier with exited threads), a sanitizer error, or a
@@ -21,13 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda"))
+CUDA_INC = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/cuda"))  # optiml/epilogue.cuh
+EPILOGUE = "optiml/epilogue.cuh"
 SAN = "-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined".split()
 LAUNCHER = ["-DOPTIML_GEMV_THREADS=512", "-DOPTIML_GEMV_COL_TX=8"]
 NN = ["-DOPTIML_DTYPE=0", "-DOPTIML_TRANS_A=0", "-DOPTIML_TRANS_B=0"]
 TT = ["-DOPTIML_DTYPE=1", "-DOPTIML_TRANS_A=1", "-DOPTIML_TRANS_B=1"]
 FULL = ["-DOPTIML_HAS_ALPHA=1", "-DOPTIML_HAS_BETA=1", "-DOPTIML_HAS_BIAS=1", "-DOPTIML_ACT=2"]
 
-# (name, old text, new text, config flags); `old` must occur exactly once
+# (name, old text, new text, config flags); `old` must occur exactly once in gemv_16.cu, or (when it is not
+# there at all) exactly once in optiml/epilogue.cuh, whose mutated copy then shadows the real one
 MUTANTS = [
     ("dot head lane <= h", "if (lane < h) acc", "if (lane <= h) acc", NN),
     ("dot tail drops last", "if (lane < K - t0)", "if (lane < K - t0 - 1)", NN),
@@ -75,21 +79,26 @@ MUTANTS = [
 ]
 
 
-def run(m, src, work):
+def run(m, src, hdr, work):
     name, old, new, flags = m[:4]
     tail = m[4] if len(m) > 4 else None
-    if src.count(old) != 1:
-        return name, "BAD MUTANT (text found %d times)" % src.count(old), False
-    mutated = src.replace(old, new)
+    target, text = "gemv_16.cu", src
+    if src.count(old) == 0 and hdr.count(old) == 1:  # the activations live in optiml/epilogue.cuh
+        target, text = EPILOGUE, hdr
+    if text.count(old) != 1:
+        return name, "BAD MUTANT (text found %d times)" % text.count(old), False
+    mutated = text.replace(old, new)
     if tail:  # close a block opened by the mutation right after the next occurrence of `tail` following it
         i = mutated.index(new) + len(new)
         j = mutated.index("            }\n", i) + len("            }\n")
         mutated = mutated[:j] + "            " + tail + mutated[j:]
     d = tempfile.mkdtemp(dir=work)
-    open(os.path.join(d, "gemv_16.cu"), "w").write(mutated)
+    os.makedirs(os.path.join(d, "optiml"))
+    open(os.path.join(d, target), "w").write(mutated)
     exe = os.path.join(d, "h")
+    # -I d first: the mutated gemv_16.cu, and d/optiml/epilogue.cuh (a mutated header) ahead of CUDA_INC
     b = subprocess.run(["g++", "-std=c++17"] + SAN + ["-DHARNESS_EMU"] + LAUNCHER + flags +
-                       ['-DHARNESS_NAME="mutant"', "-I", d, "-I", HERE, "-I", TPL, "-x", "c++",
+                       ['-DHARNESS_NAME="mutant"', "-I", d, "-I", HERE, "-I", TPL, "-I", CUDA_INC, "-x", "c++",
                         os.path.join(HERE, "harness.cu"), "-o", exe], capture_output=True, text=True)
     if b.returncode != 0:
         return name, "killed (build error)", True
@@ -118,10 +127,11 @@ def main():
         nj = int(args[i + 1])
         del args[i:i + 2]
     src = open(os.path.join(TPL, "gemv_16.cu")).read()
+    hdr = open(os.path.join(CUDA_INC, EPILOGUE)).read()
     ms = [m for m in MUTANTS if not args or any(a in m[0] for a in args)]
     work = tempfile.mkdtemp(prefix="gemv16_mut.")
     with ThreadPoolExecutor(nj) as ex:
-        res = list(ex.map(lambda m: run(m, src, work), ms))
+        res = list(ex.map(lambda m: run(m, src, hdr, work), ms))
     subprocess.run(["rm", "-rf", work])
     killed = 0
     for name, what, k in res:

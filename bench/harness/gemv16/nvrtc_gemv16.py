@@ -170,7 +170,7 @@ def source(kind, defs):
 def compile_job(job):
     group, label, kind, defs, extra, arch = job
     src, dflags = source(kind, defs)
-    opts = ["--std=c++17", "--ptxas-options=-v", "-arch=%s" % arch] + extra + dflags
+    opts = ["--std=c++17", "--ptxas-options=-v", nc.INCLUDE_OPT, "-arch=%s" % arch] + extra + dflags
     rc, log, ptx = nc._NV.compile(src, "gemv_16.cu", opts, want_ptx=True, want_cubin=True)
     return job, rc, log, ptx
 

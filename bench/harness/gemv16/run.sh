@@ -21,6 +21,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 SANBIN="$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")"
 OUTDIR="${OUT:-/tmp/gemv16_out}"
@@ -52,7 +53,7 @@ for n in "${ORDER[@]}"; do
   f="${FLAGS[$n]}"; l=""
   for d in $LAUNCHER; do [[ " $f" == *" ${d%%=*}="* ]] || l="$l $d"; done
   # shellcheck disable=SC2086
-  ( timeout 600 "$NVCC" -O3 -std=c++17 -arch=sm_$ARCH -Xptxas -v -I "$HERE" -I "$TPL" $l $f -DHARNESS_NAME="\"$n\"" \
+  ( timeout 600 "$NVCC" -O3 -std=c++17 -arch=sm_$ARCH -Xptxas -v -I "$HERE" -I "$TPL" -I "$CUDA_INC" $l $f -DHARNESS_NAME="\"$n\"" \
       -x cu "$HERE/harness.cu" -o "$BIN/h_$n" > "$OUTDIR/build_$n.log" 2>&1 ) &
   pids+=($!)
 done

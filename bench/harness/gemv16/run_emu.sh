@@ -10,6 +10,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gemv16_emu.XXXXXX")"
 JOBS="${JOBS:-$(nproc)}"
 SAN="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"
@@ -32,7 +33,7 @@ run_one() {
   for d in $LAUNCHER; do [[ " $f" == *" ${d%%=*}="* ]] || l="$l $d"; done
   # shellcheck disable=SC2086
   if ! g++ -std=c++17 $SAN -Wall -Wextra -Wno-unknown-pragmas -DHARNESS_EMU $l $f -DHARNESS_NAME="\"$n\"" \
-       -I "$HERE" -I "$TPL" -x c++ "$HERE/harness.cu" -o "$WORK/$n" > "$WORK/$n.build" 2>&1; then
+       -I "$HERE" -I "$TPL" -I "$CUDA_INC" -x c++ "$HERE/harness.cu" -o "$WORK/$n" > "$WORK/$n.build" 2>&1; then
     echo "$n: BUILD FAILED"; cat "$WORK/$n.build"; return 1
   fi
   local w; w=$(grep -c "warning" "$WORK/$n.build")

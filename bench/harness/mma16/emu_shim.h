@@ -61,6 +61,11 @@
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
+// optiml/epilogue.cuh (#included by the templates) calls these CUDA intrinsics from inline functions that are
+// compiled whatever OPTIML_ACT selects; exp2f, erff, expf, fmaf, fminf, fmaxf, fabsf come from <math.h>.
+// Host meaning: __expf = expf, __fdividef = a / b. noexcept: glibc's <math.h> already declares __expf.
+inline float __expf(float x) noexcept { return expf(x); }
+inline float __fdividef(float a, float b) noexcept { return a / b; }
 
 struct emu_dim3 {
     unsigned x, y, z;

@@ -4,7 +4,7 @@
 // configs.txt):
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=[sm_80,compute_80] -Xptxas -v
-//        -I optiml-build/src/families/matmul/cuda <-D...> -DHARNESS_NAME='"bf16_nn"'
+//        -I optiml-build/src/families/matmul/cuda -I optiml-build/src/cuda <-D...> -DHARNESS_NAME='"bf16_nn"'
 //        bench/harness/mma16/harness.cu -lcublas -o h
 //   ./h [--no-timing] [--small] [--tight] [--seed N]
 //     --no-timing  correctness only

@@ -7,6 +7,7 @@
 # or behaviour (run_emu.sh).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 TMP="$(mktemp -d)"
 sed -E 's/<<<[^>]*>>>//' "$HERE/harness.cu" > "$TMP/h.cpp"
 fails=0
@@ -14,7 +15,7 @@ while IFS='|' read -r name mode flags desc; do
   name=$(echo "$name" | xargs); [ -z "$name" ] && continue; case "$name" in \#*) continue;; esac
   # shellcheck disable=SC2086
   out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I "$HERE/stub" \
-        -I "$HERE/../../../optiml-build/src/families/matmul/cuda" -include "$HERE/stub/cuda_runtime.h" $flags \
+        -I "$HERE/../../../optiml-build/src/families/matmul/cuda" -I "$CUDA_INC" -include "$HERE/stub/cuda_runtime.h" $flags \
         -DHARNESS_NAME="\"$name\"" -x c++ "$TMP/h.cpp" 2>&1)
   n=$(echo "$out" | grep -c 'error')
   w=$(echo "$out" | grep -c 'warning')

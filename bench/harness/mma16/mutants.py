@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TPL = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda"))
+CUDA_INC = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/cuda"))  # optiml/epilogue.cuh
 SRC = open(os.path.join(TPL, "matmul_mma_16.cu")).read()
 FULL = "-DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"
 CONFIGS = [("bf16_nn_full", "-DOPTIML_DTYPE=0 " + FULL), ("fp16_tt_full", "-DOPTIML_DTYPE=1 -DOPTIML_TRANS_A=1 -DOPTIML_TRANS_B=1 " + FULL)]
@@ -108,8 +109,8 @@ def build_and_run(tmp, tag, src, flags):
     os.makedirs(d, exist_ok=True)
     open(os.path.join(d, "matmul_mma_16.cu"), "w").write(src)
     exe = os.path.join(d, "h")
-    cmd = ("g++ -std=c++17 -O2 -pthread -w -DHARNESS_EMU %s -DHARNESS_NAME='\"m\"' -I %s -I %s -x c++ %s -o %s"
-           % (flags, d, HERE, os.path.join(HERE, "harness.cu"), exe))
+    cmd = ("g++ -std=c++17 -O2 -pthread -w -DHARNESS_EMU %s -DHARNESS_NAME='\"m\"' -I %s -I %s -I %s -x c++ %s -o %s"
+           % (flags, d, HERE, CUDA_INC, os.path.join(HERE, "harness.cu"), exe))
     b = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     if b.returncode:
         return "build-error", b.stderr[-400:]

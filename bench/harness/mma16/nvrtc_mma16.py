@@ -208,7 +208,7 @@ def run_job(job):
         src = src + "\n" + open(os.path.join(TPL, "matmul16_simt.cu")).read()
     elif kind == "wgmma+mma":
         src = open(os.path.join(TPL, "matmul_wgmma_16.cu")).read() + "\n" + src
-    opts = ["--std=c++17", "--ptxas-options=-v", "-arch=%s" % arch] + extra + \
+    opts = ["--std=c++17", "--ptxas-options=-v", nc.INCLUDE_OPT, "-arch=%s" % arch] + extra + \
            ["-D%s=%s" % kv for kv in sorted(defs.items())]
     rc, log, ptx = nc._NV.compile(src, "matmul_mma_16.cu", opts, want_ptx=True, want_cubin=True)
     res = dict(label=label, arch=arch, defs=defs, kind=kind)

@@ -16,6 +16,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TPL="$(cd "$HERE/../../../optiml-build/src/families/matmul/cuda" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 BIN="$(mktemp -d)"
 OPT="-O2"
 [ "${SAN:-0}" = 1 ] && OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"
@@ -37,12 +38,12 @@ cfgs+=("t_256x128_tn|-DOPTIML_DTYPE=0 -DOPTIML_TRANS_A=1 -DOPTIML_M16_BM=256 -DO
 if [ -n "${ONLY:-}" ]; then
   sel=(); for c in "${cfgs[@]}"; do for o in $ONLY; do [ "${c%%|*}" = "$o" ] && sel+=("$c"); done; done; cfgs=("${sel[@]}")
 fi
-export BIN HERE TPL OPT TIGHT
+export BIN HERE TPL CUDA_INC OPT TIGHT
 build_run() {  # $1 = "name|flags"
   local name="${1%%|*}" flags="${1#*|}" st=0
   # shellcheck disable=SC2086
   if ! g++ -std=c++17 $OPT -pthread -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DHARNESS_EMU \
-       $flags -DHARNESS_NAME="\"$name\"" -I "$HERE" -I "$TPL" -x c++ "$HERE/harness.cu" -o "$BIN/$name" > "$BIN/$name.build" 2>&1; then
+       $flags -DHARNESS_NAME="\"$name\"" -I "$HERE" -I "$TPL" -I "$CUDA_INC" -x c++ "$HERE/harness.cu" -o "$BIN/$name" > "$BIN/$name.build" 2>&1; then
     echo "$name: BUILD FAILED"; cat "$BIN/$name.build"; return 1
   fi
   local w; w=$(grep -c "warning" "$BIN/$name.build")

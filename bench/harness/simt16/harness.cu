@@ -3,6 +3,7 @@
 // configs.txt):
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -Xptxas -v <-D...>
+//        -I <repo>/optiml-build/src/families/matmul/cuda -I <repo>/optiml-build/src/cuda
 //        -DHARNESS_NAME='"nn_bf16"' harness.cu -o h_nn_bf16
 //   ./h_nn_bf16 [--no-timing] [--small] [--seed N] [--selftest-only]
 //     --no-timing   correctness only

@@ -6,6 +6,7 @@
 # nothing about behaviour (emu/run_emu.sh runs the kernel on the CPU).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 TMP="$(mktemp -d)"
 sed -E 's/<<<[^>]*>>>//' "$HERE/harness.cu" > "$TMP/h.cpp"
 cp "$HERE/../../../optiml-build/src/families/matmul/cuda/matmul16_simt.cu" "$TMP/"
@@ -13,7 +14,7 @@ fails=0
 while IFS='|' read -r name mode flags desc; do
   name=$(echo "$name" | xargs); [ -z "$name" ] && continue; case "$name" in \#*) continue;; esac
   # shellcheck disable=SC2086
-  out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I "$HERE/stub" \
+  out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I "$HERE/stub" -I "$CUDA_INC" \
         -include "$HERE/stub/cuda_runtime.h" $flags -DHARNESS_NAME="\"$name\"" -x c++ "$TMP/h.cpp" 2>&1)
   n=$(echo "$out" | grep -c 'error')
   w=$(echo "$out" | grep -c 'warning')

@@ -81,7 +81,7 @@ def build_jobs():
 def run(jobs, src, show_log, ptx_out, optional_arch=("sm_70", "sm_100")):
     rows, fails = [], 0
     for label, defs, extra, arch in jobs:
-        opts = ["--std=c++17", "--ptxas-options=-v", "-arch=%s" % arch] + extra + \
+        opts = ["--std=c++17", "--ptxas-options=-v", nc.INCLUDE_OPT, "-arch=%s" % arch] + extra + \
                ["-D%s=%d" % kv for kv in sorted(defs.items())]
         rc, log, ptx = nc._NV.compile(src, "matmul16_simt.cu", opts, want_ptx=True, want_cubin=True)
         if rc != 0:

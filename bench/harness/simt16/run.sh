@@ -25,6 +25,7 @@ set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 TPL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/families/matmul/cuda" && pwd)"  # the product templates the harness includes
+CUDA_INC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 CUOBJDUMP="$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")"
 SANBIN="$(command -v compute-sanitizer || echo "$(dirname "$NVCC")/compute-sanitizer")"
 OUTDIR="${OUT:-/tmp/simt16_out}"
@@ -56,7 +57,7 @@ t0=$(date +%s)
 pids=()
 for n in "${ORDER[@]}"; do
   # shellcheck disable=SC2086
-  ( timeout 600 "$NVCC" -O3 -std=c++17 -gencode=arch=compute_$ARCH,code=sm_$ARCH -Xptxas -v -I "$TPL" ${FLAGS[$n]} ${EXTRA_DEFS:-} \
+  ( timeout 600 "$NVCC" -O3 -std=c++17 -gencode=arch=compute_$ARCH,code=sm_$ARCH -Xptxas -v -I "$TPL" -I "$CUDA_INC" ${FLAGS[$n]} ${EXTRA_DEFS:-} \
       -DHARNESS_NAME="\"$n\"" "$HERE/harness.cu" -o "$BIN/h_$n" > "$WORK/build_$n.log" 2>&1 \
     && echo "  built $n" || echo "  BUILD FAILED $n (see build_$n.log)" ) &
   pids+=($!)

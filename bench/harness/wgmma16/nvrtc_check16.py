@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Offline check of wgmma16.cu (no GPU): compile every config of configs.txt
-with NVRTC 13 for sm_90a (bf16/fp16 types are not needed: the kernel has no
-#include), then disassemble the CUBIN with nvdisasm when one is found and
+with NVRTC 13 for sm_90a (bf16/fp16 types are not needed: the kernel's only
+#include is optiml/epilogue.cuh, found through nc.INCLUDE_OPT), then disassemble the CUBIN with nvdisasm when one is found and
 report registers, spills, stack, C75xx warnings, HGMMA count/shape and the
 SASS of interest. Exit 1 on any failure.
   python3 bench/harness/wgmma16/nvrtc_check16.py [names...]
@@ -33,7 +33,7 @@ def init():
 
 def job(cfg):
     name, mode, flags = cfg
-    opts = ["--std=c++17", "--ptxas-options=-v", "-arch=sm_90a", "-default-device"] + flags
+    opts = ["--std=c++17", "--ptxas-options=-v", nc.INCLUDE_OPT, "-arch=sm_90a", "-default-device"] + flags
     rc, log, ptx = NV.compile(SRC, "wgmma16.cu", opts, want_ptx=True, want_cubin=True)
     kern = "optiml_matmul_f16" if "-DOPTIML_DTYPE=1" in flags else "optiml_matmul_bf16"
     info = nc.parse_ptxas(log, kern) if rc == 0 else {}

@@ -18,6 +18,7 @@ set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 TPL="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/families/matmul/cuda" && pwd)"  # the product templates the harness includes
+CUDA_INC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 CUOBJDUMP="$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")"
 OUTDIR="${OUT:-/tmp/wgmma16_out}"
 mkdir -p "$OUTDIR"
@@ -44,7 +45,7 @@ t0=$(date +%s)
 pids=()
 for n in "${ORDER[@]}"; do
   # shellcheck disable=SC2086
-  ( timeout 600 "$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I "$TPL" ${FLAGS[$n]} ${EXTRA_DEFS:-} \
+  ( timeout 600 "$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I "$TPL" -I "$CUDA_INC" ${FLAGS[$n]} ${EXTRA_DEFS:-} \
       -DHARNESS_NAME="\"$n\"" "$HERE/wgmma16_harness.cu" -lcublas -lcuda -o "$BIN/h_$n" > "$OUTDIR/build_$n.log" 2>&1 \
     && echo "  built $n" || echo "  BUILD FAILED $n (see $OUTDIR/build_$n.log)" ) &
   pids+=($!)

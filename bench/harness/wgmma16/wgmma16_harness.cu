@@ -3,6 +3,7 @@
 // run_wgmma16.sh / configs.txt).
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v <-D...>
+//        -I <repo>/optiml-build/src/families/matmul/cuda -I <repo>/optiml-build/src/cuda
 //        -DHARNESS_NAME='"nn"' wgmma16_harness.cu -lcublas -lcuda -o h_nn
 //   ./h_nn [--quick] [--full-shapes] [--seed N]
 //     --quick        correctness only

@@ -23,6 +23,11 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
+// optiml/epilogue.cuh (#included by the templates) calls these CUDA intrinsics from inline functions that are
+// compiled whatever OPTIML_ACT selects; exp2f, erff, expf, fmaf, fminf, fmaxf, fabsf come from <math.h>.
+// Host meaning: __expf = expf, __fdividef = a / b. noexcept: glibc's <math.h> already declares __expf.
+inline float __expf(float x) noexcept { return expf(x); }
+inline float __fdividef(float a, float b) noexcept { return a / b; }
 
 struct dim3 {
     unsigned x, y, z;

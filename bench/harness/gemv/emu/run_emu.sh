@@ -4,6 +4,7 @@
 #   bash bench/harness/gemv/emu/run_emu.sh [config ...]     (default: all)
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 WORK="${EMU_WORK:-$(mktemp -d /tmp/gemv_emu.XXXXXX)}"
 JOBS="${JOBS:-2}"
 mapfile -t LINES < <(grep -v '^\s*#' "$HERE/../gemv_configs.txt" | grep -v '^\s*$')
@@ -11,7 +12,7 @@ want=" $* "
 run_one() {
   local name="$1"; shift
   g++ -std=c++20 -O1 -g -pthread -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-      -DEMU_NAME="\"$name\"" "$@" "$HERE/gemv_emu_test.cpp" -o "$WORK/emu_$name" >"$WORK/build_$name.log" 2>&1 \
+      -DEMU_NAME="\"$name\"" -I "$CUDA_INC" "$@" "$HERE/gemv_emu_test.cpp" -o "$WORK/emu_$name" >"$WORK/build_$name.log" 2>&1 \
     || { echo "BUILD FAIL $name"; cat "$WORK/build_$name.log"; return 1; }
   timeout 600 "$WORK/emu_$name" >"$WORK/run_$name.log" 2>&1; local rc=$?
   tail -1 "$WORK/run_$name.log" | grep -q PASSED && [ $rc -eq 0 ] && echo "PASS $name" || { echo "FAIL $name (rc=$rc)"; cat "$WORK/run_$name.log"; return 1; }

@@ -5,6 +5,7 @@
 # so the argument lists are still type-checked against the kernel signatures.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CUDA_INC="$(cd "$HERE/../../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 TMP="$(mktemp -d /tmp/gemv_syntax.XXXXXX)"
 TPL="$HERE/../../../../optiml-build/src/families/matmul/cuda"  # the product template the harness includes
 sed -E -e 's/([A-Za-z_][A-Za-z0-9_]*)<<<(.*)>>>\(/(emu_cfg(\2), \1)(/' \
@@ -13,7 +14,7 @@ cp "$TPL/gemv_f32.cu" "$HERE/../gemv_launch.h" "$TMP/"
 fails=0
 while read -r name flags; do
   [[ -z "$name" || "$name" == \#* ]] && continue
-  if g++ -std=c++20 -fsyntax-only -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I "$HERE/stub" $flags -DHARNESS_NAME="\"$name\"" \
+  if g++ -std=c++20 -fsyntax-only -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I "$HERE/stub" -I "$CUDA_INC" $flags -DHARNESS_NAME="\"$name\"" \
        "$TMP/gemv_harness_host.cpp" > "$TMP/$name.log" 2>&1 && [ ! -s "$TMP/$name.log" ]; then
     echo "ok   $name"
   else

@@ -14,6 +14,11 @@
 #define __forceinline__ inline
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
+// optiml/epilogue.cuh (#included by the templates) calls these CUDA intrinsics from inline functions that are
+// compiled whatever OPTIML_ACT selects; exp2f, erff, expf, fmaf, fminf, fmaxf, fabsf come from <math.h>.
+// Host meaning: __expf = expf, __fdividef = a / b. noexcept: glibc's <math.h> already declares __expf.
+inline float __expf(float x) noexcept { return expf(x); }
+inline float __fdividef(float a, float b) noexcept { return a / b; }
 typedef int cudaError_t;
 enum { cudaSuccess = 0 };
 typedef struct CUstream_st* cudaStream_t;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Mutation test of the harness (CPU emulation, no GPU): applies one
-deliberate bug at a time to a copy of matmul16_simt.cu (in a temp folder),
-builds harness.cu -DHARNESS_EMU and checks that the harness FAILS.
+deliberate bug at a time to a copy of matmul16_simt.cu (in a temp folder;
+a pattern that is not in it is looked up in optiml/epilogue.cuh, whose mutated
+copy in the temp folder then shadows the real one), builds harness.cu
+-DHARNESS_EMU and checks that the harness FAILS.
 Mutants marked 'tight' only read out of bounds without using the value
 (e.g. rows >= M): they are run with --tight under AddressSanitizer.
 Usage: python3 bench/harness/simt16/emu/mutants.py   (~3 min on 2 cores)
@@ -9,6 +11,8 @@ Exit 1 if a mutant survives or the unmodified control fails."""
 import os, shutil, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CUDA_INC = os.path.abspath(os.path.join(HERE, "../../../optiml-build/src/cuda"))  # optiml/epilogue.cuh
+EPILOGUE = "optiml/epilogue.cuh"
 FULL = "-DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"
 # (name, old, new, flags, tight)
 MUTANTS = [
@@ -53,9 +57,11 @@ MUTANTS = [
 
 def main():
     src = open(os.path.join(HERE, "../../../optiml-build/src/families/matmul/cuda", "matmul16_simt.cu")).read()
+    hdr = open(os.path.join(CUDA_INC, EPILOGUE)).read()
     bad = 0
     for name, old, new, flags, tight in MUTANTS:
-        if old and src.count(old) < 1:
+        in_hdr = bool(old) and src.count(old) < 1 and hdr.count(old) >= 1  # the activations: optiml/epilogue.cuh
+        if old and src.count(old) < 1 and not in_hdr:
             print("%-40s pattern not found (kernel changed?)" % name)
             bad += 1
             continue
@@ -64,10 +70,13 @@ def main():
                 for f in ("harness.cu", "emu"):
                     p = os.path.join(HERE, f)
                     (shutil.copytree if os.path.isdir(p) else shutil.copy)(p, os.path.join(d, f))
-                open(os.path.join(d, "matmul16_simt.cu"), "w").write(src.replace(old, new, 1) if old else src)
+                open(os.path.join(d, "matmul16_simt.cu"), "w").write(src.replace(old, new, 1) if old and not in_hdr else src)
+                if in_hdr:  # d/optiml/epilogue.cuh: found before -I CUDA_INC (next to the including template)
+                    os.makedirs(os.path.join(d, "optiml"))
+                    open(os.path.join(d, EPILOGUE), "w").write(hdr.replace(old, new, 1))
                 san = "-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" if tight else "-O2"
-                cmd = ("g++ -std=c++17 %s -pthread -w -DHARNESS_EMU -DOPTIML_DTYPE=%d %s -x c++ harness.cu -o h && "
-                       "timeout 600 ./h --small %s" % (san, dt, flags, "--tight" if tight else ""))
+                cmd = ("g++ -std=c++17 %s -pthread -w -DHARNESS_EMU -DOPTIML_DTYPE=%d %s -I '%s' -x c++ harness.cu -o h && "
+                       "timeout 600 ./h --small %s" % (san, dt, flags, CUDA_INC, "--tight" if tight else ""))
                 r = subprocess.run(cmd, shell=True, cwd=d, capture_output=True, text=True)
                 out = r.stdout + r.stderr
                 nf = out.count("  FAIL ")

@@ -10,6 +10,7 @@
 #   bash bench/harness/simt16/emu/run_emu.sh
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CUDA_INC="$(cd "$HERE/../../../optiml-build/src/cuda" && pwd)"  # optiml/epilogue.cuh, which the templates #include
 BIN="$(mktemp -d)"
 SAN="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"
 FULL_EPI="-DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"
@@ -26,7 +27,7 @@ for c in "${cfgs[@]}"; do
   name="${c%%|*}"; flags="${c#*|}"
   # shellcheck disable=SC2086
   if ! g++ -std=c++17 $SAN -pthread -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DHARNESS_EMU \
-       $flags -DHARNESS_NAME="\"$name\"" -I "$HERE" -I "$HERE/../../../optiml-build/src/families/matmul/cuda" -x c++ "$HERE/harness.cu" -o "$BIN/$name" > "$BIN/$name.build" 2>&1; then
+       $flags -DHARNESS_NAME="\"$name\"" -I "$HERE" -I "$HERE/../../../optiml-build/src/families/matmul/cuda" -I "$CUDA_INC" -x c++ "$HERE/harness.cu" -o "$BIN/$name" > "$BIN/$name.build" 2>&1; then
     echo "$name: BUILD FAILED"; cat "$BIN/$name.build"; status=1; continue
   fi
   w=$(grep -c "warning" "$BIN/$name.build")

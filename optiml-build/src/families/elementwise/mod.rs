@@ -2,6 +2,8 @@
 //! with 128-bit accesses where alignment allows) whose launch shape the search tunes once, at a length far past
 //! L2; the winner serves every length.
 
+pub mod gate;
+
 use super::{Catalog, Family, is_schedule_of, read_schedule};
 use crate::config::{Dims, KernelSettings};
 use crate::eval::{Evaluable, Problem};
@@ -14,7 +16,6 @@ use optiml_spec::{BinaryOp, ElementwiseOp, ElementwiseSpec, Operand, Spec, Unary
 /// The CUDA template; specialised only by macros.
 pub const TEMPLATE: &str = include_str!("cuda/elementwise_f32.cu");
 
-pub mod gate;
 
 /// The elementwise family.
 pub struct Elementwise;
