@@ -16,7 +16,6 @@ use optiml_spec::{BinaryOp, ElementwiseOp, ElementwiseSpec, Operand, Spec, Unary
 /// The CUDA template; specialised only by macros.
 pub const TEMPLATE: &str = include_str!("cuda/elementwise_f32.cu");
 
-
 /// The elementwise family.
 pub struct Elementwise;
 
