@@ -3,6 +3,8 @@
 //! L2; the winner serves every length.
 
 pub mod gate;
+#[cfg(test)]
+mod migrate_tests;
 
 use super::{Catalog, Family, is_schedule_of, read_schedule};
 use crate::config::{Dims, KernelSettings};
