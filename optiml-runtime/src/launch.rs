@@ -84,6 +84,36 @@ pub enum Launch {
         /// Which kernel the module's entry is.
         kernel: Kernel16,
     },
+    /// A kernel generated from a tensor program (`optiml_spec::program`).
+    Program(ProgramLaunch),
+}
+
+/// The launch of a generated tensor-program kernel. Its entry point takes the program's input buffers (in
+/// program order), its output buffers (in statement order), every dimension's extent as an `i64` (fixed ones
+/// too, in program order) and the run-time `f32` parameters (in program order); [`crate::program`] pushes
+/// exactly that list.
+///
+/// The grid is computed from the dimensions: `items` is the product of the extents of the dimensions in
+/// [`items_mask`](Self::items_mask); `blocks = ⌈items / items_per_block⌉`, at most `max_blocks_per_sm` per
+/// multiprocessor when that is nonzero (the kernel then loops over items), times `cluster`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ProgramLaunch {
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub smem_bytes: u32,
+    /// Bit `i` set: dimension `i`'s extent multiplies the number of work items.
+    pub items_mask: u32,
+    /// Work items one block (or one cluster) covers, at least 1.
+    pub items_per_block: u32,
+    /// Nonzero: the grid holds at most this many blocks per multiprocessor and the kernel loops over the items.
+    pub max_blocks_per_sm: u32,
+    /// Blocks per thread-block cluster along x (1: no cluster); each work item is then a cluster's.
+    pub cluster: u32,
+    /// Bit `i` set: dimension `i` must not be empty (a max, min, mean or arg reduction over it has no value
+    /// then), and a call with it empty is an error.
+    pub nonempty_mask: u32,
 }
 
 /// The kernel a 16-bit matmul module's entry is.
@@ -178,7 +208,10 @@ impl Launch {
                 kernel: Kernel16::Wgmma(_),
                 ..
             } => Arch::specific(arch.major, arch.minor),
-            Launch::Matmul { .. } | Launch::Elementwise { .. } | Launch::Matmul16 { .. } => arch,
+            Launch::Matmul { .. }
+            | Launch::Elementwise { .. }
+            | Launch::Matmul16 { .. }
+            | Launch::Program(_) => arch,
         }
     }
 
@@ -194,6 +227,7 @@ impl Launch {
                 kernel: Kernel16::Mma { smem_bytes, .. },
                 ..
             } => smem_bytes,
+            Launch::Program(p) => p.smem_bytes,
             Launch::Elementwise { .. }
             | Launch::Matmul16 {
                 kernel: Kernel16::Simt,
@@ -220,6 +254,7 @@ impl Launch {
                 kernel: Kernel16::Simt,
                 ..
             } => SIMT16_THREADS,
+            Launch::Program(p) => p.threads,
         }
     }
 
@@ -286,6 +321,19 @@ impl Launch {
             } => format!(
                 "::optiml::runtime::Launch::Elementwise {{ threads: {threads}, per_thread: {per_thread}, blocks_per_sm: {blocks_per_sm} }}"
             ),
+            Launch::Program(ProgramLaunch {
+                threads,
+                smem_bytes,
+                items_mask,
+                items_per_block,
+                max_blocks_per_sm,
+                cluster,
+                nonempty_mask,
+            }) => format!(
+                "::optiml::runtime::Launch::Program(::optiml::runtime::ProgramLaunch {{ threads: {threads}, \
+                 smem_bytes: {smem_bytes}, items_mask: {items_mask}, items_per_block: {items_per_block}, \
+                 max_blocks_per_sm: {max_blocks_per_sm}, cluster: {cluster}, nonempty_mask: {nonempty_mask} }})"
+            ),
         }
     }
 
@@ -310,7 +358,7 @@ impl Launch {
                     with_gemv
                 }
             }
-            Launch::Elementwise { .. } => none,
+            Launch::Elementwise { .. } | Launch::Program(_) => none,
         }
     }
 }

@@ -34,7 +34,9 @@ pub use error::Error;
 pub use kernel::{
     Artifacts, KernelModule, Loaded, LoadedVariant, Target, Variant, load_companions,
 };
-pub use launch::{COMPANION_SLOTS, Companion, Companions, Half, Kernel16, Launch, Wgmma16};
+pub use launch::{
+    COMPANION_SLOTS, Companion, Companions, Half, Kernel16, Launch, ProgramLaunch, Wgmma16,
+};
 
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.
 ///

@@ -288,7 +288,7 @@ fn launch_checked<T: Element>(
             args,
             (bm, bn, threads, smem_bytes),
         ),
-        Launch::Elementwise { .. } => Err(Error::NoVariant {
+        Launch::Elementwise { .. } | Launch::Program(_) => Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
             available: "a non-matmul variant".into(),

@@ -24,6 +24,7 @@ pub mod error;
 mod key;
 mod model;
 mod parse;
+pub mod program;
 pub mod reference;
 pub mod signature;
 
