@@ -1,6 +1,7 @@
 //! The attribute's expansion: parse the spec, bind the signature, emit the wrapper.
 
-use optiml_spec::{Binding, Dim, Family, KernelId, Role, Spec, env, signature};
+use optiml_spec::program::{Elem, Program};
+use optiml_spec::{Binding, DType, Dim, Family, KernelId, Role, Spec, env, signature};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use std::path::PathBuf;
@@ -131,6 +132,7 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 })
             }
         }
+        Family::Tensor(program) => program_call(program, binding, &name),
     };
     quote! {
         #(#attrs)*
@@ -149,6 +151,74 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 ::optiml::runtime::KernelModule::new(#name, include!(#include));
             #call
         }
+    }
+}
+
+/// The launch of a tensor program: its signature as a `static`, then the buffers, dimensions and scalars in the
+/// kernel's order, whatever order the user declared them in.
+fn program_call(program: &Program, binding: &Binding, name: &str) -> TokenStream {
+    let rt = quote!(::optiml::runtime::program);
+    let elem = |e: Elem| match (e, program.dtype) {
+        (Elem::Float, DType::F32) => quote!(#rt::Elem::F32),
+        (Elem::Float, DType::Bf16) => quote!(#rt::Elem::Bf16),
+        (Elem::Float, DType::F16) => quote!(#rt::Elem::F16),
+        (Elem::I64, _) => quote!(#rt::Elem::I64),
+        (Elem::I32, _) => quote!(#rt::Elem::I32),
+    };
+    let tensor = |name: &str, axes: &[usize], e: Elem| {
+        let axes = axes.iter().map(|&a| a as u16);
+        let elem = elem(e);
+        quote!(#rt::TensorSig { name: #name, axes: &[#(#axes),*], elem: #elem })
+    };
+    let inputs = program
+        .inputs
+        .iter()
+        .map(|t| tensor(&t.name, &t.axes, t.elem));
+    let outputs = program
+        .outputs()
+        .map(|(_, s)| tensor(&s.name, &s.axes, s.elem));
+    let dims = program.dims.iter().map(|d| {
+        let dim_name = &d.name;
+        match d.size {
+            Dim::Fixed(v) => {
+                let v = v as usize;
+                quote!((#dim_name, ::core::option::Option::Some(#v)))
+            }
+            Dim::Runtime => quote!((#dim_name, ::core::option::Option::None)),
+        }
+    });
+    let arg = |role: Role| binding.get(role).map(|p| format_ident!("{}", p.name));
+    let index = |i: usize| u16::try_from(i).unwrap_or(u16::MAX);
+    let in_args = (0..program.inputs.len()).map(|i| {
+        let id = arg(Role::Input(index(i)));
+        quote!(#rt::In::from(#id))
+    });
+    let out_args = program.outputs().map(|(i, _)| {
+        let id = arg(Role::Output(index(i)));
+        quote!(#rt::Out::from(#id))
+    });
+    let dim_args = program.dims.iter().enumerate().map(|(i, d)| {
+        let label = &d.name;
+        match arg(Role::Extent(index(i))) {
+            Some(id) => {
+                quote!(::core::option::Option::Some(::optiml::runtime::dim(#name, #label, #id)?))
+            }
+            None => quote!(::core::option::Option::None),
+        }
+    });
+    let params = (0..program.params.len()).map(|i| arg(Role::Param(index(i))));
+    quote! {
+        static SIGNATURE: #rt::Signature = #rt::Signature {
+            inputs: &[#(#inputs),*],
+            outputs: &[#(#outputs),*],
+            dims: &[#(#dims),*],
+        };
+        #rt::launch(&KERNEL, stream, &SIGNATURE, #rt::ProgramArgs {
+            inputs: &[#(#in_args),*],
+            outputs: &mut [#(#out_args),*],
+            dims: &[#(#dim_args),*],
+            params: &[#(#params),*],
+        })
     }
 }
 

@@ -97,6 +97,32 @@ pub enum Error {
         /// The element type the kernel was compiled for.
         compiled: &'static str,
     },
+    /// A tensor program's buffer does not hold exactly the elements its dimensions make.
+    #[error(
+        "kernel `{kernel}`: `{arg}` holds {got} elements but its dimensions {axes} make {expected}"
+    )]
+    BufferLength {
+        /// The kernel.
+        kernel: &'static str,
+        /// The buffer argument.
+        arg: &'static str,
+        /// Its length.
+        got: usize,
+        /// The product of its dimensions.
+        expected: usize,
+        /// Its dimensions as known, e.g. `[r=4, c=?]`.
+        axes: String,
+    },
+    /// A tensor program's dimension was not given and the buffer lengths do not determine it.
+    #[error("kernel `{kernel}`: dimension `{dim}` {reason}")]
+    Undetermined {
+        /// The kernel.
+        kernel: &'static str,
+        /// The dimension.
+        dim: &'static str,
+        /// Why it is not known.
+        reason: String,
+    },
     /// A buffer lives in another CUDA context than the stream.
     #[error("kernel `{kernel}`: `{arg}` was allocated in another CUDA context than the stream's")]
     ContextMismatch {

@@ -4,7 +4,7 @@
 //! * [`probe`] finds the CUDA driver and devices without panicking when there is none;
 //! * [`KernelModule`] holds a kernel's compiled variants (CUBIN per architecture, PTX as the fallback) and loads
 //!   the right one once per CUDA context;
-//! * [`matmul`] and [`elementwise`] check a launch's arguments against its dimensions and launch it, so a wrong
+//! * [`matmul`], [`elementwise`] and [`program`] check a launch's arguments against its dimensions and launch it, so a wrong
 //!   length is an [`Error`], never an out-of-bounds access.
 //!
 //! ```no_run
@@ -28,6 +28,7 @@ mod kernel;
 mod launch;
 pub mod matmul;
 pub mod probe;
+pub mod program;
 
 pub use arch::{Arch, ArchParseError};
 pub use error::Error;

@@ -8,7 +8,9 @@ use std::fmt;
 /// What the supported spec families look like, appended to "no family" and "unknown word" errors.
 pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu/silu), \
 batched matmul (\"bmm\", \"batched gemm\", \"batch of matrix products\"), elementwise maps (relu, gelu, silu, \
-sigmoid, tanh; add/mul with a tensor or a scalar, \"y = x * s\")";
+sigmoid, tanh; add/mul with a tensor or a scalar, \"y = x * s\"), tensor operators in plain words (\"softmax over \
+the last axis\", \"layer norm\", \"sum over dim 1 of a 3-D tensor\"; `cargo optiml explain` shows what a spec means) \
+or in index notation (\"y[r, c] = x[r, c] / sum(c) x[r, c]\")";
 
 /// Why a spec string could not be turned into a [`Spec`](crate::Spec).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +60,38 @@ pub enum SpecError {
     },
     /// An equation that is not one of the supported forms.
     BadEquation(String),
+    /// A mistake in index notation (`y[r, c] = x[r, c] / sum(c) x[r, c]`), at a character of the text.
+    Notation {
+        /// Where, as a 0-based character (not byte) offset into the spec text.
+        at: usize,
+        /// The text from there on, a few characters, so the message shows the place without a caret.
+        near: String,
+        /// What is wrong.
+        what: String,
+        /// How to fix it (may be empty).
+        hint: String,
+    },
+    /// A phrase inside a plain-words tensor operator spec (`softmax over the lst axis`) that was not understood.
+    UnknownPhrase {
+        /// The operator the spec names (`softmax`).
+        operator: &'static str,
+        /// The words that were not understood.
+        phrase: String,
+        /// The closest phrase that works, if one is within typo distance.
+        closest: Option<String>,
+        /// The argument phrases this operator takes, for the message.
+        accepts: String,
+    },
+    /// An argument of a plain-words tensor operator with a bad or missing value (`groups 0`, group norm without
+    /// a number of groups, `dim 3` of a 2-D tensor).
+    BadArgument {
+        /// The operator the spec names.
+        operator: &'static str,
+        /// The phrase at fault, or what is missing.
+        phrase: String,
+        /// What is wrong and what to write.
+        reason: String,
+    },
 }
 
 impl fmt::Display for SpecError {
@@ -109,6 +143,43 @@ impl fmt::Display for SpecError {
             SpecError::BadEquation(what) => {
                 write!(f, "unsupported equation in the kernel spec: {what}")
             }
+            SpecError::Notation {
+                at,
+                near,
+                what,
+                hint,
+            } => {
+                if near.is_empty() {
+                    write!(f, "index notation, at the end of the text: {what}")?;
+                } else {
+                    write!(
+                        f,
+                        "index notation, at character {} (`{near}`): {what}",
+                        at + 1
+                    )?;
+                }
+                if !hint.is_empty() {
+                    write!(f, "; {hint}")?;
+                }
+                Ok(())
+            }
+            SpecError::UnknownPhrase {
+                operator,
+                phrase,
+                closest,
+                accepts,
+            } => {
+                write!(f, "`{phrase}` is not understood in a {operator} spec")?;
+                if let Some(c) = closest {
+                    write!(f, " (did you mean `{c}`?)")?;
+                }
+                write!(f, "; {operator} takes: {accepts}")
+            }
+            SpecError::BadArgument {
+                operator,
+                phrase,
+                reason,
+            } => write!(f, "`{phrase}` in a {operator} spec: {reason}"),
         }
     }
 }

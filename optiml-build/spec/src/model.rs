@@ -1,5 +1,6 @@
 //! The typed spec: what a kernel computes, independent of how it is written or tuned.
 
+use crate::program::Program;
 use crate::reference;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -23,6 +24,8 @@ pub enum Family {
     Matmul(MatmulSpec),
     /// `out[i] = f(x[i])` or `out[i] = x[i] ⊕ y[i]` / `x[i] ⊕ s`.
     Elementwise(ElementwiseSpec),
+    /// Any other operator: a tensor program in index notation or the plain words that lower to one.
+    Tensor(Program),
 }
 
 /// Element types of the tensor operands. Other names (f64, int8, fp8) are recognised so that a spec naming them
@@ -319,6 +322,7 @@ impl Spec {
                 };
                 format!("elementwise {op} {dtype} n={}", e.n)
             }
+            Family::Tensor(p) => format!("program {}", p.canonical()),
         }
     }
 
@@ -336,6 +340,7 @@ impl Spec {
                     format!("elementwise {} (scalar)", b.name())
                 }
             },
+            Family::Tensor(_) => "tensor program".into(),
         }
     }
 }

@@ -10,12 +10,41 @@ use crate::model::{
     Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec,
     Operand, Precision, Spec, UnaryOp,
 };
+use crate::program::{Program, notation, words};
 
 /// Parses a spec string.
 ///
 /// # Errors
 /// A [`SpecError`] naming the first word or clause that could not be understood, with the closest known word.
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
+    if notation::is_notation(text) {
+        return notation::parse(text).map(tensor_spec);
+    }
+    match phrases(text) {
+        Ok(spec) => Ok(spec),
+        // The matmul and elementwise vocabulary understood the operator but not an option of it: its own error
+        // says best what is wrong.
+        Err(e @ (SpecError::NotForFamily { .. } | SpecError::Unsupported { .. })) => Err(e),
+        // It did not understand the words: the tensor operators' vocabulary may. Tried second so that every
+        // spec the first accepted keeps its meaning (and its cache key).
+        Err(e) => match words::lower(text) {
+            Some(program) => program.map(tensor_spec),
+            None => Err(e),
+        },
+    }
+}
+
+/// The spec of a tensor program.
+fn tensor_spec(program: Program) -> Spec {
+    Spec {
+        dtype: program.dtype,
+        layout: Layout::RowMajor,
+        family: Family::Tensor(program),
+    }
+}
+
+/// The matmul and elementwise phrase parser.
+fn phrases(text: &str) -> Result<Spec, SpecError> {
     let tokens = tokenize(text)?;
     if tokens.iter().all(|t| matches!(t, Tok::Sep)) {
         return Err(SpecError::Empty);
@@ -1031,8 +1060,13 @@ mod tests {
         );
         assert!(e.to_string().contains("did you mean `matmul`"), "{e}");
         assert!(matches!(
-            parse("softmax"),
+            parse("convolution"),
             Err(SpecError::UnknownWord { .. })
+        ));
+        // An operator of the tensor vocabulary is a program, not an unknown word.
+        assert!(matches!(
+            parse("softmax").map(|s| s.family),
+            Ok(crate::Family::Tensor(_))
         ));
         assert!(matches!(parse(""), Err(SpecError::Empty)));
         assert!(matches!(parse("f32"), Err(SpecError::NoFamily)));

@@ -7,6 +7,7 @@
 
 use crate::error::Errors;
 use crate::model::{DType, Dim, ElementwiseOp, Family, Operand, Spec};
+use crate::program::{Elem, Program};
 use serde::{Deserialize, Serialize};
 
 /// What a parameter is to the kernel.
@@ -40,6 +41,14 @@ pub enum Role {
     Out,
     /// Elementwise scalar operand.
     Scalar,
+    /// A tensor program's input: an index into its inputs.
+    Input(u16),
+    /// A tensor program's output: an index into its statements.
+    Output(u16),
+    /// A tensor program's dimension: an index into its dimensions.
+    Extent(u16),
+    /// A tensor program's run-time scalar: an index into its parameters.
+    Param(u16),
 }
 
 /// How the kernel uses a buffer.
@@ -103,39 +112,58 @@ impl Binding {
 
 /// A parameter the spec asks for.
 struct Expected {
-    name: &'static str,
+    name: String,
     aliases: &'static [&'static str],
     role: Role,
     kind: Kind,
     optional: bool,
     /// The element type of a buffer or scalar: the spec's, except a matmul's bias and scales, which are f32
-    /// whatever the operands hold.
-    dtype: DType,
+    /// whatever the operands hold, and a tensor program's integer outputs.
+    elem: ElemType,
 }
 
-fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
-    let buf = |name, role, access| Expected {
-        name,
+/// An element type as a signature spells it.
+#[derive(Clone, Copy)]
+struct ElemType {
+    /// The last path segment (`bf16`).
+    name: &'static str,
+    /// The path messages show (`half::bf16`).
+    path: &'static str,
+}
+
+impl From<DType> for ElemType {
+    fn from(d: DType) -> Self {
+        ElemType {
+            name: d.rust_type(),
+            path: d.rust_path(),
+        }
+    }
+}
+
+fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
+    let buf = |name: &str, role, access| Expected {
+        name: name.into(),
         aliases: &[],
         role,
         kind: Kind::Buffer(access),
         optional: false,
-        dtype: spec.dtype,
+        elem: spec.dtype.into(),
     };
     let mut fixed = Vec::new();
-    let mut dim = |name, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
+    let mut dim = |name: &str, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
         Dim::Runtime => out.push(Expected {
-            name,
+            name: name.into(),
             aliases: &[],
             role,
             kind: Kind::Dim,
             optional,
-            dtype: spec.dtype,
+            elem: spec.dtype.into(),
         }),
-        Dim::Fixed(v) => fixed.push((name, v)),
+        Dim::Fixed(v) => fixed.push((name.to_string(), v)),
     };
     let mut out = Vec::new();
     match &spec.family {
+        Family::Tensor(program) => return program_params(program),
         Family::Matmul(m) => {
             out.push(buf("a", Role::A, Access::Read));
             out.push(buf("b", Role::B, Access::Read));
@@ -150,7 +178,7 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
             ));
             if m.bias {
                 out.push(Expected {
-                    dtype: DType::F32,
+                    elem: DType::F32.into(),
                     ..buf("bias", Role::Bias, Access::Read)
                 });
             }
@@ -166,12 +194,12 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
             ] {
                 if on {
                     out.push(Expected {
-                        name,
+                        name: name.into(),
                         aliases: &[],
                         role,
                         kind: Kind::Scalar,
                         optional: false,
-                        dtype: DType::F32,
+                        elem: DType::F32.into(),
                     });
                 }
             }
@@ -186,12 +214,12 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
                     out.push(buf("y", Role::Y, Access::Read))
                 }
                 ElementwiseOp::Binary(_, Operand::Scalar) => out.push(Expected {
-                    name: "s",
+                    name: "s".into(),
                     aliases: &["scalar", "alpha"],
                     role: Role::Scalar,
                     kind: Kind::Scalar,
                     optional: false,
-                    dtype: spec.dtype,
+                    elem: spec.dtype.into(),
                 }),
                 ElementwiseOp::Unary(_) => {}
             }
@@ -205,8 +233,103 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(&'static str, u64)>) {
     (out, fixed)
 }
 
+/// A tensor program's parameters: its inputs, outputs, run-time dimensions and scalars, by their names in the
+/// program. A dimension may be left out when the buffer lengths determine it ([`inferable`]).
+fn program_params(program: &Program) -> (Vec<Expected>, Vec<(String, u64)>) {
+    let elem = |e: Elem| match e {
+        Elem::Float => program.dtype.into(),
+        Elem::I64 => ElemType {
+            name: "i64",
+            path: "i64",
+        },
+        Elem::I32 => ElemType {
+            name: "i32",
+            path: "i32",
+        },
+    };
+    let index = |i: usize| u16::try_from(i).unwrap_or(u16::MAX);
+    let mut out = Vec::new();
+    let mut fixed = Vec::new();
+    for (i, t) in program.inputs.iter().enumerate() {
+        out.push(Expected {
+            name: t.name.clone(),
+            aliases: &[],
+            role: Role::Input(index(i)),
+            kind: Kind::Buffer(Access::Read),
+            optional: false,
+            elem: elem(t.elem),
+        });
+    }
+    for (i, s) in program.outputs() {
+        out.push(Expected {
+            name: s.name.clone(),
+            aliases: &[],
+            role: Role::Output(index(i)),
+            kind: Kind::Buffer(Access::Write),
+            optional: false,
+            elem: elem(s.elem),
+        });
+    }
+    for (i, d) in program.dims.iter().enumerate() {
+        match d.size {
+            Dim::Fixed(v) => fixed.push((d.name.clone(), v)),
+            Dim::Runtime => out.push(Expected {
+                name: d.name.clone(),
+                aliases: &[],
+                role: Role::Extent(index(i)),
+                kind: Kind::Dim,
+                optional: true,
+                elem: program.dtype.into(),
+            }),
+        }
+    }
+    for (i, name) in program.params.iter().enumerate() {
+        out.push(Expected {
+            name: name.clone(),
+            aliases: &[],
+            role: Role::Param(index(i)),
+            kind: Kind::Scalar,
+            optional: false,
+            elem: DType::F32.into(),
+        });
+    }
+    (out, fixed)
+}
+
+/// Whether every dimension of `program` follows from the buffer lengths once the dimensions in `given` are known:
+/// a buffer whose axes hold exactly one unknown dimension determines it (its length divided by the others'
+/// product), and so on until nothing changes. The runtime infers them the same way.
+pub fn inferable(program: &Program, given: &[usize]) -> Vec<usize> {
+    let mut known: Vec<bool> = program
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| d.size != Dim::Runtime || given.contains(&i))
+        .collect();
+    let buffers: Vec<&[usize]> = program
+        .inputs
+        .iter()
+        .map(|t| t.axes.as_slice())
+        .chain(program.outputs().map(|(_, s)| s.axes.as_slice()))
+        .collect();
+    loop {
+        let mut changed = false;
+        for axes in &buffers {
+            let unknown: Vec<usize> = axes.iter().copied().filter(|&a| !known[a]).collect();
+            if let [only] = unknown[..] {
+                known[only] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    (0..program.dims.len()).filter(|&i| !known[i]).collect()
+}
+
 fn describe(e: &Expected) -> String {
-    let dtype = e.dtype.rust_path();
+    let dtype = e.elem.path;
     let ty = match e.kind {
         Kind::Buffer(Access::Read) => format!("&CudaSlice<{dtype}>"),
         Kind::Buffer(_) => format!("&mut CudaSlice<{dtype}>"),
@@ -327,12 +450,36 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
             ));
         }
     }
+    if let Family::Tensor(program) = &spec.family {
+        let given: Vec<usize> = params
+            .iter()
+            .filter_map(|p| match p.role {
+                Role::Extent(i) => Some(i as usize),
+                _ => None,
+            })
+            .collect();
+        let unknown = inferable(program, &given);
+        if !unknown.is_empty() {
+            let names: Vec<String> = unknown
+                .iter()
+                .map(|&i| format!("`{}: usize`", program.dims[i].name))
+                .collect();
+            errors.push(syn::Error::new(
+                sig.ident.span(),
+                format!(
+                    "missing dimension parameter {}: the buffer lengths do not determine {}",
+                    names.join(" or "),
+                    if unknown.len() == 1 { "it" } else { "them" }
+                ),
+            ));
+        }
+    }
     errors.propagate()?;
     Ok(Binding { params })
 }
 
 fn check_type(ty: &syn::Type, e: &Expected, name: &str) -> Result<(), String> {
-    let (dtype, path) = (e.dtype.rust_type(), e.dtype.rust_path());
+    let (dtype, path) = (e.elem.name, e.elem.path);
     match e.kind {
         Kind::Buffer(access) => {
             let want_mut = access != Access::Read;

@@ -26,8 +26,16 @@ pub const SM90: Header = Header {
     text: include_str!("optiml/sm90.cuh"),
 };
 
+/// What every kernel generated from a tensor program shares: storage types (f32, bf16, f16) with their
+/// conversions, 16-byte chunk loads and stores, the IR's scalar functions (NaN-propagating max and min, sigmoid)
+/// and deterministic warp reductions (sums, products, extremes, first-index argmax and argmin).
+pub const PROGRAM: Header = Header {
+    name: "optiml/program.cuh",
+    text: include_str!("optiml/program.cuh"),
+};
+
 /// Every shared header.
-pub const HEADERS: &[Header] = &[EPILOGUE, SM90];
+pub const HEADERS: &[Header] = &[EPILOGUE, SM90, PROGRAM];
 
 /// The headers `source` includes, by name: what a family must list among the sources its version hashes.
 pub fn included_by(source: &str) -> Vec<&'static Header> {

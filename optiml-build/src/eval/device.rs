@@ -93,6 +93,18 @@ pub fn grid_for(n: usize, sm_count: u32) -> LaunchConfig {
     }
 }
 
+/// The 16-bit element types the conversion kernels read and write as raw `unsigned short` patterns.
+pub trait Narrow16: cudarc::driver::DeviceRepr + private::Sealed {}
+impl Narrow16 for half::bf16 {}
+impl Narrow16 for half::f16 {}
+
+mod private {
+    /// Only `half`'s two 16-bit float types are [`super::Narrow16`].
+    pub trait Sealed {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for half::f16 {}
+}
+
 /// A gate's workbench on one device: see the module docs.
 pub struct Bench {
     /// The stream every check and timed run is issued on.
@@ -297,37 +309,49 @@ impl Bench {
         f32s: &mut CudaSlice<f32>,
         to_narrow: bool,
     ) -> Result<(), Stop> {
-        fn go<T: cudarc::driver::DeviceRepr>(
-            w: &Bench,
-            narrow: &mut CudaSlice<T>,
-            f32s: &mut CudaSlice<f32>,
-            to_narrow: bool,
-            code: i32,
-        ) -> Result<(), Stop> {
-            let n = f32s.len().min(narrow.len()) as i64;
-            let (f, what) = if to_narrow {
-                (&w.support.to16, "converting to 16 bits")
-            } else {
-                (&w.support.from16, "widening the 16-bit output")
-            };
-            let mut b = w.stream.launch_builder(f);
-            if to_narrow {
-                b.arg(&*f32s).arg(&mut *narrow);
-            } else {
-                b.arg(&*narrow).arg(&mut *f32s);
-            }
-            b.arg(&n).arg(&code);
-            // SAFETY: `optiml_to16(const float*, u16*, long long, int)` and `optiml_from16(const u16*, float*,
-            // long long, int)` touch indices below `n`, the shorter buffer's length; both element types are
-            // 2-byte `half` types, the kernels' `unsigned short`.
-            unsafe { b.launch(grid_for(n as usize, w.device.sm_count)) }
-                .map(|_| ())
-                .map_err(fault(what))
+        match (narrow, to_narrow) {
+            (Narrow::Bf16(bufs), true) => self.narrow(f32s, &mut bufs[which], DType::Bf16),
+            (Narrow::F16(bufs), true) => self.narrow(f32s, &mut bufs[which], DType::F16),
+            (Narrow::Bf16(bufs), false) => self.widen(&bufs[which], f32s, DType::Bf16),
+            (Narrow::F16(bufs), false) => self.widen(&bufs[which], f32s, DType::F16),
         }
-        match narrow {
-            Narrow::Bf16(bufs) => go(self, &mut bufs[which], f32s, to_narrow, 0),
-            Narrow::F16(bufs) => go(self, &mut bufs[which], f32s, to_narrow, 1),
-        }
+    }
+
+    /// Rounds `f32s` to the 16-bit `dtype` into `narrow` (as many elements as the shorter holds). `T` must be
+    /// that type (`half::bf16` or `half::f16`): the kernel writes raw 16-bit patterns.
+    pub fn narrow<T: Narrow16>(
+        &self,
+        f32s: &CudaSlice<f32>,
+        narrow: &mut CudaSlice<T>,
+        dtype: DType,
+    ) -> Result<(), Stop> {
+        let n = f32s.len().min(narrow.len()) as i64;
+        let code = code16(dtype);
+        let mut b = self.stream.launch_builder(&self.support.to16);
+        b.arg(f32s).arg(&mut *narrow).arg(&n).arg(&code);
+        // SAFETY: `optiml_to16(const float*, u16*, long long, int)` touches indices below `n`, the shorter
+        // buffer's length; `T` is a 2-byte `half` type, the kernel's `unsigned short`.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("converting to 16 bits"))
+    }
+
+    /// Widens the 16-bit `narrow` (of `dtype`) into `f32s`, exactly.
+    pub fn widen<T: Narrow16>(
+        &self,
+        narrow: &CudaSlice<T>,
+        f32s: &mut CudaSlice<f32>,
+        dtype: DType,
+    ) -> Result<(), Stop> {
+        let n = f32s.len().min(narrow.len()) as i64;
+        let code = code16(dtype);
+        let mut b = self.stream.launch_builder(&self.support.from16);
+        b.arg(narrow).arg(&mut *f32s).arg(&n).arg(&code);
+        // SAFETY: `optiml_from16(const u16*, float*, long long, int)` touches indices below `n`, the shorter
+        // buffer's length; `T` is a 2-byte `half` type.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("widening 16-bit values"))
     }
 
     /// Overwrites the flush buffer, so the next run starts with nothing of its inputs in L2.

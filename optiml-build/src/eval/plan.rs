@@ -18,6 +18,11 @@ pub enum Distribution {
     /// Student's t with 3 degrees of freedom, clipped at ±1e4: rare huge values, where a kernel that drops or
     /// double-counts a term shows up at once.
     HeavyTailed,
+    /// 3 + 0.001·N(0, 1): rows whose variance is a millionth of their mean square, where a one-pass variance
+    /// cancels to nothing.
+    NearConstant,
+    /// 1000·N(0, 1): `exp` of these overflows fp32 unless the row maximum is subtracted first.
+    Large,
 }
 
 impl Distribution {
@@ -27,6 +32,8 @@ impl Distribution {
             Distribution::Uniform => 0,
             Distribution::Normal => 1,
             Distribution::HeavyTailed => 2,
+            Distribution::NearConstant => 3,
+            Distribution::Large => 4,
         }
     }
 }
@@ -37,6 +44,8 @@ impl fmt::Display for Distribution {
             Distribution::Uniform => "uniform",
             Distribution::Normal => "normal",
             Distribution::HeavyTailed => "heavy-tailed",
+            Distribution::NearConstant => "near-constant",
+            Distribution::Large => "large",
         })
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod elementwise;
 pub mod matmul;
+pub mod tensor;
 
 use crate::config::{Dims, KernelSettings};
 use crate::eval::Gate;
@@ -16,16 +17,26 @@ use crate::search::{Bottleneck, Transform, Tunable};
 use crate::tune::{Bucket, Progress, Request, Target, TuneError};
 use optiml_runtime::Arch;
 use optiml_spec::{Spec, sha256_hex};
+use std::borrow::Cow;
 
 /// A kernel family: what the generic layers ask of one.
 pub trait Family: Sync {
     /// Its name in messages and listings (`matmul`).
     fn name(&self) -> &'static str;
 
+    /// Whether this family generates `spec`'s kernels; the reason when it cannot (a program no generator shape
+    /// covers yet). The build skips such a kernel with that reason before asking for any candidate.
+    ///
+    /// # Errors
+    /// Why `spec` is not generated.
+    fn supports(&self, _spec: &Spec) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The CUDA sources `spec`'s candidates are made from, in a fixed order: exactly the templates any candidate
-    /// of `spec` concatenates, on any architecture, so the generator version changes exactly when one of them
-    /// does.
-    fn sources(&self, spec: &Spec) -> Vec<&'static str>;
+    /// of `spec` concatenates, on any architecture (or, for a generator, every source it emits for `spec`), so
+    /// the generator version changes exactly when one of them does.
+    fn sources(&self, spec: &Spec) -> Vec<Cow<'static, str>>;
 
     /// The candidate an expert writes first for `spec` on `arch` (the default schedule of the kernel that
     /// architecture runs).
@@ -81,13 +92,15 @@ pub trait Family: Sync {
 }
 
 /// Every family, in the order listings show them.
-pub static FAMILIES: &[&dyn Family] = &[&matmul::Matmul, &elementwise::Elementwise];
+pub static FAMILIES: &[&dyn Family] =
+    &[&matmul::Matmul, &elementwise::Elementwise, &tensor::Tensor];
 
 /// The family that generates `spec`'s kernels.
 pub fn of(spec: &Spec) -> &'static dyn Family {
     match spec.family {
         optiml_spec::Family::Matmul(_) => &matmul::Matmul,
         optiml_spec::Family::Elementwise(_) => &elementwise::Elementwise,
+        optiml_spec::Family::Tensor(_) => &tensor::Tensor,
     }
 }
 
@@ -217,7 +230,7 @@ mod tests {
 
     #[test]
     fn every_family_is_reachable_from_a_spec() {
-        for text in ["matmul, f32", "relu"] {
+        for text in ["matmul, f32", "relu", "softmax over the last axis"] {
             let spec = optiml_spec::parse(text).unwrap();
             let family = of(&spec);
             assert!(FAMILIES.iter().any(|f| f.name() == family.name()));
@@ -237,6 +250,9 @@ mod tests {
             "matmul, bf16",
             "matmul, f16",
             "y = gelu(x)",
+            "selu",
+            "softmax over the last axis",
+            "sum over dim 1 of a 3-D tensor",
         ];
         let mut seen = Vec::new();
         for text in specs {
@@ -292,6 +308,7 @@ mod tests {
                 optiml_spec::Family::Elementwise(_) => {
                     serde_json::to_value(<elementwise::Schedule as Tunable>::default_for(arch))
                 }
+                optiml_spec::Family::Tensor(_) => unreachable!("no program among the specs above"),
                 optiml_spec::Family::Matmul(_) => match text {
                     "matmul, f32" => serde_json::to_value(
                         <matmul::simt_f32::Schedule as Tunable>::default_for(arch),

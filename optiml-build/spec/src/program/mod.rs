@@ -8,7 +8,7 @@
 //! "softmax over the last axis"                                     (plain words)
 //! "m[r] = max(c) x[r, c]; e[r, c] = exp(x[r, c] - m[r]);
 //!  y[r, c] = e[r, c] / sum(c) e[r, c]"                             (index notation)
-//!        └──────────────▶ Program { dims: [r, c], inputs: [x[r, c]], stmts: [m, e, y] }
+//!        └──────────────▶ Program { dims: [r, c], inputs: [x[r, c]], stmts: [m, e, y__sum, y] }
 //! ```
 //!
 //! # The rules a program obeys (checked when it is built, relied on by every consumer)
@@ -19,8 +19,12 @@
 //! - **Inputs** are the tensors read and never assigned, in order of first appearance. **Outputs** are the
 //!   statements whose [`Stmt::output`] is set: those no later statement reads. Intermediates are read later.
 //! - A statement's free variables (those of its expression outside any [`Expr::Reduce`] binding them) are a
-//!   subset of its axes; an axis absent from the expression broadcasts. A reduction's variables are neither
-//!   axes of its statement nor bound by an enclosing reduction.
+//!   subset of its axes; an axis absent from the expression broadcasts. A reduction binds its variables inside
+//!   its body only, where they shadow a statement axis of the same name (`y[r, c] = e[r, c] / sum(c) e[r, c]`:
+//!   the sum runs over every `c` of the row, the division uses the element's own `c`); it does not bind one an
+//!   enclosing reduction already binds. The parsers lift every reduction that is not a statement's whole right
+//!   side into a statement of its own (`y__sum[r] = sum(c) e[r, c]`, names with `__` are reserved for them), so a
+//!   parsed program never shadows; the interpreter accepts a hand-built one that does.
 //! - [`Reduce::Argmax`] and [`Reduce::Argmin`] appear only as the whole expression of a statement whose
 //!   [`Stmt::elem`] is an integer type; every other statement is [`Elem::Float`].
 //! - Arithmetic is f32 in kernels and f64 in the interpreter; [`Program::dtype`] is the storage type of every

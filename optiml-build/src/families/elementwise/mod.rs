@@ -34,7 +34,7 @@ const SOURCES: [&str; 2] = [TEMPLATE, crate::cuda::EPILOGUE.text];
 fn map(spec: &Spec) -> Option<&ElementwiseSpec> {
     match &spec.family {
         optiml_spec::Family::Elementwise(e) => Some(e),
-        optiml_spec::Family::Matmul(_) => None,
+        optiml_spec::Family::Matmul(_) | optiml_spec::Family::Tensor(_) => None,
     }
 }
 
@@ -43,9 +43,9 @@ impl Family for Elementwise {
         FAMILY
     }
 
-    fn sources(&self, spec: &Spec) -> Vec<&'static str> {
+    fn sources(&self, spec: &Spec) -> Vec<std::borrow::Cow<'static, str>> {
         match map(spec) {
-            Some(_) => SOURCES.to_vec(),
+            Some(_) => SOURCES.map(std::borrow::Cow::Borrowed).to_vec(),
             None => super::of(spec).sources(spec),
         }
     }

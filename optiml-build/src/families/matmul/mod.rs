@@ -71,13 +71,13 @@ impl Family for Matmul {
         FAMILY
     }
 
-    fn sources(&self, spec: &Spec) -> Vec<&'static str> {
+    fn sources(&self, spec: &Spec) -> Vec<std::borrow::Cow<'static, str>> {
         let Some(class) = Class::of(spec) else {
             return super::of(spec).sources(spec);
         };
         // Every template includes the epilogue header, the `wgmma` ones the sm_90 header too.
         let (epilogue, sm90) = (crate::cuda::EPILOGUE.text, crate::cuda::SM90.text);
-        match class {
+        let templates: Vec<&'static str> = match class {
             Class::F32(_) => vec![simt_f32::TEMPLATE, simt_f32::GEMV_TEMPLATE, epilogue],
             Class::Tf32(_) => vec![
                 tf32::WGMMA_TEMPLATE,
@@ -94,7 +94,11 @@ impl Family for Matmul {
                 epilogue,
                 sm90,
             ],
-        }
+        };
+        templates
+            .into_iter()
+            .map(std::borrow::Cow::Borrowed)
+            .collect()
     }
 
     fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate {
@@ -382,7 +386,7 @@ mod tests {
                 assert!(
                     candidates
                         .iter()
-                        .any(|c| compiled(c).iter().any(|p| p.contains(src))),
+                        .any(|c| compiled(c).iter().any(|p| p.contains(src.as_ref()))),
                     "{text}: source {i} is hashed but no candidate holds it"
                 );
             }
@@ -392,7 +396,7 @@ mod tests {
             for c in &candidates {
                 let mut rest = c.source.clone();
                 for src in &sources {
-                    rest = rest.replace(src, "");
+                    rest = rest.replace(src.as_ref(), "");
                 }
                 assert!(
                     rest.lines()
@@ -402,7 +406,7 @@ mod tests {
                 );
                 for h in crate::cuda::included_by(&c.source) {
                     assert!(
-                        sources.contains(&h.text),
+                        sources.iter().any(|s| s == h.text),
                         "{text}: `{}` is included, not hashed",
                         h.name
                     );

@@ -1,0 +1,157 @@
+//! What every KernelBench problem shares: inputs both this process and PyTorch compute bit for bit, timing with
+//! L2 flushed, sampled outputs for PyTorch's check, and the JSON the PyTorch side reads.
+
+use optiml::cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use optiml_examples::{BoxError, Stats};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// U[0, 1) in steps of 2⁻²⁴ from a xorshift counter hash: `bench/harness/kernelbench.py` computes the same
+/// values with PyTorch's integer ops, so both sides check and time on identical inputs without moving gigabytes.
+const FILL: &str = r#"
+extern "C" __global__ void kb_fill(float* p, long long n, unsigned seed) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i ^ seed;
+        for (int r = 0; r < 2; ++r) { h ^= h << 13; h ^= h >> 17; h ^= h << 5; }
+        p[i] = (float)(h >> 8) * (1.0f / 16777216.0f);
+    }
+}"#;
+
+/// The device side of the harness.
+pub struct Harness {
+    /// The stream everything runs on.
+    pub stream: Arc<CudaStream>,
+    fill: CudaFunction,
+    flush: CudaSlice<f32>,
+}
+
+/// An output buffer.
+pub enum OutBuf {
+    /// Values.
+    F32(CudaSlice<f32>),
+    /// Indices.
+    I64(CudaSlice<i64>),
+}
+
+impl OutBuf {
+    fn len(&self) -> usize {
+        match self {
+            OutBuf::F32(b) => b.len(),
+            OutBuf::I64(b) => b.len(),
+        }
+    }
+
+    /// `len` elements from `start`, as f64.
+    fn read(
+        &self,
+        stream: &Arc<CudaStream>,
+        start: usize,
+        len: usize,
+    ) -> Result<Vec<f64>, BoxError> {
+        Ok(match self {
+            OutBuf::F32(b) => stream
+                .clone_dtoh(&b.slice(start..start + len))?
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            OutBuf::I64(b) => stream
+                .clone_dtoh(&b.slice(start..start + len))?
+                .into_iter()
+                .map(|v| v as f64)
+                .collect(),
+        })
+    }
+}
+
+impl Harness {
+    /// The harness on `stream`: compiles the fill kernel with NVRTC for the device.
+    pub fn new(stream: Arc<CudaStream>) -> Result<Self, BoxError> {
+        let ctx = stream.context();
+        let (major, minor) = ctx.compute_capability()?;
+        let arch = format!("sm_{major}{minor}");
+        let opts = optiml::cudarc::nvrtc::CompileOptions {
+            arch: Some(Box::leak(arch.into_boxed_str())),
+            ..Default::default()
+        };
+        let ptx = optiml::cudarc::nvrtc::compile_ptx_with_opts(FILL, opts)?;
+        let fill = ctx.load_module(ptx)?.load_function("kb_fill")?;
+        let flush = stream.alloc_zeros::<f32>(128 << 20)?;
+        Ok(Harness {
+            stream,
+            fill,
+            flush,
+        })
+    }
+
+    /// A tensor of `len` hashed values from `seed`.
+    pub fn input(&self, len: usize, seed: u32) -> Result<CudaSlice<f32>, BoxError> {
+        let mut buf = self.stream.alloc_zeros::<f32>(len.max(1))?;
+        let n = len as i64;
+        let mut b = self.stream.launch_builder(&self.fill);
+        b.arg(&mut buf).arg(&n).arg(&seed);
+        // SAFETY: `kb_fill(float*, long long, unsigned)` writes indices below `n`, the buffer's length.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (1024, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }?;
+        Ok(buf)
+    }
+
+    /// Times `f`: 3 warm-up runs, then `runs` runs each after overwriting 512 MiB (no input left in L2).
+    pub fn time(
+        &mut self,
+        runs: usize,
+        mut f: impl FnMut() -> Result<(), BoxError>,
+    ) -> Result<Stats, BoxError> {
+        for _ in 0..3 {
+            f()?;
+        }
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            self.stream.memset_zeros(&mut self.flush)?;
+            let t = optiml_examples::time(&self.stream, 0, 1, &mut f)?;
+            times.push(t.median_ms);
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(Stats {
+            median_ms: times[times.len() / 2],
+            min_ms: times[0],
+            max_ms: times[times.len() - 1],
+            runs,
+        })
+    }
+
+    /// Writes about `count` elements of `out` (64 evenly spaced runs, the first and the last element among
+    /// them) to `path` as f64 positions followed by f64 values, the format `kernelbench.py` reads.
+    pub fn write_samples(
+        &self,
+        out: &OutBuf,
+        count: usize,
+        path: &Path,
+    ) -> Result<usize, BoxError> {
+        let len = out.len();
+        let chunks = 64.min(len.max(1));
+        let per = (count / chunks).max(1);
+        let mut positions = Vec::new();
+        let mut values = Vec::new();
+        for c in 0..chunks {
+            let start = (len.saturating_sub(per)) * c / (chunks - 1).max(1);
+            let n = per.min(len - start);
+            if positions.last().is_some_and(|&p: &f64| p as usize >= start) {
+                continue;
+            }
+            positions.extend((start..start + n).map(|p| p as f64));
+            values.extend(out.read(&self.stream, start, n)?);
+        }
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        for v in positions.iter().chain(&values) {
+            f.write_all(&v.to_le_bytes())?;
+        }
+        f.flush()?;
+        Ok(positions.len())
+    }
+}

@@ -1,0 +1,670 @@
+//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53 and 88), each operator declared as a user would write it:
+//! once in plain words (`words`) and once in index notation (`index`), both through `#[optiml::kernel]`. Times
+//! the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both spellings give the same output,
+//! and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`, which times PyTorch eager and
+//! `torch.compile` on the same inputs in the same device call, checks the samples and writes the table.
+//!
+//! ```text
+//! cargo run --release -p optiml-examples --example kernelbench -- --out DIR [--only 19,23] [--runs 20]
+//! ```
+
+mod harness;
+
+use harness::{Harness, OutBuf};
+use optiml::cudarc::driver::{CudaSlice, CudaStream};
+use optiml_examples::{BoxError, arg_value, describe, gpu_or_explain};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The operators in plain words. Five words (relu, sigmoid, tanh, swish, gelu) are still the elementwise
+/// family's; every other one lowers to the same program as its index form below.
+mod words {
+    use optiml::cudarc::driver::CudaSlice;
+
+    #[optiml::kernel("matrix scalar multiplication")]
+    pub fn p5(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, s: f32);
+    #[optiml::kernel("diag(A) @ B")]
+    pub fn p12(a: &CudaSlice<f32>, x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("relu")]
+    pub fn p19(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    #[optiml::kernel("leaky relu, negative slope 0.01")]
+    pub fn p20(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("sigmoid")]
+    pub fn p21(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    #[optiml::kernel("tanh")]
+    pub fn p22(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    #[optiml::kernel("softmax over the last axis")]
+    pub fn p23(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("log-softmax, dim=1")]
+    pub fn p24(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("swish")]
+    pub fn p25(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    #[optiml::kernel("gelu")]
+    pub fn p26(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    #[optiml::kernel("selu")]
+    pub fn p27(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("hardsigmoid")]
+    pub fn p28(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("softplus")]
+    pub fn p29(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("softsign")]
+    pub fn p30(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("elu, alpha 1.0")]
+    pub fn p31(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("hardtanh, min -1, max 1")]
+    pub fn p32(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("instance norm")]
+    pub fn p34(
+        x: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        d0: usize,
+        d1: usize,
+        d2: usize,
+        d3: usize,
+    );
+    #[optiml::kernel("group norm, groups 8")]
+    pub fn p35(
+        x: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        d0: usize,
+        k: usize,
+        d2: usize,
+        d3: usize,
+    );
+    #[optiml::kernel("rms norm over dim 1 of a 4-D tensor, eps 1e-5")]
+    pub fn p36(
+        x: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        d0: usize,
+        d1: usize,
+        d2: usize,
+        d3: usize,
+    );
+    #[optiml::kernel("l1 norm over dim 1")]
+    pub fn p38(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("l2 norm along rows")]
+    pub fn p39(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("layer norm over the last 3 axes of a 4-D tensor with affine weight and bias")]
+    pub fn p40(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        d0: usize,
+        d1: usize,
+        d2: usize,
+        d3: usize,
+    );
+    #[optiml::kernel("sum over dim 1 of a 3-D tensor, keep dims")]
+    pub fn p47(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, d0: usize, d1: usize, d2: usize);
+    #[optiml::kernel("mean over dim 1 of a 3-D tensor")]
+    pub fn p48(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, d0: usize, d1: usize, d2: usize);
+    #[optiml::kernel("max reduction over dim 1 of a 3-D tensor")]
+    pub fn p49(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, d0: usize, d1: usize, d2: usize);
+    #[optiml::kernel("argmax over dim 1 of a 3-D tensor")]
+    pub fn p51(x: &CudaSlice<f32>, y: &mut CudaSlice<i64>, d0: usize, d1: usize, d2: usize);
+    #[optiml::kernel("argmin over dim 1 of a 3-D tensor")]
+    pub fn p52(x: &CudaSlice<f32>, y: &mut CudaSlice<i64>, d0: usize, d1: usize, d2: usize);
+    #[optiml::kernel("min over dim 1 of a 3-D tensor")]
+    pub fn p53(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, d0: usize, d1: usize, d2: usize);
+    #[optiml::kernel("minGPT new gelu")]
+    pub fn p88(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+}
+
+/// The same operators in index notation, with other names than the plain words use: renaming changes nothing.
+mod index {
+    use optiml::cudarc::driver::CudaSlice;
+
+    #[optiml::kernel("y[i] = x[i] * s")]
+    pub fn p5(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, s: f32);
+    #[optiml::kernel("out[i, j] = d[i] * m[i, j]")]
+    pub fn p12(d: &CudaSlice<f32>, m: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = relu(x[i])")]
+    pub fn p19(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = where(x[i] > 0, x[i], 0.01 * x[i])")]
+    pub fn p20(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = sigmoid(x[i])")]
+    pub fn p21(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = tanh(x[i])")]
+    pub fn p22(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel(
+        "mx[i] = max(j) x[i, j]; ex[i, j] = exp(x[i, j] - mx[i]); y[i, j] = ex[i, j] / sum(j) ex[i, j]"
+    )]
+    pub fn p23(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel(
+        "mx[i] = max(j) x[i, j]; lse[i] = mx[i] + log(sum(j) exp(x[i, j] - mx[i])); y[i, j] = x[i, j] - lse[i]"
+    )]
+    pub fn p24(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel("y[i] = x[i] * sigmoid(x[i])")]
+    pub fn p25(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))")]
+    pub fn p26(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel(
+        "y[i] = 1.0507009873554805 * where(x[i] > 0, x[i], 1.6732632423543772 * expm1(x[i]))"
+    )]
+    pub fn p27(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = clamp(x[i] + 3, 0, 6) / 6")]
+    pub fn p28(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = where(x[i] > 20, x[i], log1p(exp(x[i])))")]
+    pub fn p29(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = x[i] / (1 + abs(x[i]))")]
+    pub fn p30(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = where(x[i] > 0, x[i], expm1(x[i]))")]
+    pub fn p31(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i] = clamp(x[i], -1, 1)")]
+    pub fn p32(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel(
+        "mu[n, c] = mean(h, w) x[n, c, h, w]; var[n, c] = mean(h, w) (x[n, c, h, w] - mu[n, c])^2; \
+         y[n, c, h, w] = (x[n, c, h, w] - mu[n, c]) / sqrt(var[n, c] + 1e-5)"
+    )]
+    pub fn p34(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, n: usize, c: usize, h: usize, w: usize);
+    #[optiml::kernel(
+        "mu[n, g] = mean(k, h, w) x[n, g, k, h, w]; var[n, g] = mean(k, h, w) (x[n, g, k, h, w] - mu[n, g])^2; \
+         y[n, g, k, h, w] = (x[n, g, k, h, w] - mu[n, g]) / sqrt(var[n, g] + 1e-5), g=8"
+    )]
+    pub fn p35(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, n: usize, k: usize, h: usize, w: usize);
+    #[optiml::kernel("y[b, c, h, w] = x[b, c, h, w] / sqrt(mean(c) x[b, c, h, w]^2 + 1e-5)")]
+    pub fn p36(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, c: usize, h: usize, w: usize);
+    #[optiml::kernel("y[i, j] = x[i, j] / mean(j) abs(x[i, j])")]
+    pub fn p38(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel("y[i, j] = x[i, j] / sqrt(sum(j) x[i, j]^2)")]
+    pub fn p39(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel(
+        "mu[n] = mean(c, h, w) x[n, c, h, w]; var[n] = mean(c, h, w) (x[n, c, h, w] - mu[n])^2; \
+         y[n, c, h, w] = (x[n, c, h, w] - mu[n]) / sqrt(var[n] + 1e-5) * gamma[c, h, w] + beta[c, h, w]"
+    )]
+    pub fn p40(
+        x: &CudaSlice<f32>,
+        gamma: &CudaSlice<f32>,
+        beta: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        n: usize,
+        c: usize,
+        h: usize,
+        w: usize,
+    );
+    #[optiml::kernel("y[b, k] = sum(j) x[b, j, k]")]
+    pub fn p47(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, j: usize, k: usize);
+    #[optiml::kernel("y[b, k] = mean(j) x[b, j, k]")]
+    pub fn p48(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, j: usize, k: usize);
+    #[optiml::kernel("y[b, k] = max(j) x[b, j, k]")]
+    pub fn p49(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, j: usize, k: usize);
+    #[optiml::kernel("y[b, k] = argmax(j) x[b, j, k]")]
+    pub fn p51(x: &CudaSlice<f32>, y: &mut CudaSlice<i64>, b: usize, j: usize, k: usize);
+    #[optiml::kernel("y[b, k] = argmin(j) x[b, j, k]")]
+    pub fn p52(x: &CudaSlice<f32>, y: &mut CudaSlice<i64>, b: usize, j: usize, k: usize);
+    #[optiml::kernel("y[b, k] = min(j) x[b, j, k]")]
+    pub fn p53(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, j: usize, k: usize);
+    #[optiml::kernel("y[i] = 0.5 * x[i] * (1 + tanh(sqrt(2 / pi) * (x[i] + 0.044715 * x[i]^3)))")]
+    pub fn p88(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+}
+
+/// Launches one spelling of a problem's kernel on the harness's buffers.
+type Run = fn(&Arc<CudaStream>, &[CudaSlice<f32>], &mut OutBuf) -> Result<(), optiml::Error>;
+
+/// One KernelBench problem.
+struct Problem {
+    number: u32,
+    name: &'static str,
+    words: &'static str,
+    /// The v0.1 input shapes.
+    inputs: Vec<Vec<usize>>,
+    /// The output's shape; `true` for indices (i64).
+    output: (Vec<usize>, bool),
+    params: Vec<f32>,
+    run: [Run; 2],
+}
+
+fn f32_out(out: &mut OutBuf) -> &mut CudaSlice<f32> {
+    match out {
+        OutBuf::F32(b) => b,
+        OutBuf::I64(_) => {
+            unreachable!("every problem's output type is declared beside its kernels")
+        }
+    }
+}
+
+fn i64_out(out: &mut OutBuf) -> &mut CudaSlice<i64> {
+    match out {
+        OutBuf::I64(b) => b,
+        OutBuf::F32(_) => {
+            unreachable!("every problem's output type is declared beside its kernels")
+        }
+    }
+}
+
+/// A pointwise problem on one tensor of `shape`, called with the flat buffers.
+macro_rules! map {
+    ($n:expr, $name:expr, $w:literal, $shape:expr, $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![$shape.to_vec()],
+            output: ($shape.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], f32_out(y)),
+                |s, x, y| index::$f(s, &x[0], f32_out(y)),
+            ],
+        }
+    };
+}
+
+/// A problem on one 2-D tensor `[r, c]` reduced or normalised along `c`.
+macro_rules! rows {
+    ($n:expr, $name:expr, $w:literal, $shape:expr, $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![$shape.to_vec()],
+            output: ($shape.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], f32_out(y), ROWS[0], ROWS[1]),
+                |s, x, y| index::$f(s, &x[0], f32_out(y), ROWS[0], ROWS[1]),
+            ],
+        }
+    };
+}
+
+/// A reduction over dim 1 of the `[128, 4096, 4095]` tensor.
+macro_rules! dim1 {
+    ($n:expr, $name:expr, $w:literal, $f:ident, $out:ident, $index:expr) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![R3.to_vec()],
+            output: (vec![R3[0], R3[2]], $index),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], $out(y), R3[0], R3[1], R3[2]),
+                |s, x, y| index::$f(s, &x[0], $out(y), R3[0], R3[1], R3[2]),
+            ],
+        }
+    };
+}
+
+/// Problem 5's scalar: KernelBench multiplies by 3.14, not by π.
+#[allow(clippy::approx_constant)]
+const SCALAR: f32 = 3.14;
+
+const MAP: [usize; 2] = [4096, 393216];
+const ROWS: [usize; 2] = [4096, 393216];
+const ROWS38: [usize; 2] = [32768, 65535];
+const NORM4: [usize; 4] = [112, 64, 512, 512];
+const R3: [usize; 3] = [128, 4096, 4095];
+
+fn problems() -> Vec<Problem> {
+    vec![
+        Problem {
+            number: 5,
+            name: "Matrix scalar multiplication",
+            words: "matrix scalar multiplication",
+            inputs: vec![vec![65536, 16384]],
+            output: (vec![65536, 16384], false),
+            params: vec![SCALAR],
+            run: [
+                |s, x, y| words::p5(s, &x[0], f32_out(y), SCALAR),
+                |s, x, y| index::p5(s, &x[0], f32_out(y), SCALAR),
+            ],
+        },
+        Problem {
+            number: 12,
+            name: "diag(A) @ B",
+            words: "diag(A) @ B",
+            inputs: vec![vec![4096], vec![4096, 4096]],
+            output: (vec![4096, 4096], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p12(s, &x[0], &x[1], f32_out(y)),
+                |s, x, y| index::p12(s, &x[0], &x[1], f32_out(y)),
+            ],
+        },
+        map!(19, "ReLU", "relu", MAP, p19),
+        map!(20, "LeakyReLU", "leaky relu, negative slope 0.01", MAP, p20),
+        map!(21, "Sigmoid", "sigmoid", MAP, p21),
+        map!(22, "Tanh", "tanh", MAP, p22),
+        rows!(23, "Softmax", "softmax over the last axis", ROWS, p23),
+        rows!(24, "LogSoftmax", "log-softmax, dim=1", ROWS, p24),
+        map!(25, "Swish", "swish", MAP, p25),
+        map!(26, "GELU", "gelu", MAP, p26),
+        map!(27, "SELU", "selu", MAP, p27),
+        map!(28, "HardSigmoid", "hardsigmoid", MAP, p28),
+        map!(29, "Softplus", "softplus", MAP, p29),
+        map!(30, "Softsign", "softsign", MAP, p30),
+        map!(31, "ELU", "elu, alpha 1.0", MAP, p31),
+        map!(32, "HardTanh", "hardtanh, min -1, max 1", MAP, p32),
+        Problem {
+            number: 34,
+            name: "InstanceNorm",
+            words: "instance norm",
+            inputs: vec![NORM4.to_vec()],
+            output: (NORM4.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p34(s, &x[0], f32_out(y), NORM4[0], NORM4[1], NORM4[2], NORM4[3]),
+                |s, x, y| index::p34(s, &x[0], f32_out(y), NORM4[0], NORM4[1], NORM4[2], NORM4[3]),
+            ],
+        },
+        Problem {
+            number: 35,
+            name: "GroupNorm (8 groups)",
+            words: "group norm, groups 8",
+            inputs: vec![NORM4.to_vec()],
+            output: (NORM4.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| {
+                    words::p35(
+                        s,
+                        &x[0],
+                        f32_out(y),
+                        NORM4[0],
+                        NORM4[1] / 8,
+                        NORM4[2],
+                        NORM4[3],
+                    )
+                },
+                |s, x, y| {
+                    index::p35(
+                        s,
+                        &x[0],
+                        f32_out(y),
+                        NORM4[0],
+                        NORM4[1] / 8,
+                        NORM4[2],
+                        NORM4[3],
+                    )
+                },
+            ],
+        },
+        Problem {
+            number: 36,
+            name: "RMSNorm (over channels)",
+            words: "rms norm over dim 1 of a 4-D tensor, eps 1e-5",
+            inputs: vec![NORM4.to_vec()],
+            output: (NORM4.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p36(s, &x[0], f32_out(y), NORM4[0], NORM4[1], NORM4[2], NORM4[3]),
+                |s, x, y| index::p36(s, &x[0], f32_out(y), NORM4[0], NORM4[1], NORM4[2], NORM4[3]),
+            ],
+        },
+        Problem {
+            number: 38,
+            name: "L1Norm",
+            words: "l1 norm over dim 1",
+            inputs: vec![ROWS38.to_vec()],
+            output: (ROWS38.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p38(s, &x[0], f32_out(y), ROWS38[0], ROWS38[1]),
+                |s, x, y| index::p38(s, &x[0], f32_out(y), ROWS38[0], ROWS38[1]),
+            ],
+        },
+        Problem {
+            number: 39,
+            name: "L2Norm",
+            words: "l2 norm along rows",
+            inputs: vec![ROWS38.to_vec()],
+            output: (ROWS38.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p39(s, &x[0], f32_out(y), ROWS38[0], ROWS38[1]),
+                |s, x, y| index::p39(s, &x[0], f32_out(y), ROWS38[0], ROWS38[1]),
+            ],
+        },
+        Problem {
+            number: 40,
+            name: "LayerNorm (affine)",
+            words: "layer norm over the last 3 axes of a 4-D tensor with affine weight and bias",
+            inputs: vec![
+                vec![16, 64, 256, 256],
+                vec![64, 256, 256],
+                vec![64, 256, 256],
+            ],
+            output: (vec![16, 64, 256, 256], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p40(s, &x[0], &x[1], &x[2], f32_out(y), 16, 64, 256, 256),
+                |s, x, y| index::p40(s, &x[0], &x[1], &x[2], f32_out(y), 16, 64, 256, 256),
+            ],
+        },
+        dim1!(
+            47,
+            "Sum over dim 1",
+            "sum over dim 1 of a 3-D tensor, keep dims",
+            p47,
+            f32_out,
+            false
+        ),
+        dim1!(
+            48,
+            "Mean over dim 1",
+            "mean over dim 1 of a 3-D tensor",
+            p48,
+            f32_out,
+            false
+        ),
+        dim1!(
+            49,
+            "Max over dim 1",
+            "max reduction over dim 1 of a 3-D tensor",
+            p49,
+            f32_out,
+            false
+        ),
+        dim1!(
+            51,
+            "Argmax over dim 1",
+            "argmax over dim 1 of a 3-D tensor",
+            p51,
+            i64_out,
+            true
+        ),
+        dim1!(
+            52,
+            "Argmin over dim 1",
+            "argmin over dim 1 of a 3-D tensor",
+            p52,
+            i64_out,
+            true
+        ),
+        dim1!(
+            53,
+            "Min over dim 1",
+            "min over dim 1 of a 3-D tensor",
+            p53,
+            f32_out,
+            false
+        ),
+        map!(88, "MinGPTNewGelu", "minGPT new gelu", [8192, 8192], p88),
+    ]
+}
+
+/// Problems of the target list that no generator covers yet, listed in the table as such.
+const NOT_GENERATED: [(u32, &str, &str); 2] = [
+    (
+        33,
+        "batch norm, training mode, eps 1e-5",
+        "batch statistics over dims that are not adjacent (n, h, w around c)",
+    ),
+    (
+        37,
+        "frobenius norm",
+        "a full reduction to a scalar, then a pointwise pass",
+    ),
+];
+
+fn main() -> Result<(), BoxError> {
+    let Some(ctx) = gpu_or_explain("The KernelBench problems") else {
+        return Ok(());
+    };
+    let out_dir = PathBuf::from(arg_value("--out").unwrap_or_else(|| "target/kernelbench".into()));
+    let runs: usize = arg_value("--runs")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let only: Vec<u32> = arg_value("--only")
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    std::fs::create_dir_all(&out_dir)?;
+    let stream = ctx.default_stream();
+    println!("optiml KernelBench Level 1 on {}", describe(&ctx));
+    let mut h = Harness::new(stream.clone())?;
+    let mut rows = Vec::new();
+    for p in problems() {
+        if !only.is_empty() && !only.contains(&p.number) {
+            continue;
+        }
+        let row = match run(&mut h, &p, runs, &out_dir) {
+            Ok(row) => row,
+            Err(e) => json!({
+                "problem": p.number, "name": p.name, "spec": p.words, "spec_index": index_text(p.number),
+                "optiml_ms": null, "min_bytes": null, "words_equals_index": null,
+                "error": format!("optiml side: {e}"),
+            }),
+        };
+        println!("{row}");
+        rows.push(row);
+        // Written after every problem: a run cut short still leaves the problems it finished.
+        let doc = json!({"device": describe(&ctx), "runs": runs, "problems": rows});
+        std::fs::write(
+            out_dir.join("ours.json"),
+            serde_json::to_string_pretty(&doc)?,
+        )?;
+    }
+    for (number, spec, why) in NOT_GENERATED.iter() {
+        if only.is_empty() || only.contains(number) {
+            rows.push(json!({
+                "problem": number, "name": spec, "spec": spec, "spec_index": "",
+                "optiml_ms": null, "min_bytes": null, "words_equals_index": null,
+                "error": format!("not generated yet: {why}"),
+            }));
+        }
+    }
+    let doc = json!({"device": describe(&ctx), "runs": runs, "problems": rows});
+    std::fs::write(
+        out_dir.join("ours.json"),
+        serde_json::to_string_pretty(&doc)?,
+    )?;
+    Ok(())
+}
+
+/// One problem: inputs, both spellings once (same output?), the plain-words kernel timed, samples written.
+fn run(
+    h: &mut Harness,
+    p: &Problem,
+    runs: usize,
+    out_dir: &std::path::Path,
+) -> Result<serde_json::Value, BoxError> {
+    let words_spec = optiml_spec::parse(p.words)?;
+    let index_text = index_text(p.number);
+    let index_spec = optiml_spec::parse(index_text)?;
+    let same_program = words_spec.canonical() == index_spec.canonical();
+    let inputs: Vec<CudaSlice<f32>> = p
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            h.input(
+                shape.iter().product(),
+                0x1234_5678 ^ (p.number << 8) ^ i as u32,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let len: usize = p.output.0.iter().product();
+    let alloc = |h: &Harness| -> Result<OutBuf, BoxError> {
+        Ok(if p.output.1 {
+            OutBuf::I64(h.stream.alloc_zeros::<i64>(len)?)
+        } else {
+            OutBuf::F32(h.stream.alloc_zeros::<f32>(len)?)
+        })
+    };
+    let mut out = alloc(h)?;
+    (p.run[1])(&h.stream, &inputs, &mut out)?;
+    let index_samples = out_dir.join(format!("p{}_index.bin", p.number));
+    h.write_samples(&out, 1 << 20, &index_samples)?;
+    (p.run[0])(&h.stream, &inputs, &mut out)?;
+    let samples = format!("p{}_out0.bin", p.number);
+    let count = h.write_samples(&out, 1 << 20, &out_dir.join(&samples))?;
+    let spellings_agree = std::fs::read(&index_samples)? == std::fs::read(out_dir.join(&samples))?;
+    std::fs::remove_file(&index_samples)?;
+    let stream = h.stream.clone();
+    let t = h.time(runs, || Ok((p.run[0])(&stream, &inputs, &mut out)?))?;
+    let bytes: usize = p
+        .inputs
+        .iter()
+        .map(|s| s.iter().product::<usize>() * 4)
+        .sum::<usize>()
+        + len * if p.output.1 { 8 } else { 4 };
+    Ok(json!({
+        "problem": p.number,
+        "name": p.name,
+        "spec": p.words,
+        "spec_index": index_text,
+        "canonical": words_spec.canonical(),
+        "words_equals_index": same_program,
+        "spellings_agree": spellings_agree,
+        "inputs": p.inputs.iter().enumerate().map(|(i, s)| json!({"shape": s, "seed": 0x1234_5678 ^ (p.number << 8) ^ i as u32})).collect::<Vec<_>>(),
+        "params": p.params,
+        "outputs": [{"shape": p.output.0, "dtype": if p.output.1 { "i64" } else { "f32" }, "samples": samples, "count": count}],
+        "optiml_ms": t.median_ms,
+        "optiml_min_ms": t.min_ms,
+        "optiml_max_ms": t.max_ms,
+        "min_bytes": bytes,
+    }))
+}
+
+/// The index-notation text of a problem, as its kernel in `index` declares it (the build script reads the
+/// attributes themselves, so they cannot be generated from this table).
+fn index_text(number: u32) -> &'static str {
+    match number {
+        5 => "y[i] = x[i] * s",
+        12 => "out[i, j] = d[i] * m[i, j]",
+        19 => "y[i] = relu(x[i])",
+        20 => "y[i] = where(x[i] > 0, x[i], 0.01 * x[i])",
+        21 => "y[i] = sigmoid(x[i])",
+        22 => "y[i] = tanh(x[i])",
+        23 => {
+            "mx[i] = max(j) x[i, j]; ex[i, j] = exp(x[i, j] - mx[i]); y[i, j] = ex[i, j] / sum(j) ex[i, j]"
+        }
+        24 => {
+            "mx[i] = max(j) x[i, j]; lse[i] = mx[i] + log(sum(j) exp(x[i, j] - mx[i])); y[i, j] = x[i, j] - lse[i]"
+        }
+        25 => "y[i] = x[i] * sigmoid(x[i])",
+        26 => "y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))",
+        27 => "y[i] = 1.0507009873554805 * where(x[i] > 0, x[i], 1.6732632423543772 * expm1(x[i]))",
+        28 => "y[i] = clamp(x[i] + 3, 0, 6) / 6",
+        29 => "y[i] = where(x[i] > 20, x[i], log1p(exp(x[i])))",
+        30 => "y[i] = x[i] / (1 + abs(x[i]))",
+        31 => "y[i] = where(x[i] > 0, x[i], expm1(x[i]))",
+        32 => "y[i] = clamp(x[i], -1, 1)",
+        34 => {
+            "mu[n, c] = mean(h, w) x[n, c, h, w]; var[n, c] = mean(h, w) (x[n, c, h, w] - mu[n, c])^2; \
+               y[n, c, h, w] = (x[n, c, h, w] - mu[n, c]) / sqrt(var[n, c] + 1e-5)"
+        }
+        35 => {
+            "mu[n, g] = mean(k, h, w) x[n, g, k, h, w]; var[n, g] = mean(k, h, w) (x[n, g, k, h, w] - mu[n, g])^2; \
+               y[n, g, k, h, w] = (x[n, g, k, h, w] - mu[n, g]) / sqrt(var[n, g] + 1e-5), g=8"
+        }
+        36 => "y[b, c, h, w] = x[b, c, h, w] / sqrt(mean(c) x[b, c, h, w]^2 + 1e-5)",
+        38 => "y[i, j] = x[i, j] / mean(j) abs(x[i, j])",
+        39 => "y[i, j] = x[i, j] / sqrt(sum(j) x[i, j]^2)",
+        40 => {
+            "mu[n] = mean(c, h, w) x[n, c, h, w]; var[n] = mean(c, h, w) (x[n, c, h, w] - mu[n])^2; \
+               y[n, c, h, w] = (x[n, c, h, w] - mu[n]) / sqrt(var[n] + 1e-5) * gamma[c, h, w] + beta[c, h, w]"
+        }
+        47 => "y[b, k] = sum(j) x[b, j, k]",
+        48 => "y[b, k] = mean(j) x[b, j, k]",
+        49 => "y[b, k] = max(j) x[b, j, k]",
+        51 => "y[b, k] = argmax(j) x[b, j, k]",
+        52 => "y[b, k] = argmin(j) x[b, j, k]",
+        53 => "y[b, k] = min(j) x[b, j, k]",
+        88 => "y[i] = 0.5 * x[i] * (1 + tanh(sqrt(2 / pi) * (x[i] + 0.044715 * x[i]^3)))",
+        _ => "",
+    }
+}

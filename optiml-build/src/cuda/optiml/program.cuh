@@ -1,0 +1,270 @@
+// optiml/program.cuh: what every kernel generated from a tensor program (optiml-build's families/tensor/gen)
+// shares: storage types and their conversions, 16-byte chunk loads and stores, the scalar functions whose
+// semantics the IR fixes, and deterministic warp reductions. Handed to NVRTC in memory by optiml-build; nvcc
+// harnesses add -I optiml-build/src/cuda. Hashed into the generator version of the family that includes it.
+//
+// Storage: dtype 0 = f32, 1 = bf16, 2 = f16 (16-bit tensors are raw bit patterns, unsigned short). Arithmetic is
+// f32; 16-bit values widen exactly and round to nearest even once, on store (NaN stays NaN, overflow gives inf).
+//
+// Chunks: a 16-byte unit of storage (4 f32 or 8 16-bit elements) held as a uint4, so a register or shared-memory
+// copy of a row costs the same bytes as the row whatever its dtype. A chunk is loaded with one 16-byte access when
+// the caller has proven its address aligned and the chunk whole, else element by element (the elements past the
+// end read as zero and are never touched in memory).
+//
+// Determinism: every reduction here combines in an order fixed by the lane layout (xor butterfly), and each
+// combine is symmetric, so every lane ends with the same bits and a run repeats bit for bit.
+#ifndef OPTIML_PROGRAM_CUH
+#define OPTIML_PROGRAM_CUH
+
+namespace optiml_p {
+
+// ---------------------------------------------------------------- 16-bit <-> f32
+__device__ __forceinline__ float bf16_to_f32(unsigned short u) {
+    return __uint_as_float((unsigned)u << 16);  // exact: the bits move to the upper half
+}
+__device__ __forceinline__ unsigned short f32_to_bf16(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned short r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+#else
+    // Round to nearest even on the bits; a NaN keeps its sign and becomes quiet.
+    const unsigned u = __float_as_uint(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (unsigned short)((u >> 16) | 0x0040u);
+    return (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+#endif
+}
+__device__ __forceinline__ float f16_to_f32(unsigned short u) {
+    float r;
+    asm("{\n\t.reg .b16 h;\n\tmov.b16 h, %1;\n\tcvt.f32.f16 %0, h;\n\t}" : "=f"(r) : "h"(u));
+    return r;
+}
+__device__ __forceinline__ unsigned short f32_to_f16(float x) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+
+// ---------------------------------------------------------------- storage types
+// io<DT>: T (the element type in memory), V (elements per 16-byte chunk), get/put (one element), unpack/pack
+// (a chunk), gather/scatter (the first `count` elements of a chunk, one by one).
+template <int DT> struct io;
+
+template <> struct io<0> {
+    typedef float T;
+    enum { V = 4 };
+    static __device__ __forceinline__ float get(T v) { return v; }
+    static __device__ __forceinline__ T put(float v) { return v; }
+    static __device__ __forceinline__ void unpack(uint4 c, float (&f)[4]) {
+        f[0] = __uint_as_float(c.x);
+        f[1] = __uint_as_float(c.y);
+        f[2] = __uint_as_float(c.z);
+        f[3] = __uint_as_float(c.w);
+    }
+    static __device__ __forceinline__ uint4 pack(const float (&f)[4]) {
+        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                          __float_as_uint(f[3]));
+    }
+    static __device__ __forceinline__ uint4 gather(const T* p, long long count) {
+        unsigned w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w[e] = e < count ? __float_as_uint(p[e]) : 0u;
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    static __device__ __forceinline__ void scatter(T* p, long long count, uint4 c) {
+        const unsigned w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            if (e < count) p[e] = __uint_as_float(w[e]);
+    }
+};
+
+// The two 16-bit types differ only in the conversion; elements pair up in 32-bit words, lower address low.
+template <int DT> struct io16 {
+    typedef unsigned short T;
+    enum { V = 8 };
+    static __device__ __forceinline__ float get(T v) { return DT == 1 ? bf16_to_f32(v) : f16_to_f32(v); }
+    static __device__ __forceinline__ T put(float v) { return DT == 1 ? f32_to_bf16(v) : f32_to_f16(v); }
+    static __device__ __forceinline__ void unpack(uint4 c, float (&f)[8]) {
+        const unsigned w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            f[2 * e] = get((T)(w[e] & 0xFFFFu));
+            f[2 * e + 1] = get((T)(w[e] >> 16));
+        }
+    }
+    // Two elements per conversion where the target has it (sm_80+: cvt.rn.{bf16,f16}x2.f32, the same rounding).
+    static __device__ __forceinline__ unsigned put2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        unsigned r;
+        if (DT == 1)
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        else
+            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        return r;
+#else
+        return (unsigned)put(lo) | ((unsigned)put(hi) << 16);
+#endif
+    }
+    static __device__ __forceinline__ uint4 pack(const float (&f)[8]) {
+        unsigned w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w[e] = put2(f[2 * e], f[2 * e + 1]);
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    static __device__ __forceinline__ uint4 gather(const T* p, long long count) {
+        unsigned w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const unsigned lo = 2 * e < count ? (unsigned)p[2 * e] : 0u;
+            const unsigned hi = 2 * e + 1 < count ? (unsigned)p[2 * e + 1] : 0u;
+            w[e] = lo | (hi << 16);
+        }
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    static __device__ __forceinline__ void scatter(T* p, long long count, uint4 c) {
+        const unsigned w[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (2 * e < count) p[2 * e] = (T)(w[e] & 0xFFFFu);
+            if (2 * e + 1 < count) p[2 * e + 1] = (T)(w[e] >> 16);
+        }
+    }
+};
+template <> struct io<1> : io16<1> {};
+template <> struct io<2> : io16<2> {};
+
+// The chunk at element offset o of a run that has rem elements from p on (rem may be below o, or negative: the
+// chunk is then partly or wholly past the end). ALIGNED: the caller proved p + o 16-byte aligned, so a whole
+// chunk is one 16-byte load. Elements past the end read as zero and touch no memory. I is int where the caller
+// knows the offsets fit (compile-time offsets then fold into the comparisons), else long long.
+template <class IO, bool ALIGNED, typename I>
+__device__ __forceinline__ uint4 ld_rel(const typename IO::T* p, I o, I rem) {
+    if (ALIGNED && o + (I)IO::V <= rem) return *reinterpret_cast<const uint4*>(p + o);
+    return IO::gather(p + o, (long long)rem - (long long)o);
+}
+template <class IO, bool ALIGNED, typename I>
+__device__ __forceinline__ void st_rel(typename IO::T* p, I o, I rem, uint4 c) {
+    if (ALIGNED && o + (I)IO::V <= rem) {
+        *reinterpret_cast<uint4*>(p + o) = c;
+        return;
+    }
+    IO::scatter(p + o, (long long)rem - (long long)o, c);
+}
+
+// Hides a register-cached chunk's value from the optimiser, so values computed from it in one pass (unpacked
+// 16-bit elements, exponentials) are recomputed in the next instead of kept alive across the reduction between
+// them: the chunk is 4 registers, its 8 unpacked elements 8.
+__device__ __forceinline__ void opaque(uint4& c) {
+    asm volatile("" : "+r"(c.x), "+r"(c.y), "+r"(c.z), "+r"(c.w));
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0ull;
+}
+
+// ---------------------------------------------------------------- scalar functions
+__device__ __forceinline__ float nan_f() { return __uint_as_float(0x7FFFFFFFu); }
+__device__ __forceinline__ float inf_f() { return __uint_as_float(0x7F800000u); }
+
+// The larger / smaller, NaN if either is NaN (the IR's max and min). Symmetric to the bit, so that lanes that
+// combine the same two values in either order agree: equal values (+0 and -0) give +0 for max, -0 for min.
+// sm_80+ has both in one instruction (max.NaN / min.NaN order -0 below +0).
+__device__ __forceinline__ float maxf(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    if (a != a || b != b) return nan_f();
+    if (a == b) return __uint_as_float(__float_as_uint(a) & __float_as_uint(b));
+    return a > b ? a : b;
+#endif
+}
+__device__ __forceinline__ float minf(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float r;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    if (a != a || b != b) return nan_f();
+    if (a == b) return __uint_as_float(__float_as_uint(a) | __float_as_uint(b));
+    return a < b ? a : b;
+#endif
+}
+
+// Logistic without overflow: never evaluates exp of a positive argument.
+__device__ __forceinline__ float sigmoid(float v) {
+    const float e = expf(-fabsf(v));  // in (0, 1]
+    const float r = 1.f / (1.f + e);  // sigmoid(|v|)
+    return v >= 0.f ? r : e * r;      // NaN propagates through e
+}
+
+// The same through the hardware exponential (16-bit outputs).
+__device__ __forceinline__ float sigmoid_fast(float v) {
+    const float e = __expf(-fabsf(v));
+    const float r = __fdividef(1.f, 1.f + e);  // 1 + e is in [1, 2]: the fast division is exact to 2 ulp
+    return v >= 0.f ? r : e * r;
+}
+
+__device__ __forceinline__ float truth(bool b) { return b ? 1.f : 0.f; }
+
+// ---------------------------------------------------------------- reductions
+struct Sum {
+    static __device__ __forceinline__ float id() { return 0.f; }
+    static __device__ __forceinline__ float op(float a, float b) { return a + b; }
+};
+struct Prod {
+    static __device__ __forceinline__ float id() { return 1.f; }
+    static __device__ __forceinline__ float op(float a, float b) { return a * b; }
+};
+struct Max {
+    static __device__ __forceinline__ float id() { return -inf_f(); }
+    static __device__ __forceinline__ float op(float a, float b) { return maxf(a, b); }
+};
+struct Min {
+    static __device__ __forceinline__ float id() { return inf_f(); }
+    static __device__ __forceinline__ float op(float a, float b) { return minf(a, b); }
+};
+
+// Every lane of the warp ends with the combination of all 32 lanes' values (xor butterfly: the same tree on
+// every lane, and + * max min are commutative to the bit).
+template <class OP> __device__ __forceinline__ float warp_all(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = OP::op(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+// Arg reductions: whether (v, i) beats (bv, bi). NaN counts as the extreme (as PyTorch's argmax / argmin); among
+// equals (and among NaNs) the lower index wins, so the result is the first extreme whatever the combine order.
+template <bool MAX>
+__device__ __forceinline__ bool arg_better(float v, long long i, float bv, long long bi) {
+    const bool vn = v != v, bn = bv != bv;
+    if (vn || bn) return vn && (!bn || i < bi);
+    if (MAX ? v > bv : v < bv) return true;
+    return v == bv && i < bi;
+}
+// One step of a thread's own scan, elements in increasing index order: a later element replaces the best only
+// when strictly better (a first NaN replaces any number), so the first extreme stays. Cheaper than arg_better.
+// The identity of an arg reduction: loses to every element.
+__device__ __forceinline__ long long arg_none() { return 0x7FFFFFFFFFFFFFFFll; }
+template <bool MAX>
+__device__ __forceinline__ bool arg_step(float v, float bv, long long bi) {
+    return (MAX ? v > bv : v < bv) || (v != v && bv == bv) || bi == arg_none();
+}
+
+template <bool MAX> __device__ __forceinline__ void warp_arg(float& v, long long& i) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+        const long long oi = __shfl_xor_sync(0xFFFFFFFFu, i, o);
+        if (arg_better<MAX>(ov, oi, v, i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+}
+
+}  // namespace optiml_p
+
+#endif  // OPTIML_PROGRAM_CUH

@@ -1,0 +1,611 @@
+//! Which generator covers a program, with the dimension roles it needs; reductions hoisted into statements of
+//! their own first, so every later stage sees a reduction only as the whole expression of a statement.
+
+use optiml_spec::program::{Elem, Expr, Program, Reduce, Stmt};
+use std::fmt;
+
+/// What kind of kernel a program is, with the dimension roles the generator needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// No reduction: every output element is a function of input elements at broadcast positions.
+    Pointwise(PointwiseShape),
+    /// Reductions over the innermost (contiguous) axes: one row per combination of the other dimensions.
+    Rows(RowShape),
+    /// Reductions over a middle or leading axis: one column (strided) per combination of the other dimensions.
+    Columns(ColumnShape),
+}
+
+/// A program without reductions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PointwiseShape {
+    /// The program.
+    pub program: Program,
+    /// The dimensions iterated over (the first output's axes), outermost first: every output has exactly these,
+    /// every other tensor a subset.
+    pub items: Vec<usize>,
+    /// Every input has exactly the axes `items` (or none) and every output exactly `items`: one flat index
+    /// addresses every tensor, no index is decomposed.
+    pub flat: bool,
+}
+
+/// A program whose reductions all reduce the innermost axes of the tensors they read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowShape {
+    /// The program with every reduction the whole expression of its own statement ([`lower`]).
+    pub program: Program,
+    /// The reduced dimensions C, in memory order: the trailing axes of every tensor that has any of them.
+    pub reduced: Vec<usize>,
+    /// The other dimensions (one row per combination), outermost first.
+    pub items: Vec<usize>,
+}
+
+/// A program whose reductions reduce axes that some tensor has dimensions after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnShape {
+    /// The program with every reduction the whole expression of its own statement ([`lower`]).
+    pub program: Program,
+    /// The reduced dimensions C, in memory order: adjacent axes of every tensor that has any of them.
+    pub reduced: Vec<usize>,
+    /// The other dimensions (one column per combination), outermost first; the innermost is the fastest
+    /// varying across threads, so it is chosen as the largest tensor's innermost axis.
+    pub items: Vec<usize>,
+    /// The dimensions after C in some tensor (non-empty): what makes a column strided.
+    pub inner: Vec<usize>,
+}
+
+/// Why no generator covers a program yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unsupported {
+    /// More dimensions than a launch's 32-bit dimension masks hold.
+    TooManyDims {
+        /// How many the program has.
+        dims: usize,
+    },
+    /// The program computes nothing.
+    NoOutputs,
+    /// A pointwise program whose outputs are not indexed by the same dimensions.
+    OutputAxesDiffer {
+        /// The first output.
+        first: String,
+        /// One that differs.
+        other: String,
+    },
+    /// An input of an integer type (generated kernels read floating tensors only).
+    IntegerInput {
+        /// The input.
+        input: String,
+    },
+    /// A reduction over no dimension.
+    EmptyReduction {
+        /// The statement holding it.
+        stmt: String,
+    },
+    /// A reduction inside another one's body.
+    NestedReduction {
+        /// The statement holding it.
+        stmt: String,
+    },
+    /// Reductions over different sets of dimensions in one program.
+    MixedReductions {
+        /// The first reduction's dimensions.
+        first: Vec<String>,
+        /// Another's.
+        other: Vec<String>,
+    },
+    /// Every dimension is reduced: the result is one value, which needs a reduction across blocks.
+    ScalarReduction,
+    /// A tensor has only some of the reduced dimensions, or has them apart or in another order than the others.
+    SplitReducedAxes {
+        /// The tensor.
+        tensor: String,
+    },
+    /// An argmax or argmin whose statement keeps a reduced dimension as an axis (an index broadcast along the
+    /// dimension it indexes).
+    ArgBroadcast {
+        /// The statement.
+        stmt: String,
+    },
+    /// An argmax or argmin lists its dimensions in another order than the tensors store them.
+    ArgOrder {
+        /// The statement.
+        stmt: String,
+    },
+    /// Two tensors read under the reduction each have a dimension the other lacks: a contraction (matmul).
+    Contraction {
+        /// One tensor.
+        a: String,
+        /// The other.
+        b: String,
+    },
+    /// An output lacks a dimension that is not reduced, so every position of it would be written many times.
+    OutputLacksDim {
+        /// The output.
+        output: String,
+        /// The dimension.
+        dim: String,
+    },
+    /// The program breaks a rule of the IR (an index out of range, a free variable that is not an axis).
+    Malformed(String),
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unsupported::TooManyDims { dims } => {
+                write!(f, "{dims} dimensions; kernels are generated for at most 32")
+            }
+            Unsupported::NoOutputs => f.write_str("the program has no output"),
+            Unsupported::OutputAxesDiffer { first, other } => write!(
+                f,
+                "outputs `{first}` and `{other}` have different dimensions; a pointwise kernel writes outputs of one shape"
+            ),
+            Unsupported::IntegerInput { input } => write!(
+                f,
+                "input `{input}` has an integer type; generated kernels read floating inputs only"
+            ),
+            Unsupported::EmptyReduction { stmt } => {
+                write!(f, "`{stmt}` reduces over no dimension")
+            }
+            Unsupported::NestedReduction { stmt } => write!(
+                f,
+                "`{stmt}` nests a reduction in another one's body (two reduced sets in one expression)"
+            ),
+            Unsupported::MixedReductions { first, other } => write!(
+                f,
+                "reductions over different dimensions ({} and {}); one kernel reduces one set of dimensions",
+                first.join(", "),
+                other.join(", ")
+            ),
+            Unsupported::ScalarReduction => f.write_str(
+                "every dimension is reduced to one value, which needs a reduction across blocks (not generated yet)",
+            ),
+            Unsupported::SplitReducedAxes { tensor } => write!(
+                f,
+                "`{tensor}` does not hold the reduced dimensions as adjacent axes in the order the other tensors do \
+                 (statistics over non-adjacent dimensions are not generated yet)"
+            ),
+            Unsupported::ArgBroadcast { stmt } => write!(
+                f,
+                "`{stmt}` broadcasts an argmax / argmin along a dimension it reduces; index outputs are one per row"
+            ),
+            Unsupported::ArgOrder { stmt } => write!(
+                f,
+                "`{stmt}` lists its dimensions in another order than the tensors store them; its linear position \
+                 would not follow memory order"
+            ),
+            Unsupported::Contraction { a, b } => write!(
+                f,
+                "`{a}` and `{b}` each have a dimension the other lacks under one reduction: a contraction, for the \
+                 matmul kernels"
+            ),
+            Unsupported::OutputLacksDim { output, dim } => write!(
+                f,
+                "output `{output}` lacks dimension `{dim}`, which is not reduced: each of its elements would be \
+                 written once per value of `{dim}`"
+            ),
+            Unsupported::Malformed(why) => write!(f, "malformed program: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+/// Classifies a program, or says why no generator covers it yet. Pointwise first (no reduction), then rows
+/// (every reduced axis innermost), then columns.
+///
+/// # Errors
+/// [`Unsupported`] with the reason.
+pub fn classify(program: &Program) -> Result<Shape, Unsupported> {
+    check(program)?;
+    if program.dims.len() > 32 {
+        return Err(Unsupported::TooManyDims {
+            dims: program.dims.len(),
+        });
+    }
+    let outputs: Vec<&Stmt> = program.outputs().map(|(_, s)| s).collect();
+    let Some(first) = outputs.first() else {
+        return Err(Unsupported::NoOutputs);
+    };
+    if let Some(input) = program.inputs.iter().find(|t| t.elem != Elem::Float) {
+        return Err(Unsupported::IntegerInput {
+            input: input.name.clone(),
+        });
+    }
+    if !program.stmts.iter().any(|s| has_reduce(&s.expr)) {
+        let items = first.axes.clone();
+        let mut sorted = items.clone();
+        sorted.sort_unstable();
+        for o in &outputs[1..] {
+            let mut axes = o.axes.clone();
+            axes.sort_unstable();
+            if axes != sorted {
+                return Err(Unsupported::OutputAxesDiffer {
+                    first: first.name.clone(),
+                    other: o.name.clone(),
+                });
+            }
+        }
+        let flat = program
+            .inputs
+            .iter()
+            .all(|t| t.axes.is_empty() || t.axes == items)
+            && outputs.iter().all(|o| o.axes == items);
+        return Ok(Shape::Pointwise(PointwiseShape {
+            program: program.clone(),
+            items,
+            flat,
+        }));
+    }
+    classify_reduction(program)
+}
+
+fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
+    let lowered = lower(program)?;
+    let name = |d: usize| program.dims[d].name.clone();
+    // The reduced set: every reduction's, as a set.
+    let mut set: Option<(Vec<usize>, &Stmt)> = None;
+    for s in &lowered.stmts {
+        if let Expr::Reduce(_, dims, _) = &s.expr {
+            if dims.is_empty() {
+                return Err(Unsupported::EmptyReduction {
+                    stmt: s.name.clone(),
+                });
+            }
+            let mut sorted = dims.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            match &set {
+                None => set = Some((sorted, s)),
+                Some((c, _)) if *c == sorted => {}
+                Some((_, f)) => {
+                    let dims_of = |s: &Stmt| match &s.expr {
+                        Expr::Reduce(_, d, _) => d.iter().map(|&d| name(d)).collect(),
+                        _ => Vec::new(),
+                    };
+                    return Err(Unsupported::MixedReductions {
+                        first: dims_of(f),
+                        other: dims_of(s),
+                    });
+                }
+            }
+        }
+    }
+    let Some((c_set, first_reduce)) = set else {
+        return Err(Unsupported::Malformed(
+            "a reduction vanished when lowered".into(),
+        ));
+    };
+    let is_c = |d: usize| c_set.contains(&d);
+    let items_set: Vec<usize> = (0..program.dims.len()).filter(|&d| !is_c(d)).collect();
+    if items_set.is_empty() {
+        return Err(Unsupported::ScalarReduction);
+    }
+
+    // The reduced axes of every tensor that has any: all of them, adjacent, in one order.
+    let tensors: Vec<(&str, &[usize])> = lowered
+        .inputs
+        .iter()
+        .map(|t| (t.name.as_str(), t.axes.as_slice()))
+        .chain(
+            lowered
+                .stmts
+                .iter()
+                .map(|s| (s.name.as_str(), s.axes.as_slice())),
+        )
+        .collect();
+    let mut canonical: Option<Vec<usize>> = None;
+    let mut inner: Vec<usize> = Vec::new();
+    for (tname, axes) in &tensors {
+        let Some(start) = axes.iter().position(|&d| is_c(d)) else {
+            continue;
+        };
+        let run = &axes[start..(start + c_set.len()).min(axes.len())];
+        let split = || Unsupported::SplitReducedAxes {
+            tensor: (*tname).to_string(),
+        };
+        if run.len() != c_set.len() || !run.iter().all(|&d| is_c(d)) {
+            return Err(split());
+        }
+        if axes[start + run.len()..].iter().any(|&d| is_c(d)) {
+            return Err(split());
+        }
+        match &canonical {
+            None => canonical = Some(run.to_vec()),
+            Some(c) if c.as_slice() == run => {}
+            Some(_) => return Err(split()),
+        }
+        for &d in &axes[start + run.len()..] {
+            if !inner.contains(&d) {
+                inner.push(d);
+            }
+        }
+    }
+    let reduced = match canonical {
+        Some(c) => c,
+        None => match &first_reduce.expr {
+            Expr::Reduce(_, dims, _) => dims.clone(),
+            _ => c_set.clone(),
+        },
+    };
+    for s in &lowered.stmts {
+        if let Expr::Reduce(op, dims, _) = &s.expr
+            && op.is_arg()
+            && *dims != reduced
+        {
+            return Err(Unsupported::ArgOrder {
+                stmt: s.name.clone(),
+            });
+        }
+    }
+
+    // Every output is indexed by every dimension that is not reduced: else many items would write it.
+    for (_, o) in lowered.outputs() {
+        if let Some(&d) = items_set.iter().find(|d| !o.axes.contains(d)) {
+            return Err(Unsupported::OutputLacksDim {
+                output: o.name.clone(),
+                dim: name(d),
+            });
+        }
+    }
+
+    // The inputs with reduced axes: one of them must have every other dimension any of them has, else the
+    // reduction pairs elements of two independent index spaces (a contraction).
+    let c_inputs: Vec<(&str, Vec<usize>)> = lowered
+        .inputs
+        .iter()
+        .filter(|t| t.axes.iter().any(|&d| is_c(d)))
+        .map(|t| {
+            (
+                t.name.as_str(),
+                t.axes.iter().copied().filter(|&d| !is_c(d)).collect(),
+            )
+        })
+        .collect();
+    let dominant = c_inputs
+        .iter()
+        .find(|(_, outer)| {
+            c_inputs
+                .iter()
+                .all(|(_, o)| o.iter().all(|d| outer.contains(d)))
+        })
+        .cloned();
+    if dominant.is_none() {
+        // Name two tensors that are not nested.
+        for (a, oa) in &c_inputs {
+            for (b, ob) in &c_inputs {
+                if oa.iter().any(|d| !ob.contains(d)) && ob.iter().any(|d| !oa.contains(d)) {
+                    return Err(Unsupported::Contraction {
+                        a: (*a).to_string(),
+                        b: (*b).to_string(),
+                    });
+                }
+            }
+        }
+    }
+    // Item order: the largest input's, so consecutive items are adjacent in the tensor that moves most bytes;
+    // the dimensions it lacks go outermost, in program order.
+    let anchor: Vec<usize> = match &dominant {
+        Some((_, outer)) => outer.clone(),
+        None => lowered
+            .outputs()
+            .next()
+            .map(|(_, o)| o.axes.iter().copied().filter(|&d| !is_c(d)).collect())
+            .unwrap_or_default(),
+    };
+    let mut items: Vec<usize> = items_set
+        .iter()
+        .copied()
+        .filter(|d| !anchor.contains(d))
+        .collect();
+    items.extend(anchor);
+    if inner.is_empty() {
+        Ok(Shape::Rows(RowShape {
+            program: lowered,
+            reduced,
+            items,
+        }))
+    } else {
+        Ok(Shape::Columns(ColumnShape {
+            program: lowered,
+            reduced,
+            items,
+            inner,
+        }))
+    }
+}
+
+/// The program with every reduction that is not the whole expression of its statement (or that rebinds one of
+/// the statement's axes) moved into a statement of its own, inserted just before (named `<statement>#<n>`, not an
+/// output, with the statement's axes less the reduced ones), and read back through [`Expr::Value`]. `y[r, c] = x[r, c] / sum(c) x[r, c]` becomes
+/// `y#0[r] = sum(c) x[r, c]; y[r, c] = x[r, c] / y#0[r]`.
+///
+/// # Errors
+/// [`Unsupported::NestedReduction`] when a reduction's body holds another.
+pub fn lower(program: &Program) -> Result<Program, Unsupported> {
+    let mut stmts: Vec<Stmt> = Vec::with_capacity(program.stmts.len());
+    let mut map = vec![0usize; program.stmts.len()];
+    for (i, s) in program.stmts.iter().enumerate() {
+        let nested = || Unsupported::NestedReduction {
+            stmt: s.name.clone(),
+        };
+        let expr = match &s.expr {
+            Expr::Reduce(op, dims, body) if !dims.iter().any(|d| s.axes.contains(d)) => {
+                if has_reduce(body) {
+                    return Err(nested());
+                }
+                Expr::Reduce(*op, dims.clone(), Box::new(remap(body, &map)))
+            }
+            Expr::Reduce(op, ..) if op.is_arg() => {
+                return Err(Unsupported::ArgBroadcast {
+                    stmt: s.name.clone(),
+                });
+            }
+            e => {
+                let mut hoisted = 0;
+                hoist(e, s, &map, &mut stmts, &mut hoisted).map_err(|()| nested())?
+            }
+        };
+        map[i] = stmts.len();
+        stmts.push(Stmt { expr, ..s.clone() });
+    }
+    Ok(Program {
+        stmts,
+        ..program.clone()
+    })
+}
+
+fn hoist(
+    e: &Expr,
+    s: &Stmt,
+    map: &[usize],
+    stmts: &mut Vec<Stmt>,
+    hoisted: &mut usize,
+) -> Result<Expr, ()> {
+    let mut go = |e: &Expr| hoist(e, s, map, stmts, hoisted).map(Box::new);
+    Ok(match e {
+        Expr::Reduce(op, dims, body) => {
+            if has_reduce(body) {
+                return Err(());
+            }
+            let name = format!("{}#{}", s.name, *hoisted);
+            *hoisted += 1;
+            stmts.push(Stmt {
+                name,
+                // The statement's axes but those the reduction rebinds: its value is one per row.
+                axes: s
+                    .axes
+                    .iter()
+                    .copied()
+                    .filter(|d| !dims.contains(d))
+                    .collect(),
+                expr: Expr::Reduce(*op, dims.clone(), Box::new(remap(body, map))),
+                elem: if op.is_arg() { Elem::I64 } else { Elem::Float },
+                output: false,
+            });
+            Expr::Value(stmts.len() - 1)
+        }
+        Expr::Unary(op, a) => Expr::Unary(*op, go(a)?),
+        Expr::Binary(op, a, b) => {
+            let a = go(a)?;
+            Expr::Binary(*op, a, go(b)?)
+        }
+        Expr::Select(c, a, b) => {
+            let c = go(c)?;
+            let a = go(a)?;
+            Expr::Select(c, a, go(b)?)
+        }
+        Expr::Value(j) => Expr::Value(map[*j]),
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
+    })
+}
+
+/// `e` with statement references renumbered.
+fn remap(e: &Expr, map: &[usize]) -> Expr {
+    let go = |e: &Expr| Box::new(remap(e, map));
+    match e {
+        Expr::Value(j) => Expr::Value(map[*j]),
+        Expr::Unary(op, a) => Expr::Unary(*op, go(a)),
+        Expr::Binary(op, a, b) => Expr::Binary(*op, go(a), go(b)),
+        Expr::Select(c, a, b) => Expr::Select(go(c), go(a), go(b)),
+        Expr::Reduce(op, d, b) => Expr::Reduce(*op, d.clone(), go(b)),
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
+    }
+}
+
+/// Whether `e` holds a reduction.
+pub(crate) fn has_reduce(e: &Expr) -> bool {
+    match e {
+        Expr::Reduce(..) => true,
+        Expr::Unary(_, a) => has_reduce(a),
+        Expr::Binary(_, a, b) => has_reduce(a) || has_reduce(b),
+        Expr::Select(c, a, b) => has_reduce(c) || has_reduce(a) || has_reduce(b),
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+    }
+}
+
+/// The rules of the IR the generators rely on, checked again so that a malformed program is refused, never
+/// turned into a kernel that reads a variable nobody defined.
+fn check(p: &Program) -> Result<(), Unsupported> {
+    let bad = |why: String| Err(Unsupported::Malformed(why));
+    let nd = p.dims.len();
+    for t in &p.inputs {
+        if t.axes.iter().any(|&d| d >= nd) {
+            return bad(format!("input `{}` has an axis out of range", t.name));
+        }
+    }
+    for (i, s) in p.stmts.iter().enumerate() {
+        if s.axes.iter().any(|&d| d >= nd) {
+            return bad(format!("`{}` has an axis out of range", s.name));
+        }
+        let mut distinct = s.axes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() != s.axes.len() {
+            return bad(format!("`{}` repeats an axis", s.name));
+        }
+        if matches!(s.expr, Expr::Reduce(op, ..) if op.is_arg()) == (s.elem == Elem::Float) {
+            return bad(format!(
+                "`{}`: integer statements are exactly the argmax / argmin ones",
+                s.name
+            ));
+        }
+        check_expr(p, i, &s.expr, &s.axes)?;
+    }
+    Ok(())
+}
+
+/// Every tensor `e` reads (at statement `i` with variables `scope` bound) is indexed by variables in scope. A reduction may rebind an axis of its statement (`y[r, c] = x[r, c] / sum(c) x[r, c]`):
+/// inside its body the variable is the reduction's.
+fn check_expr(p: &Program, i: usize, e: &Expr, scope: &[usize]) -> Result<(), Unsupported> {
+    let s = &p.stmts[i].name;
+    let bad = |why: String| Err(Unsupported::Malformed(format!("`{s}`: {why}")));
+    match e {
+        Expr::Const(v) if v.is_nan() => bad("a NaN constant".into()),
+        Expr::Const(_) => Ok(()),
+        Expr::Param(k) if *k >= p.params.len() => bad("a parameter out of range".into()),
+        Expr::Param(_) => Ok(()),
+        Expr::Input(k) => match p.inputs.get(*k) {
+            None => bad("an input out of range".into()),
+            Some(t) if t.axes.iter().all(|d| scope.contains(d)) => Ok(()),
+            Some(t) => bad(format!("`{}` is read with a variable out of scope", t.name)),
+        },
+        Expr::Value(j) => match p.stmts.get(*j) {
+            Some(t) if *j < i && t.axes.iter().all(|d| scope.contains(d)) => Ok(()),
+            Some(t) if *j < i => bad(format!("`{}` is read with a variable out of scope", t.name)),
+            _ => bad("reads a statement that is not computed before it".into()),
+        },
+        Expr::Unary(_, a) => check_expr(p, i, a, scope),
+        Expr::Binary(_, a, b) => {
+            check_expr(p, i, a, scope)?;
+            check_expr(p, i, b, scope)
+        }
+        Expr::Select(c, a, b) => {
+            check_expr(p, i, c, scope)?;
+            check_expr(p, i, a, scope)?;
+            check_expr(p, i, b, scope)
+        }
+        Expr::Reduce(op, dims, body) => {
+            let mut distinct = dims.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.len() != dims.len() || dims.iter().any(|d| *d >= p.dims.len()) {
+                return bad("a reduction over a repeated or unknown dimension".into());
+            }
+            if op.is_arg() && !std::ptr::eq(e, &p.stmts[i].expr) {
+                return bad("an argmax / argmin that is not the whole expression".into());
+            }
+            let mut inner = scope.to_vec();
+            for d in dims {
+                if !inner.contains(d) {
+                    inner.push(*d);
+                }
+            }
+            check_expr(p, i, body, &inner)
+        }
+    }
+}
+
+/// Whether `op` needs at least one element (its value over nothing is undefined).
+pub(crate) fn needs_elements(op: Reduce) -> bool {
+    !matches!(op, Reduce::Sum | Reduce::Prod)
+}

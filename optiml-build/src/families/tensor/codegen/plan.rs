@@ -1,0 +1,266 @@
+//! The pass structure of a reduction program (rows or columns), shared by both generators.
+//!
+//! Every statement of the lowered program is a *scalar* (one value per item: a row or a column; computed once,
+//! kept in registers), a *reduction* (a scalar that is the whole of a reduction) or an *element* (one value per
+//! element of the item; recomputed inline wherever it is needed, never stored unless it is an output).
+//! Reductions run in passes over the item's elements: each as early as the scalars its body reads allow, so
+//! independent reductions (`max` and `argmax`, or `sum x` and `sum x²`) share one pass over the data. A final
+//! pass writes the element outputs.
+
+use super::emit;
+use optiml_spec::program::{Elem, Expr, Program, Reduce};
+
+/// What a statement is per item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// One value per item, from other scalars and per-item inputs.
+    Scalar,
+    /// One value per item, a reduction over the item's elements.
+    Reduction(Reduce),
+    /// One value per element.
+    Element,
+}
+
+/// What a set of expressions needs at an element.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Need {
+    /// Element statements to compute first, in statement order.
+    pub elems: Vec<usize>,
+    /// Inputs with the reduced dimensions (read per element), in input order.
+    pub element_inputs: Vec<usize>,
+    /// Scalar and reduction statements read.
+    pub scalars: Vec<usize>,
+}
+
+/// The passes of a reduction program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Passes {
+    /// Per statement.
+    pub role: Vec<Role>,
+    /// The reduction statements of each reduction pass, in statement order.
+    pub reductions: Vec<Vec<usize>>,
+    /// The scalar statements computed before reduction pass `k` (`stages[reductions.len()]`: after the last).
+    pub stages: Vec<Vec<usize>>,
+    /// What each pass needs at an element: the reduction passes, then the final pass (present iff there are
+    /// element outputs).
+    pub need: Vec<Need>,
+    /// The element outputs (written by the final pass), in statement order.
+    pub element_outputs: Vec<usize>,
+    /// The scalar and reduction outputs (written once per item), in statement order.
+    pub scalar_outputs: Vec<usize>,
+    /// The inputs without reduced dimensions (one value per item, or per program), in input order.
+    pub item_inputs: Vec<usize>,
+    /// The element inputs that vary per item and are read by two passes or more: those worth keeping on chip.
+    pub cached: Vec<usize>,
+}
+
+impl Passes {
+    /// Declares the value `s{j}` of each reduction `j` of `reds` from its combined accumulator `a{j}` (or
+    /// index `i{j}`): the index of an arg reduction, the sum over the count for a mean, else the accumulator.
+    pub(crate) fn finish(&self, c: &mut emit::Code, reds: &[usize]) {
+        for &j in reds {
+            match self.role[j] {
+                Role::Reduction(op) if op.is_arg() => {
+                    c.line(format!("const long long s{j} = i{j};"));
+                }
+                Role::Reduction(Reduce::Mean) => {
+                    c.line(format!("const float s{j} = a{j} / (float)ncols;"));
+                }
+                Role::Reduction(_) => c.line(format!("const float s{j} = a{j};")),
+                _ => {}
+            }
+        }
+    }
+
+    /// The passes of `p` (lowered), reducing `reduced`.
+    pub(crate) fn new(p: &Program, reduced: &[usize]) -> Self {
+        let is_c = |d: &usize| reduced.contains(d);
+        let role: Vec<Role> = p
+            .stmts
+            .iter()
+            .map(|s| {
+                if s.axes.iter().any(is_c) {
+                    Role::Element
+                } else if let Expr::Reduce(op, ..) = &s.expr {
+                    Role::Reduction(*op)
+                } else {
+                    Role::Scalar
+                }
+            })
+            .collect();
+        let element_input = |k: usize| p.inputs[k].axes.iter().any(is_c);
+        let need_of = |roots: &[&Expr]| -> Need {
+            let mut elems = Vec::new();
+            let mut inputs = Vec::new();
+            let mut scalars = Vec::new();
+            let mut todo: Vec<&Expr> = roots.to_vec();
+            while let Some(e) = todo.pop() {
+                let (mut ins, mut vals) = (Vec::new(), Vec::new());
+                emit::refs(e, &mut ins, &mut vals);
+                for k in ins {
+                    if element_input(k) && !inputs.contains(&k) {
+                        inputs.push(k);
+                    }
+                }
+                for j in vals {
+                    if role[j] == Role::Element {
+                        if !elems.contains(&j) {
+                            elems.push(j);
+                            todo.push(&p.stmts[j].expr);
+                        }
+                    } else if !scalars.contains(&j) {
+                        scalars.push(j);
+                    }
+                }
+            }
+            elems.sort_unstable();
+            inputs.sort_unstable();
+            scalars.sort_unstable();
+            Need {
+                elems,
+                element_inputs: inputs,
+                scalars,
+            }
+        };
+
+        // ready[j]: the number of reduction passes that must have run before scalar j has its value.
+        let mut ready = vec![0usize; p.stmts.len()];
+        let mut reductions: Vec<Vec<usize>> = Vec::new();
+        let mut need: Vec<Need> = Vec::new();
+        for (j, s) in p.stmts.iter().enumerate() {
+            match role[j] {
+                Role::Element => {}
+                Role::Scalar => {
+                    let n = need_of(&[&s.expr]);
+                    ready[j] = n.scalars.iter().map(|&i| ready[i]).max().unwrap_or(0);
+                }
+                Role::Reduction(_) => {
+                    let Expr::Reduce(_, _, body) = &s.expr else {
+                        continue;
+                    };
+                    let n = need_of(&[body]);
+                    let pass = n.scalars.iter().map(|&i| ready[i]).max().unwrap_or(0);
+                    if pass == reductions.len() {
+                        reductions.push(Vec::new());
+                        need.push(Need::default());
+                    }
+                    reductions[pass].push(j);
+                    let merged = &mut need[pass];
+                    for e in n.elems {
+                        if !merged.elems.contains(&e) {
+                            merged.elems.push(e);
+                        }
+                    }
+                    for k in n.element_inputs {
+                        if !merged.element_inputs.contains(&k) {
+                            merged.element_inputs.push(k);
+                        }
+                    }
+                    for i in n.scalars {
+                        if !merged.scalars.contains(&i) {
+                            merged.scalars.push(i);
+                        }
+                    }
+                    merged.elems.sort_unstable();
+                    merged.element_inputs.sort_unstable();
+                    merged.scalars.sort_unstable();
+                    ready[j] = pass + 1;
+                }
+            }
+        }
+        let mut stages = vec![Vec::new(); reductions.len() + 1];
+        for (j, r) in role.iter().enumerate() {
+            if *r == Role::Scalar {
+                stages[ready[j]].push(j);
+            }
+        }
+        let element_outputs: Vec<usize> = p
+            .outputs()
+            .filter(|(j, _)| role[*j] == Role::Element)
+            .map(|(j, _)| j)
+            .collect();
+        let scalar_outputs: Vec<usize> = p
+            .outputs()
+            .filter(|(j, _)| role[*j] != Role::Element)
+            .map(|(j, _)| j)
+            .collect();
+        if !element_outputs.is_empty() {
+            let roots: Vec<&Expr> = element_outputs.iter().map(|&j| &p.stmts[j].expr).collect();
+            let mut n = need_of(&roots);
+            n.elems.extend(&element_outputs);
+            n.elems.sort_unstable();
+            n.elems.dedup();
+            need.push(n);
+        }
+        let item_inputs: Vec<usize> = (0..p.inputs.len()).filter(|&k| !element_input(k)).collect();
+        let cached: Vec<usize> = (0..p.inputs.len())
+            .filter(|&k| {
+                element_input(k)
+                    && p.inputs[k].axes.iter().any(|d| !is_c(d))
+                    && need
+                        .iter()
+                        .filter(|n| n.element_inputs.contains(&k))
+                        .count()
+                        >= 2
+            })
+            .collect();
+        Passes {
+            role,
+            reductions,
+            stages,
+            need,
+            element_outputs,
+            scalar_outputs,
+            item_inputs,
+            cached,
+        }
+    }
+
+    /// The number of passes over the data (reductions, then the final one if any).
+    pub(crate) fn count(&self) -> usize {
+        self.need.len()
+    }
+
+    /// Whether pass `pass` is the final (writing) one.
+    pub(crate) fn is_final(&self, pass: usize) -> bool {
+        pass == self.reductions.len()
+    }
+
+    /// The first pass reading input `k`.
+    pub(crate) fn first_use(&self, k: usize) -> Option<usize> {
+        self.need.iter().position(|n| n.element_inputs.contains(&k))
+    }
+
+    /// The most reductions of one kind (plain, arg) in one pass: the shared-memory slots a combine needs.
+    pub(crate) fn slots(&self) -> (usize, usize) {
+        let mut plain = 0;
+        let mut arg = 0;
+        for pass in &self.reductions {
+            let a = pass
+                .iter()
+                .filter(|&&j| matches!(self.role[j], Role::Reduction(op) if op.is_arg()))
+                .count();
+            plain = plain.max(pass.len());
+            arg = arg.max(a);
+        }
+        (plain, arg)
+    }
+}
+
+/// How a statement's value reads in an expression: integer (arg) scalars convert to f32.
+pub(crate) fn scalar_ref(p: &Program, j: usize) -> String {
+    if p.stmts[j].elem == Elem::Float {
+        format!("s{j}")
+    } else {
+        format!("((float)s{j})")
+    }
+}
+
+/// The store of scalar statement `j` into an output of its element type.
+pub(crate) fn scalar_store(p: &Program, j: usize) -> String {
+    match p.stmts[j].elem {
+        Elem::Float => format!("IO::put(s{j})"),
+        Elem::I64 => format!("(long long)s{j}"),
+        Elem::I32 => format!("(int)s{j}"),
+    }
+}

@@ -1,0 +1,1141 @@
+//! Row programs (softmax, norms, reductions over the innermost axes): one row per warp or per block, the row's
+//! passes ([`super::plan`]) over 16-byte chunks, each thread always owning the same chunks of the row.
+//!
+//! Chunk `j` of a thread (`j = 0, 1, …`) is the row's chunk `j · row_threads + tid`. The first `reg_chunks`
+//! chunks per thread of each input worth keeping ([`super::plan::Passes::cached`]) stay in registers, the next
+//! ones (as many as `smem_kib` holds) in dynamic shared memory, the rest are read again from global memory by
+//! each pass. Because a thread only ever reads back what it stored itself, the cache needs no barrier; the only
+//! barriers are the block reductions'. So one kernel serves every row length: short rows live on chip, long rows
+//! stream the part that does not fit.
+//!
+//! A row whose buffers are 16-byte aligned (per row: the base pointers and the row offsets) moves whole chunks
+//! with single 16-byte accesses; any other row (a row length that is not a multiple of the chunk, a misaligned
+//! base) moves the same chunks element by element, one chunk per input in flight, and keeps no part of the row
+//! in registers (element-wise loads take a register each). Either way a thread meets the same elements in the
+//! same order, so a reduction, which depends only on that, gives the same bits.
+//!
+//! Registers: the block size's share is the only cap (`__launch_bounds__(threads, 1)`); within a pass each chunk
+//! is ordered after the previous chunk's work, so the compiler does not evaluate the whole cache at once; the
+//! streamed chunks in flight are reduced below `unroll` where the program's inputs would not fit. The
+//! no-spill tests compile a covering set of the space for the heaviest test programs.
+//!
+//! Reductions: each thread folds its elements in chunk order, then the warp combines with an xor butterfly, then
+//! (a block per row) every thread folds the warps' partials in warp order from shared memory. The order depends
+//! on the schedule and the row length only: repeated runs give the same bits.
+
+use super::classify::RowShape;
+use super::emit::{self, Code, Env};
+use super::plan::{self, Passes, Role};
+use crate::experts::Candidate;
+use crate::search::{Bottleneck, Transform, Tunable};
+use optiml_runtime::{Arch, Launch, ProgramLaunch};
+use optiml_spec::program::{Expr, Program, Reduce};
+
+/// How a row kernel maps rows to threads and where a row lives between passes: what the search transforms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+// A recorded schedule reads as this kernel's only if it has no other kernel's fields.
+#[serde(deny_unknown_fields)]
+pub struct RowSchedule {
+    /// Threads per row: 32 (a warp per row) to 1024 (a block per row).
+    pub row_threads: u32,
+    /// Rows per block (above 1 only with a warp per row).
+    pub rows_per_block: u32,
+    /// 16-byte chunks per thread kept in registers between passes, shared by the inputs worth keeping.
+    pub reg_chunks: u32,
+    /// Dynamic shared memory per block for the part of the rows the registers do not hold, in KiB (0: none).
+    pub smem_kib: u32,
+    /// Chunks per input in flight per thread where a pass streams from shared or global memory (fewer where
+    /// the program's inputs would not fit half the block size's register share).
+    pub unroll: u32,
+    /// Nonzero: the grid holds at most this many blocks per SM and blocks loop over rows (0: a block per row
+    /// group).
+    pub blocks_per_sm: u32,
+}
+
+const ROW_THREADS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
+const ROWS_PER_BLOCK: [u32; 5] = [1, 2, 4, 8, 16];
+const REG_CHUNKS: [u32; 7] = [0, 1, 2, 4, 8, 16, 32];
+/// Shared-memory levels: 8, 4, 2 and 1 resident blocks per SM (228 KiB per SM, 1 KiB reserved per block, a few
+/// hundred bytes of reduction scratch), or none. 46, not 48: up to 48 KiB of dynamic and static shared memory
+/// together need no opt-in, and the reduction scratch is static.
+const SMEM_KIB: [u32; 5] = [0, 24, 46, 100, 220];
+const UNROLL: [u32; 3] = [1, 2, 4];
+const BLOCKS_PER_SM: [u32; 5] = [0, 1, 2, 4, 8];
+
+/// Registers a thread needs beside its cached chunks (indices, pointers, accumulators, one step of loads): what
+/// [`RowSchedule::is_valid`] keeps free of the block size's register share, checked by the no-spill tests.
+const REG_OVERHEAD: u32 = 40;
+
+impl RowSchedule {
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        self.row_threads * self.rows_per_block
+    }
+
+    /// A schedule for rows of `row_len` elements of `shape`'s program (a search's starting point when the row
+    /// length is known): a warp per row (8 rows per block) for rows of up to 8 chunks per lane, else a block per
+    /// row with about 4 chunks per thread; each cached input's whole row in registers where the budget allows,
+    /// the rest in shared memory.
+    pub fn for_row(shape: &RowShape, row_len: usize, arch: Arch) -> Self {
+        let passes = Passes::new(&shape.program, &shape.reduced);
+        let cached = passes.cached.len().max(1) as u32;
+        let v = emit::vec_width(shape.program.dtype) as usize;
+        let chunks = row_len.div_ceil(v).max(1);
+        let pow2 = |x: usize| x.next_power_of_two() as u32;
+        let mut s = Self::default_for(arch);
+        if chunks <= 32 * 8 {
+            s.row_threads = 32;
+            s.rows_per_block = 8;
+            s.reg_chunks = (pow2(chunks.div_ceil(32)) * cached).min(32);
+        } else {
+            s.row_threads = pow2(chunks.div_ceil(4)).clamp(64, 512);
+            s.rows_per_block = 1;
+            s.reg_chunks = (pow2(chunks.div_ceil(s.row_threads as usize)) * cached).min(32);
+        }
+        while !s.is_valid() && s.reg_chunks > 0 {
+            s.reg_chunks /= 2;
+        }
+        let per_thread = chunks.div_ceil(s.row_threads as usize) as u32;
+        if per_thread > s.reg_chunks / cached {
+            s.smem_kib = 220;
+        }
+        s
+    }
+
+    /// The candidate computing `shape`'s program.
+    pub fn candidate(&self, shape: &RowShape) -> Candidate {
+        let p = &shape.program;
+        let passes = Passes::new(p, &shape.reduced);
+        let g = Geometry::new(self, &passes, emit::vec_width(p.dtype));
+        let describe = self.describe();
+        let mut c = emit::prologue(p, "rows", &describe);
+        c.line(format!(
+            "#define OPTIML_RT {}  // threads per row",
+            self.row_threads
+        ));
+        c.line(format!(
+            "#define OPTIML_RPB {}  // rows per block",
+            self.rows_per_block
+        ));
+        c.line(format!(
+            "#define OPTIML_RC {}  // register chunks per thread per cached input",
+            g.rc
+        ));
+        c.line(format!(
+            "#define OPTIML_SC {}  // shared-memory chunks per thread per cached input",
+            g.sc
+        ));
+        c.line(format!(
+            "#define OPTIML_U {}  // chunks in flight",
+            g.unroll
+        ));
+        c.line("");
+        // No register cap beyond the block size's: a cap the cache cannot meet spills, and the register use
+        // follows the schedule's knobs (cached chunks, unroll), which the search moves.
+        emit::entry(&mut c, p, &format!("{}, 1", self.threads()));
+        let k = Kernel {
+            p,
+            shape,
+            passes: &passes,
+            g: &g,
+        };
+        k.body(&mut c);
+        c.close("}");
+        Candidate {
+            source: c.finish(),
+            entry: "optiml_program",
+            launch: Launch::Program(ProgramLaunch {
+                threads: self.threads(),
+                smem_bytes: g.smem_bytes,
+                items_mask: emit::mask(shape.items.iter().copied()),
+                items_per_block: self.rows_per_block,
+                max_blocks_per_sm: self.blocks_per_sm,
+                cluster: 1,
+                nonempty_mask: emit::nonempty_mask(p),
+            }),
+            schedule: describe,
+        }
+    }
+}
+
+/// What a schedule becomes for one program.
+struct Geometry {
+    /// Register chunks per thread per cached input.
+    rc: u32,
+    /// Shared-memory chunks per thread per cached input.
+    sc: u32,
+    /// Dynamic shared memory per block, bytes.
+    smem_bytes: u32,
+    rt: u32,
+    unroll: u32,
+}
+
+impl Geometry {
+    fn new(s: &RowSchedule, passes: &Passes, vec: u32) -> Self {
+        let n = passes.cached.len() as u32;
+        let per_group = s.smem_kib * 1024 / s.rows_per_block;
+        let rc = s.reg_chunks.checked_div(n).unwrap_or(0);
+        let sc = per_group.checked_div(s.row_threads * 16 * n).unwrap_or(0);
+        // Streamed chunks in flight cost a register per packed word and one per unpacked element: at most half
+        // the block size's register share for them (a 1024-thread layer norm on bf16 spilled at 4 in flight).
+        let threads = s.row_threads * s.rows_per_block;
+        let cap = (65536 / threads).min(255);
+        let inputs = passes
+            .need
+            .iter()
+            .map(|n| n.element_inputs.len() as u32)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let per_chunk = 4 * inputs * (vec / 4).max(1);
+        let mut unroll = s.unroll;
+        while unroll > 1 && per_chunk * unroll > cap / 2 {
+            unroll /= 2;
+        }
+        Geometry {
+            rc,
+            sc,
+            smem_bytes: sc * s.row_threads * 16 * n * s.rows_per_block,
+            rt: s.row_threads,
+            unroll,
+        }
+    }
+
+    fn warps(&self) -> u32 {
+        self.rt / 32
+    }
+}
+
+struct Kernel<'a> {
+    p: &'a Program,
+    shape: &'a RowShape,
+    passes: &'a Passes,
+    g: &'a Geometry,
+}
+
+/// The values at an element: element inputs from the unpacked chunk `x{k}[l]`, item inputs `si{k}`, element
+/// statements `v{j}`, scalars `s{j}`.
+struct ElementEnv<'a> {
+    k: &'a Kernel<'a>,
+}
+
+impl Env for ElementEnv<'_> {
+    fn input(&self, k: usize) -> String {
+        if self.k.passes.item_inputs.contains(&k) {
+            format!("si{k}")
+        } else {
+            format!("x{k}[l]")
+        }
+    }
+    fn value(&self, j: usize) -> String {
+        if self.k.passes.role[j] == Role::Element {
+            format!("v{j}")
+        } else {
+            plan::scalar_ref(self.k.p, j)
+        }
+    }
+    fn fast(&self) -> bool {
+        self.k.p.dtype != optiml_spec::DType::F32
+    }
+    fn invariant(&self, e: &Expr) -> bool {
+        let passes = self.k.passes;
+        emit::leaves_all(e, &|leaf| match leaf {
+            Expr::Input(k) => passes.item_inputs.contains(k),
+            Expr::Value(j) => passes.role[*j] != Role::Element,
+            _ => false,
+        })
+    }
+}
+
+/// Where a segment's chunks of one input come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Registers,
+    Shared { store: bool },
+    Global,
+}
+
+/// Per-row values, computed once: divisions stay divisions.
+struct ScalarEnv<'a>(ElementEnv<'a>);
+
+impl Env for ScalarEnv<'_> {
+    fn input(&self, k: usize) -> String {
+        self.0.input(k)
+    }
+    fn value(&self, j: usize) -> String {
+        self.0.value(j)
+    }
+}
+
+/// Where a segment's chunks are. Each step of a segment addresses its chunks from a base `ob` (elements past the
+/// thread's first one; absent for the register segment, whose offsets are all constants) with int offsets
+/// against an int bound `rr` (elements left from the base): the unrolled chunk offsets are then constants
+/// folded into the loads and the bounds checks, and no 64-bit value is live per chunk.
+struct Segment<'a> {
+    /// Chunks per step.
+    count: &'a str,
+    /// Which of them exist (empty: all).
+    guard: &'a str,
+    /// The step's base: `None` for 0 (and `rr` = `remi`), else a `long long` expression.
+    base: Option<&'a str>,
+    /// Chunk `u`'s offset from the base.
+    offset: &'a str,
+}
+
+impl Kernel<'_> {
+    fn is_c(&self, d: usize) -> bool {
+        self.shape.reduced.contains(&d)
+    }
+
+    /// The element offset of the start of the current row in a tensor with `axes`.
+    fn row_offset(&self, axes: &[usize]) -> String {
+        let outer: Vec<usize> = axes.iter().copied().filter(|&d| !self.is_c(d)).collect();
+        let inner: Vec<usize> = axes.iter().copied().filter(|&d| self.is_c(d)).collect();
+        if outer.is_empty() {
+            "0LL".into()
+        } else if outer == self.shape.items {
+            format!("row * ({})", emit::product(&inner))
+        } else {
+            emit::offset(axes, &self.shape.reduced)
+        }
+    }
+
+    fn element_inputs(&self) -> Vec<usize> {
+        let mut all: Vec<usize> = self
+            .passes
+            .need
+            .iter()
+            .flat_map(|n| n.element_inputs.iter().copied())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    fn out_ordinal(&self, j: usize) -> usize {
+        emit::output_ordinals(self.p)[j].unwrap_or(usize::MAX)
+    }
+
+    fn body(&self, c: &mut Code) {
+        let p = self.p;
+        let g = self.g;
+        let (plain_slots, arg_slots) = self.passes.slots();
+        c.line(format!(
+            "const long long rows = {};",
+            emit::product(&self.shape.items)
+        ));
+        c.line(format!(
+            "const long long ncols = {};",
+            emit::product(&self.shape.reduced)
+        ));
+        c.line("const long long nchunks = (ncols + IO::V - 1) / IO::V;");
+        c.line("const int tid = threadIdx.x % OPTIML_RT;");
+        c.line("const int grp = threadIdx.x / OPTIML_RT;");
+        c.line("(void)nchunks; (void)grp;");
+        for k in 0..p.params.len() {
+            c.line(format!("(void)p{k};"));
+        }
+        if g.warps() > 1 && plain_slots > 0 {
+            c.line("const int lane = threadIdx.x & 31, warp = tid >> 5;");
+            c.line(format!(
+                "__shared__ float red_f[2][{plain_slots}][{}];",
+                g.warps()
+            ));
+            if arg_slots > 0 {
+                c.line(format!(
+                    "__shared__ long long red_i[2][{arg_slots}][{}];",
+                    g.warps()
+                ));
+            }
+            c.line("int buf = 0;");
+        }
+        if g.sc > 0 {
+            c.line("extern __shared__ uint4 optiml_smem[];");
+            for (m, k) in self.passes.cached.iter().enumerate() {
+                c.line(format!(
+                    "uint4* sm{k} = optiml_smem + (long long)(grp * {} + {m}) * (OPTIML_SC * OPTIML_RT);",
+                    self.passes.cached.len()
+                ));
+            }
+        }
+        c.open(
+            "for (long long row = (long long)blockIdx.x * OPTIML_RPB + grp; row < rows; \
+             row += (long long)gridDim.x * OPTIML_RPB) {",
+        );
+        // Coordinates of the row, for the tensors whose row offset is not a multiple of the row index.
+        let mut needed: Vec<usize> = Vec::new();
+        let mut tensors: Vec<&[usize]> = Vec::new();
+        for k in self.element_inputs() {
+            tensors.push(&p.inputs[k].axes);
+        }
+        for &k in &self.passes.item_inputs {
+            tensors.push(&p.inputs[k].axes);
+        }
+        for &j in self
+            .passes
+            .element_outputs
+            .iter()
+            .chain(&self.passes.scalar_outputs)
+        {
+            tensors.push(&p.stmts[j].axes);
+        }
+        for axes in tensors {
+            let outer: Vec<usize> = axes.iter().copied().filter(|&d| !self.is_c(d)).collect();
+            if !outer.is_empty() && outer != self.shape.items {
+                for d in outer {
+                    if !needed.contains(&d) {
+                        needed.push(d);
+                    }
+                }
+            }
+        }
+        emit::coords(c, "row", &self.shape.items, &needed, "long long");
+        let mut aligned = Vec::new();
+        for k in self.element_inputs() {
+            c.line(format!(
+                "const T* r{k} = in{k} + {};",
+                self.row_offset(&p.inputs[k].axes)
+            ));
+            aligned.push(format!("optiml_p::aligned16(r{k})"));
+        }
+        for &j in &self.passes.element_outputs {
+            let o = self.out_ordinal(j);
+            c.line(format!(
+                "T* w{o} = out{o} + {};",
+                self.row_offset(&p.stmts[j].axes)
+            ));
+            aligned.push(format!("optiml_p::aligned16(w{o})"));
+        }
+        for &k in &self.passes.item_inputs {
+            c.line(format!(
+                "const float si{k} = IO::get(in{k}[{}]);",
+                self.row_offset(&p.inputs[k].axes)
+            ));
+        }
+        if aligned.is_empty() {
+            aligned.push("true".into());
+        }
+        // Offsets from here on are from this thread's first element: a chunk's offset is then a constant in the
+        // unrolled segments, and one bound serves every check.
+        c.line("const long long my0 = (long long)tid * IO::V;");
+        c.line("const long long rem = ncols - my0;");
+        c.line("const int remi = (int)(rem < 0x7FFFFFFFLL ? rem : 0x7FFFFFFFLL);");
+        c.line("(void)remi;");
+        for k in self.element_inputs() {
+            c.line(format!("const T* pr{k} = r{k} + my0;"));
+        }
+        for &j in &self.passes.element_outputs {
+            let o = self.out_ordinal(j);
+            c.line(format!("T* pw{o} = w{o} + my0;"));
+        }
+        c.line(format!("const bool al = {};", aligned.join(" && ")));
+        c.open("if (al) {");
+        self.row(c, true);
+        c.mid("} else {");
+        self.row(c, false);
+        c.close("}");
+        c.close("}");
+    }
+
+    /// One row, with chunk accesses proven 16-byte aligned (`aligned`) or not.
+    fn row(&self, c: &mut Code, aligned: bool) {
+        let p = self.p;
+        if self.g.rc > 0 && aligned {
+            for k in &self.passes.cached {
+                c.line(format!("uint4 rg{k}[OPTIML_RC];"));
+            }
+        }
+        for pass in 0..=self.passes.reductions.len() {
+            self.scalars(c, &self.passes.stages[pass]);
+            if pass < self.passes.count() {
+                self.pass(c, pass, aligned);
+            }
+        }
+        if !self.passes.scalar_outputs.is_empty() {
+            c.open("if (tid == 0) {");
+            for &j in &self.passes.scalar_outputs {
+                let o = self.out_ordinal(j);
+                c.line(format!(
+                    "out{o}[{}] = {};",
+                    self.row_offset(&p.stmts[j].axes),
+                    plan::scalar_store(p, j)
+                ));
+            }
+            c.close("}");
+        }
+    }
+
+    fn scalars(&self, c: &mut Code, stmts: &[usize]) {
+        let env = ScalarEnv(ElementEnv { k: self });
+        for &j in stmts {
+            c.line(format!(
+                "const float s{j} = {};",
+                emit::expr(&self.p.stmts[j].expr, &env)
+            ));
+        }
+    }
+
+    fn pass(&self, c: &mut Code, pass: usize, aligned: bool) {
+        let g = self.g;
+        let need = &self.passes.need[pass];
+        let is_final = self.passes.is_final(pass);
+        c.line(format!(
+            "// pass {pass}{}",
+            if is_final {
+                ": outputs".to_string()
+            } else {
+                format!(": reductions {:?}", self.passes.reductions[pass])
+            }
+        ));
+        if !is_final {
+            for &j in &self.passes.reductions[pass] {
+                match self.passes.role[j] {
+                    Role::Reduction(op) if op.is_arg() => {
+                        let init = if op == Reduce::Argmax {
+                            "-optiml_p::inf_f()"
+                        } else {
+                            "optiml_p::inf_f()"
+                        };
+                        c.line(format!("float a{j} = {init};"));
+                        c.line(format!("long long i{j} = optiml_p::arg_none();"));
+                    }
+                    Role::Reduction(op) => {
+                        c.line(format!("float a{j} = {}::id();", emit::reduce_op(op)));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // A misaligned row keeps nothing in registers: it reads the register part of the row again in each pass,
+        // in the same chunk order (so its reductions give the same bits). Its loads are element by element, each
+        // in a register of its own before packing, and a whole cache of them in flight spilled (16 chunks of 8
+        // bf16 elements). Shared memory still holds its part.
+        let cached_here: Vec<usize> = need
+            .element_inputs
+            .iter()
+            .copied()
+            .filter(|k| aligned && self.passes.cached.contains(k))
+            .collect();
+        let in_smem: Vec<usize> = need
+            .element_inputs
+            .iter()
+            .copied()
+            .filter(|k| self.passes.cached.contains(k))
+            .collect();
+        let first = |k: usize| self.passes.first_use(k) == Some(pass);
+        let al = if aligned { "true" } else { "false" };
+        // Registers: the cached inputs' first chunks, all loads in flight at once on first use. Offsets are
+        // compile-time constants here, folded into the bounds checks against `remi`.
+        if g.rc > 0 {
+            for &k in &cached_here {
+                if !first(k) {
+                    c.line("#pragma unroll");
+                    c.line(format!(
+                        "for (int j = 0; j < OPTIML_RC; ++j) optiml_p::opaque(rg{k}[j]);"
+                    ));
+                }
+            }
+            for &k in &cached_here {
+                if first(k) {
+                    c.line("#pragma unroll");
+                    c.open("for (int j = 0; j < OPTIML_RC; ++j) {");
+                    c.line(format!(
+                        "rg{k}[j] = optiml_p::ld_rel<IO, {al}>(pr{k}, j * (OPTIML_RT * IO::V), remi);"
+                    ));
+                    c.close("}");
+                }
+            }
+            let ur = g.unroll.min(g.rc);
+            // Unrolled where the chunks live in the register array (constant indices); a misaligned row streams
+            // this part and keeps it a loop, so its loads are not all hoisted into flight at once.
+            c.line(if aligned {
+                "#pragma unroll"
+            } else {
+                "#pragma unroll 1"
+            });
+            c.open(format!("for (int j0 = 0; j0 < OPTIML_RC; j0 += {ur}) {{"));
+            let sources = |k: usize| {
+                if cached_here.contains(&k) {
+                    Source::Registers
+                } else {
+                    Source::Global
+                }
+            };
+            let seg = Segment {
+                count: &ur.to_string(),
+                guard: "",
+                base: None,
+                offset: "(j0 + u) * (OPTIML_RT * IO::V)",
+            };
+            self.segment(c, pass, &seg, &sources, aligned);
+            c.close("}");
+        }
+        // A misaligned row streams one chunk per input at a time: its element-wise loads take a register each.
+        let step = if aligned { "OPTIML_U" } else { "1" };
+        // Shared memory.
+        if g.sc > 0 {
+            c.open(format!(
+                "for (int j0 = OPTIML_RC; j0 < OPTIML_RC + OPTIML_SC && (long long)j0 * OPTIML_RT < nchunks; \
+                 j0 += {step}) {{"
+            ));
+            let sources = |k: usize| {
+                if in_smem.contains(&k) {
+                    Source::Shared { store: first(k) }
+                } else {
+                    Source::Global
+                }
+            };
+            let seg = Segment {
+                count: step,
+                guard: "j0 + u < OPTIML_RC + OPTIML_SC",
+                base: Some("(long long)j0 * (OPTIML_RT * IO::V)"),
+                offset: "u * (OPTIML_RT * IO::V)",
+            };
+            self.segment(c, pass, &seg, &sources, aligned);
+            c.close("}");
+        }
+        // Global memory: the rest of the row, in 64-bit offsets (a row may be longer than 2^31 elements).
+        c.open(format!(
+            "for (long long j0 = OPTIML_RC + OPTIML_SC; j0 * OPTIML_RT < nchunks; j0 += {step}) {{"
+        ));
+        let seg = Segment {
+            count: step,
+            guard: "",
+            base: Some("j0 * (long long)(OPTIML_RT * IO::V)"),
+            offset: "u * (OPTIML_RT * IO::V)",
+        };
+        self.segment(c, pass, &seg, &|_| Source::Global, aligned);
+        c.close("}");
+        if !is_final {
+            self.combine(c, pass);
+        }
+    }
+
+    /// `count` chunks of the pass (`u` in `0..count`, those failing `guard` skipped; thread chunk index
+    /// `j0 + u`): loads from each input's source, stores of first-use cached chunks to shared memory, then the
+    /// elements.
+    fn segment(
+        &self,
+        c: &mut Code,
+        pass: usize,
+        seg: &Segment<'_>,
+        source: &dyn Fn(usize) -> Source,
+        aligned: bool,
+    ) {
+        let need = &self.passes.need[pass];
+        let al = if aligned { "true" } else { "false" };
+        let (count, guard, off) = (seg.count, seg.guard, seg.offset);
+        let at = |ptr: &str| match seg.base {
+            Some(_) => format!("{ptr} + ob"),
+            None => ptr.to_string(),
+        };
+        if let Some(base) = seg.base {
+            c.line(format!("const long long ob = {base};"));
+            c.line("const int rr = (int)(rem - ob < 0x7FFFFFFFLL ? rem - ob : 0x7FFFFFFFLL);");
+        } else {
+            c.line("const int rr = remi;");
+        }
+        let loaded: Vec<usize> = need
+            .element_inputs
+            .iter()
+            .copied()
+            .filter(|&k| source(k) != Source::Registers)
+            .collect();
+        for &k in &loaded {
+            c.line(format!("uint4 t{k}[{count}];"));
+        }
+        if !loaded.is_empty() {
+            c.line("#pragma unroll");
+            c.open(format!("for (int u = 0; u < {count}; ++u) {{"));
+            let guarded = !guard.is_empty();
+            if guarded {
+                c.open(format!("if ({guard}) {{"));
+            }
+            for &k in &loaded {
+                match source(k) {
+                    Source::Shared { store: false } => c.line(format!(
+                        "t{k}[u] = sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid];"
+                    )),
+                    _ => c.line(format!(
+                        "t{k}[u] = optiml_p::ld_rel<IO, {al}>({}, {off}, rr);",
+                        at(&format!("pr{k}"))
+                    )),
+                }
+            }
+            if guarded {
+                c.mid("} else {");
+                for &k in &loaded {
+                    c.line(format!("t{k}[u] = make_uint4(0u, 0u, 0u, 0u);"));
+                }
+                c.close("}");
+            }
+            c.close("}");
+            // Stores to shared memory after all loads are issued, so they do not serialise the loads.
+            let stored: Vec<usize> = loaded
+                .iter()
+                .copied()
+                .filter(|&k| source(k) == Source::Shared { store: true })
+                .collect();
+            if !stored.is_empty() {
+                c.line("#pragma unroll");
+                c.open(format!("for (int u = 0; u < {count}; ++u) {{"));
+                c.open(format!("if ({}) {{", if guarded { guard } else { "true" }));
+                for k in stored {
+                    c.line(format!(
+                        "sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid] = t{k}[u];"
+                    ));
+                }
+                c.close("}");
+                c.close("}");
+            }
+        }
+        c.line("#pragma unroll");
+        c.open(format!("for (int u = 0; u < {count}; ++u) {{"));
+        if !guard.is_empty() {
+            c.open(format!("if ({guard}) {{"));
+        }
+        let chunk = |k: usize| match source(k) {
+            Source::Registers => format!("rg{k}[j0 + u]"),
+            _ => format!("t{k}[u]"),
+        };
+        self.element(c, pass, seg, &chunk, al);
+        if !guard.is_empty() {
+            c.close("}");
+        }
+        c.close("}");
+    }
+
+    /// The elements of one chunk, at offset `seg.offset` from the thread's first element.
+    fn element(
+        &self,
+        c: &mut Code,
+        pass: usize,
+        seg: &Segment<'_>,
+        chunk: &dyn Fn(usize) -> String,
+        al: &str,
+    ) {
+        let p = self.p;
+        let need = &self.passes.need[pass];
+        let is_final = self.passes.is_final(pass);
+        let env = ElementEnv { k: self };
+        c.line(format!("const int o = {};", seg.offset));
+        // Chunks past the row's end skip their elements (a branch, not a predicate per element): a row shorter
+        // than the register cache costs only the chunks it has.
+        c.open("if (o < rr) {");
+        // One chunk at a time: each chunk's data passes through an empty volatile asm that also takes the pass's
+        // accumulators (a reduction pass) or orders after the previous chunk's stores (the final pass), so its
+        // elements are not computed before the previous chunk's are done. Without it the compiler unpacked and
+        // evaluated every cached chunk at once (16 chunks of 8 bf16 elements: 128 live floats) and spilled.
+        let mut deps: Vec<String> = Vec::new();
+        if !is_final {
+            for &j in &self.passes.reductions[pass] {
+                deps.push(format!("\"f\"(a{j})"));
+                if matches!(self.passes.role[j], Role::Reduction(op) if op.is_arg()) {
+                    deps.push(format!("\"l\"(i{j})"));
+                }
+            }
+        }
+        for &k in &need.element_inputs {
+            let ch = chunk(k);
+            c.line(format!(
+                "asm volatile(\"\" : \"+r\"({ch}.x), \"+r\"({ch}.y), \"+r\"({ch}.z), \"+r\"({ch}.w) : {} : \"memory\");",
+                deps.join(", ")
+            ));
+        }
+        for &k in &need.element_inputs {
+            c.line(format!("float x{k}[IO::V];"));
+            c.line(format!("IO::unpack({}, x{k});", chunk(k)));
+        }
+        if is_final {
+            for &j in &self.passes.element_outputs {
+                c.line(format!("float y{j}[IO::V] = {{}};"));
+            }
+        }
+        c.line("#pragma unroll");
+        c.open("for (int l = 0; l < IO::V; ++l) {");
+        c.open("if (o + l < rr) {");
+        for &j in &need.elems {
+            c.line(format!(
+                "const float v{j} = {};",
+                emit::expr(&p.stmts[j].expr, &env)
+            ));
+        }
+        if is_final {
+            for &j in &self.passes.element_outputs {
+                c.line(format!("y{j}[l] = v{j};"));
+            }
+        } else {
+            for &j in &self.passes.reductions[pass] {
+                let (Role::Reduction(op), Expr::Reduce(_, _, body)) =
+                    (self.passes.role[j], &p.stmts[j].expr)
+                else {
+                    continue;
+                };
+                let b = emit::expr(body, &env);
+                let at = if seg.base.is_some() {
+                    "(my0 + ob + o + l)"
+                } else {
+                    "(my0 + o + l)"
+                };
+                c.line(accumulate_at(op, j, &b, at));
+            }
+        }
+        c.close("}");
+        c.close("}");
+        if is_final {
+            for &j in &self.passes.element_outputs {
+                let o = self.out_ordinal(j);
+                let ptr = if seg.base.is_some() {
+                    format!("pw{o} + ob")
+                } else {
+                    format!("pw{o}")
+                };
+                c.line(format!(
+                    "optiml_p::st_rel<IO, {al}>({ptr}, o, rr, IO::pack(y{j}));"
+                ));
+            }
+        }
+        c.close("}");
+    }
+
+    /// The row-wide combine of a pass's reductions, then their values `s{j}`.
+    fn combine(&self, c: &mut Code, pass: usize) {
+        let reds = &self.passes.reductions[pass];
+        for &j in reds {
+            match self.passes.role[j] {
+                Role::Reduction(op) if op.is_arg() => c.line(format!(
+                    "optiml_p::warp_arg<{}>(a{j}, i{j});",
+                    op == Reduce::Argmax
+                )),
+                Role::Reduction(op) => c.line(format!(
+                    "a{j} = optiml_p::warp_all<{}>(a{j});",
+                    emit::reduce_op(op)
+                )),
+                _ => {}
+            }
+        }
+        let nw = self.g.warps();
+        if nw > 1 {
+            c.open("if (lane == 0) {");
+            let mut arg_slot = 0;
+            for (slot, &j) in reds.iter().enumerate() {
+                c.line(format!("red_f[buf][{slot}][warp] = a{j};"));
+                if matches!(self.passes.role[j], Role::Reduction(op) if op.is_arg()) {
+                    c.line(format!("red_i[buf][{arg_slot}][warp] = i{j};"));
+                    arg_slot += 1;
+                }
+            }
+            c.close("}");
+            c.line("__syncthreads();");
+            let mut arg_slot = 0;
+            for (slot, &j) in reds.iter().enumerate() {
+                match self.passes.role[j] {
+                    Role::Reduction(op) if op.is_arg() => {
+                        c.line(format!("a{j} = red_f[buf][{slot}][0];"));
+                        c.line(format!("i{j} = red_i[buf][{arg_slot}][0];"));
+                        c.line("#pragma unroll");
+                        c.open(format!("for (int w = 1; w < {nw}; ++w) {{"));
+                        c.line(format!(
+                            "const float ov = red_f[buf][{slot}][w]; const long long oi = red_i[buf][{arg_slot}][w];"
+                        ));
+                        c.line(format!(
+                            "if (optiml_p::arg_better<{}>(ov, oi, a{j}, i{j})) {{ a{j} = ov; i{j} = oi; }}",
+                            op == Reduce::Argmax
+                        ));
+                        c.close("}");
+                        arg_slot += 1;
+                    }
+                    Role::Reduction(op) => {
+                        c.line(format!("a{j} = red_f[buf][{slot}][0];"));
+                        c.line("#pragma unroll");
+                        c.line(format!(
+                            "for (int w = 1; w < {nw}; ++w) a{j} = {}::op(a{j}, red_f[buf][{slot}][w]);",
+                            emit::reduce_op(op)
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            // The next combine writes the other buffer; the one after that, this one, is behind that combine's
+            // barrier, which every thread reaches only after reading this one.
+            c.line("buf ^= 1;");
+        }
+        self.passes.finish(c, reds);
+    }
+}
+
+/// One element's contribution `b` at linear position `at` to reduction `j` (accumulator `a{j}`, index `i{j}`).
+pub(crate) fn accumulate_at(op: Reduce, j: usize, b: &str, at: &str) -> String {
+    match op {
+        Reduce::Sum | Reduce::Mean => format!("a{j} = a{j} + {b};"),
+        Reduce::Prod => format!("a{j} = a{j} * {b};"),
+        Reduce::Max => format!("a{j} = optiml_p::maxf(a{j}, {b});"),
+        Reduce::Min => format!("a{j} = optiml_p::minf(a{j}, {b});"),
+        // A thread meets its elements in increasing index order: a strict comparison keeps the first extreme.
+        Reduce::Argmax | Reduce::Argmin => format!(
+            "{{ const float t_ = {b}; if (optiml_p::arg_step<{}>(t_, a{j}, i{j})) {{ a{j} = t_; i{j} = {at}; }} }}",
+            op == Reduce::Argmax
+        ),
+    }
+}
+
+impl Tunable for RowSchedule {
+    /// `256 threads/row, 1 row/block, 8 reg chunks, 0 KiB smem, unroll 4, grid: a block per row group`.
+    fn describe(&self) -> String {
+        let grid = if self.blocks_per_sm == 0 {
+            "a block per row group".to_string()
+        } else {
+            format!("{} blocks/SM", self.blocks_per_sm)
+        };
+        format!(
+            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}",
+            self.row_threads, self.rows_per_block, self.reg_chunks, self.smem_kib, self.unroll
+        )
+    }
+
+    /// Threads per row 32 to 1024, several rows per block only with a warp per row, at most 1024 threads, cached
+    /// chunks that leave the registers a thread needs besides (at the block size's register share), a grid cap
+    /// of at most 2048 resident threads per SM.
+    fn is_valid(&self) -> bool {
+        let threads = self.row_threads * self.rows_per_block;
+        ROW_THREADS.contains(&self.row_threads)
+            && ROWS_PER_BLOCK.contains(&self.rows_per_block)
+            && (self.rows_per_block == 1 || self.row_threads == 32)
+            && threads <= 1024
+            && REG_CHUNKS.contains(&self.reg_chunks)
+            && 4 * self.reg_chunks + REG_OVERHEAD <= (65536 / threads).min(255)
+            && SMEM_KIB.contains(&self.smem_kib)
+            && UNROLL.contains(&self.unroll)
+            && BLOCKS_PER_SM.contains(&self.blocks_per_sm)
+            && threads * self.blocks_per_sm <= 2048
+    }
+
+    /// A block of 256 threads per row with 8 chunks per thread in registers: rows up to 8192 f32 (16384 16-bit)
+    /// are read once, longer ones stream the rest; a launch of one block per row.
+    fn default_for(_arch: Arch) -> Self {
+        RowSchedule {
+            row_threads: 256,
+            rows_per_block: 1,
+            reg_chunks: 8,
+            smem_kib: 0,
+            unroll: 4,
+            blocks_per_sm: 0,
+        }
+    }
+
+    fn space() -> Vec<Self> {
+        let mut out = Vec::new();
+        for row_threads in ROW_THREADS {
+            for rows_per_block in ROWS_PER_BLOCK {
+                for reg_chunks in REG_CHUNKS {
+                    for smem_kib in SMEM_KIB {
+                        for unroll in UNROLL {
+                            for blocks_per_sm in BLOCKS_PER_SM {
+                                let s = RowSchedule {
+                                    row_threads,
+                                    rows_per_block,
+                                    reg_chunks,
+                                    smem_kib,
+                                    unroll,
+                                    blocks_per_sm,
+                                };
+                                if s.is_valid() {
+                                    out.push(s);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn catalog() -> Vec<Transform<Self>> {
+        vec![
+            Transform {
+                name: "more-row-threads",
+                rationale: "twice the threads per row, half the register chunks each: the same row on chip, spread \
+                            over more warps (more loads in flight per row, shorter per-thread loops)",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    (s.rows_per_block == 1).then_some(RowSchedule {
+                        row_threads: s.row_threads * 2,
+                        reg_chunks: s.reg_chunks / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-row-threads",
+                rationale: "half the threads per row, twice the register chunks each: cheaper block reductions \
+                            (fewer warps to combine) for rows that fit",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    (s.rows_per_block == 1).then_some(RowSchedule {
+                        row_threads: s.row_threads / 2,
+                        reg_chunks: (s.reg_chunks * 2).max(1),
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "more-rows-per-block",
+                rationale: "a warp per row, twice the rows per block: short rows need no block barrier, and larger \
+                            blocks cost fewer block launches",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.04,
+                apply: |s| {
+                    (s.row_threads == 32).then_some(RowSchedule {
+                        rows_per_block: s.rows_per_block * 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-rows-per-block",
+                rationale: "half the rows per block: finer load balance over SMs when rows are few",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    Some(RowSchedule {
+                        rows_per_block: s.rows_per_block / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "more-register-chunks",
+                rationale: "twice the chunks kept in registers: a longer row is read from global memory once \
+                            instead of once per pass",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.3,
+                apply: |s| {
+                    Some(RowSchedule {
+                        reg_chunks: (s.reg_chunks * 2).max(1),
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-register-chunks",
+                rationale: "half the chunks in registers: fewer registers per thread, more resident warps to hide \
+                            latency when the row is short or streamed anyway",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    Some(RowSchedule {
+                        reg_chunks: s.reg_chunks / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "more-shared-memory",
+                rationale: "the next shared-memory level for the part of the row the registers do not hold: rows \
+                            too long for registers are read once instead of once per pass",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.3,
+                apply: |s| {
+                    SMEM_KIB
+                        .iter()
+                        .copied()
+                        .find(|&l| l > s.smem_kib)
+                        .map(|smem_kib| RowSchedule { smem_kib, ..*s })
+                },
+            },
+            Transform {
+                name: "less-shared-memory",
+                rationale: "the previous shared-memory level: more resident blocks per SM when the row fits in less",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    SMEM_KIB
+                        .iter()
+                        .rev()
+                        .copied()
+                        .find(|&l| l < s.smem_kib)
+                        .map(|smem_kib| RowSchedule { smem_kib, ..*s })
+                },
+            },
+            Transform {
+                name: "deeper-unroll",
+                rationale: "twice the chunks in flight per thread where a pass streams: more memory-level \
+                            parallelism for rows longer than the cache",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    Some(RowSchedule {
+                        unroll: s.unroll * 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "shallower-unroll",
+                rationale: "half the chunks in flight per streamed step: fewer registers",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    Some(RowSchedule {
+                        unroll: s.unroll / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "persistent-grid",
+                rationale: "a grid of a few blocks per SM that loop over rows: no block launch per row, which pays \
+                            for many short rows",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    (s.blocks_per_sm == 0).then_some(RowSchedule {
+                        blocks_per_sm: (2048 / (s.row_threads * s.rows_per_block)).min(8),
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "more-blocks-per-sm",
+                rationale: "twice the resident blocks the persistent grid is sized for: more rows in flight",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.04,
+                apply: |s| {
+                    (s.blocks_per_sm > 0).then_some(RowSchedule {
+                        blocks_per_sm: s.blocks_per_sm * 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-blocks-per-sm",
+                rationale: "half the blocks of the persistent grid: when registers or shared memory limit residency, \
+                            blocks beyond it only wait",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    (s.blocks_per_sm > 1).then_some(RowSchedule {
+                        blocks_per_sm: s.blocks_per_sm / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "block-per-row-group",
+                rationale: "one block per row group instead of a persistent grid: the hardware balances blocks \
+                            across SMs, which pays when rows are long and few",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    (s.blocks_per_sm > 0).then_some(RowSchedule {
+                        blocks_per_sm: 0,
+                        ..*s
+                    })
+                },
+            },
+        ]
+    }
+}

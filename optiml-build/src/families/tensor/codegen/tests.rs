@@ -1,0 +1,818 @@
+//! Classification of hand-built programs, the catalogs' reach, and (with NVRTC) compiles of generated kernels.
+
+use super::*;
+use crate::search::Tunable;
+use optiml_spec::program::{Binary, DimDecl, Elem, Expr, Reduce, Stmt, TensorDecl, Unary};
+use optiml_spec::{DType, Dim};
+
+// ---------------------------------------------------------------- program builders
+
+fn dims(names: &[&str]) -> Vec<DimDecl> {
+    names
+        .iter()
+        .map(|n| DimDecl {
+            name: (*n).to_string(),
+            size: Dim::Runtime,
+        })
+        .collect()
+}
+
+fn input(name: &str, axes: &[usize]) -> TensorDecl {
+    TensorDecl {
+        name: name.into(),
+        axes: axes.to_vec(),
+        elem: Elem::Float,
+    }
+}
+
+fn stmt(name: &str, axes: &[usize], expr: Expr) -> Stmt {
+    Stmt {
+        name: name.into(),
+        axes: axes.to_vec(),
+        expr,
+        elem: Elem::Float,
+        output: false,
+    }
+}
+
+fn out(name: &str, axes: &[usize], expr: Expr) -> Stmt {
+    Stmt {
+        output: true,
+        ..stmt(name, axes, expr)
+    }
+}
+
+fn arg_out(name: &str, axes: &[usize], expr: Expr) -> Stmt {
+    Stmt {
+        elem: Elem::I64,
+        ..out(name, axes, expr)
+    }
+}
+
+fn x(k: usize) -> Expr {
+    Expr::Input(k)
+}
+fn v(j: usize) -> Expr {
+    Expr::Value(j)
+}
+fn k(c: f64) -> Expr {
+    Expr::Const(c)
+}
+fn un(op: Unary, a: Expr) -> Expr {
+    Expr::Unary(op, Box::new(a))
+}
+fn bin(op: Binary, a: Expr, b: Expr) -> Expr {
+    Expr::Binary(op, Box::new(a), Box::new(b))
+}
+fn add(a: Expr, b: Expr) -> Expr {
+    bin(Binary::Add, a, b)
+}
+fn sub(a: Expr, b: Expr) -> Expr {
+    bin(Binary::Sub, a, b)
+}
+fn mul(a: Expr, b: Expr) -> Expr {
+    bin(Binary::Mul, a, b)
+}
+fn div(a: Expr, b: Expr) -> Expr {
+    bin(Binary::Div, a, b)
+}
+fn red(op: Reduce, over: &[usize], body: Expr) -> Expr {
+    Expr::Reduce(op, over.to_vec(), Box::new(body))
+}
+
+fn program(
+    dim_names: &[&str],
+    inputs: Vec<TensorDecl>,
+    params: &[&str],
+    stmts: Vec<Stmt>,
+    dtype: DType,
+) -> Program {
+    Program {
+        dims: dims(dim_names),
+        inputs,
+        params: params.iter().map(|p| (*p).to_string()).collect(),
+        stmts,
+        dtype,
+    }
+}
+
+// ---------------------------------------------------------------- the test programs
+
+/// `y[i] = max(x[i], 0)`.
+fn relu(dtype: DType) -> Program {
+    program(
+        &["i"],
+        vec![input("x", &[0])],
+        &[],
+        vec![out("y", &[0], bin(Binary::Max, x(0), k(0.0)))],
+        dtype,
+    )
+}
+
+/// `y[i] = where(x[i] > 0, x[i], 0.01 * x[i])`.
+fn leaky_relu(dtype: DType) -> Program {
+    program(
+        &["i"],
+        vec![input("x", &[0])],
+        &[],
+        vec![out(
+            "y",
+            &[0],
+            Expr::Select(
+                Box::new(bin(Binary::Gt, x(0), k(0.0))),
+                Box::new(x(0)),
+                Box::new(mul(k(0.01), x(0))),
+            ),
+        )],
+        dtype,
+    )
+}
+
+/// `u = 0.7978845608 * (x + 0.044715 x³); y = 0.5 x (1 + tanh u)` over a 2-D tensor.
+fn gelu_tanh(dtype: DType) -> Program {
+    let cube = mul(mul(x(0), x(0)), x(0));
+    program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt(
+                "u",
+                &[0, 1],
+                mul(k(0.7978845608028654), add(x(0), mul(k(0.044715), cube))),
+            ),
+            out(
+                "y",
+                &[0, 1],
+                mul(mul(k(0.5), x(0)), add(k(1.0), un(Unary::Tanh, v(0)))),
+            ),
+        ],
+        dtype,
+    )
+}
+
+/// `y[i, j] = a[i] * b[i, j] + s`.
+fn broadcast_mul(dtype: DType) -> Program {
+    program(
+        &["i", "j"],
+        vec![input("a", &[0]), input("b", &[0, 1])],
+        &["s"],
+        vec![out("y", &[0, 1], add(mul(x(0), x(1)), Expr::Param(0)))],
+        dtype,
+    )
+}
+
+/// `y[i, j] = x[j, i] + bias[j]`: a transposing read and a broadcast along the outer axis.
+fn transpose_bias(dtype: DType) -> Program {
+    program(
+        &["i", "j"],
+        vec![input("x", &[1, 0]), input("bias", &[1])],
+        &[],
+        vec![out("y", &[0, 1], add(x(0), x(1)))],
+        dtype,
+    )
+}
+
+/// Softmax over the last axis, in three statements.
+fn softmax(dtype: DType) -> Program {
+    program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt("m", &[0], red(Reduce::Max, &[1], x(0))),
+            stmt("e", &[0, 1], un(Unary::Exp, sub(x(0), v(0)))),
+            out("y", &[0, 1], div(v(1), red(Reduce::Sum, &[1], v(1)))),
+        ],
+        dtype,
+    )
+}
+
+/// Log-softmax over the last axis.
+fn log_softmax(dtype: DType) -> Program {
+    program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt("m", &[0], red(Reduce::Max, &[1], x(0))),
+            stmt(
+                "s",
+                &[0],
+                red(Reduce::Sum, &[1], un(Unary::Exp, sub(x(0), v(0)))),
+            ),
+            out("y", &[0, 1], sub(sub(x(0), v(0)), un(Unary::Log, v(1)))),
+        ],
+        dtype,
+    )
+}
+
+/// Layer norm over the last axis with an affine weight and bias.
+fn layer_norm(dtype: DType) -> Program {
+    let centred = || sub(x(0), v(0));
+    program(
+        &["r", "c"],
+        vec![input("x", &[0, 1]), input("w", &[1]), input("b", &[1])],
+        &[],
+        vec![
+            stmt("mu", &[0], red(Reduce::Mean, &[1], x(0))),
+            stmt(
+                "var",
+                &[0],
+                red(Reduce::Mean, &[1], mul(centred(), centred())),
+            ),
+            stmt("rstd", &[0], un(Unary::Rsqrt, add(v(1), k(1e-5)))),
+            out("y", &[0, 1], add(mul(mul(centred(), v(2)), x(1)), x(2))),
+        ],
+        dtype,
+    )
+}
+
+/// RMS norm over the last axis of a 3-D tensor, weight `w[c]`, also writing the per-row `rstd`.
+fn rms_norm(dtype: DType) -> Program {
+    program(
+        &["b", "t", "c"],
+        vec![input("x", &[0, 1, 2]), input("w", &[2])],
+        &["eps"],
+        vec![
+            out(
+                "rstd",
+                &[0, 1],
+                un(
+                    Unary::Rsqrt,
+                    add(red(Reduce::Mean, &[2], mul(x(0), x(0))), Expr::Param(0)),
+                ),
+            ),
+            out("y", &[0, 1, 2], mul(mul(x(0), v(0)), x(1))),
+        ],
+        dtype,
+    )
+}
+
+/// RMS norm over the channels of `x[b, c, h, w]`, gain `g[c]`.
+fn rms_norm_channels(dtype: DType) -> Program {
+    program(
+        &["b", "c", "h", "w"],
+        vec![input("x", &[0, 1, 2, 3]), input("g", &[1])],
+        &[],
+        vec![
+            stmt("ms", &[0, 2, 3], red(Reduce::Mean, &[1], mul(x(0), x(0)))),
+            out(
+                "y",
+                &[0, 1, 2, 3],
+                mul(mul(x(0), un(Unary::Rsqrt, add(v(0), k(1e-6)))), x(1)),
+            ),
+        ],
+        dtype,
+    )
+}
+
+/// Sum, mean, max and argmax of `x[b, j, k]` over `axis` (1: columns; 2: rows).
+fn stats(axis: usize, dtype: DType) -> Program {
+    let kept: Vec<usize> = (0..3).filter(|&d| d != axis).collect();
+    program(
+        &["b", "j", "k"],
+        vec![input("x", &[0, 1, 2])],
+        &[],
+        vec![
+            out("sum", &kept, red(Reduce::Sum, &[axis], x(0))),
+            out("mean", &kept, red(Reduce::Mean, &[axis], x(0))),
+            out("max", &kept, red(Reduce::Max, &[axis], x(0))),
+            arg_out("argmax", &kept, red(Reduce::Argmax, &[axis], x(0))),
+        ],
+        dtype,
+    )
+}
+
+/// Every supported test program, with its expected class.
+fn supported() -> Vec<(&'static str, Program, &'static str)> {
+    let mut out = Vec::new();
+    for dtype in [DType::F32, DType::Bf16] {
+        let d = if dtype == DType::F32 { "" } else { " bf16" };
+        let _ = d;
+        out.extend([
+            ("relu", relu(dtype), "pointwise"),
+            ("leaky relu", leaky_relu(dtype), "pointwise"),
+            ("gelu tanh", gelu_tanh(dtype), "pointwise"),
+            ("broadcast mul", broadcast_mul(dtype), "pointwise"),
+            ("transpose bias", transpose_bias(dtype), "pointwise"),
+            ("softmax", softmax(dtype), "rows"),
+            ("log softmax", log_softmax(dtype), "rows"),
+            ("layer norm", layer_norm(dtype), "rows"),
+            ("rms norm", rms_norm(dtype), "rows"),
+            ("rms norm channels", rms_norm_channels(dtype), "columns"),
+            ("stats dim 1", stats(1, dtype), "columns"),
+            ("stats last", stats(2, dtype), "rows"),
+        ]);
+    }
+    out.push(("relu f16", relu(DType::F16), "pointwise"));
+    out.push(("softmax f16", softmax(DType::F16), "rows"));
+    out
+}
+
+// ---------------------------------------------------------------- classification
+
+#[test]
+fn every_test_program_lands_in_its_class() {
+    for (name, p, class) in supported() {
+        let shape = classify(&p).unwrap_or_else(|e| panic!("{name} ({:?}): {e}", p.dtype));
+        assert_eq!(shape.class(), class, "{name} ({:?})", p.dtype);
+    }
+}
+
+#[test]
+fn pointwise_shapes_say_when_one_index_serves_all() {
+    let flat = |p: &Program| match classify(p) {
+        Ok(Shape::Pointwise(s)) => s.flat,
+        other => panic!("{other:?}"),
+    };
+    assert!(flat(&relu(DType::F32)));
+    assert!(flat(&gelu_tanh(DType::F32)));
+    assert!(!flat(&broadcast_mul(DType::F32)));
+    assert!(!flat(&transpose_bias(DType::F32)));
+}
+
+#[test]
+fn reductions_inside_expressions_are_hoisted_into_statements() {
+    let lowered = lower(&softmax(DType::F32)).expect("lowers");
+    let names: Vec<&str> = lowered.stmts.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["m", "e", "y#0", "y"]);
+    assert_eq!(
+        lowered.stmts[2].expr,
+        red(Reduce::Sum, &[1], v(1)),
+        "the hoisted sum reads e"
+    );
+    assert_eq!(lowered.stmts[3].expr, div(v(1), v(2)));
+    assert!(lowered.stmts[3].output && !lowered.stmts[2].output);
+}
+
+#[test]
+fn roles_of_dimensions_follow_the_largest_tensor() {
+    let Ok(Shape::Rows(r)) = classify(&rms_norm(DType::F32)) else {
+        panic!("rows")
+    };
+    assert_eq!((r.reduced.clone(), r.items.clone()), (vec![2], vec![0, 1]));
+    let Ok(Shape::Columns(c)) = classify(&rms_norm_channels(DType::F32)) else {
+        panic!("columns")
+    };
+    assert_eq!(c.reduced, vec![1]);
+    assert_eq!(c.items, vec![0, 2, 3]);
+    assert_eq!(c.inner, vec![2, 3]);
+}
+
+#[test]
+fn passes_share_independent_reductions() {
+    let p = lower(&stats(2, DType::F32)).expect("lowers");
+    let passes = plan::Passes::new(&p, &[2]);
+    assert_eq!(passes.reductions, vec![vec![0, 1, 2, 3]], "one pass");
+    assert!(passes.cached.is_empty(), "a single pass keeps nothing");
+    let p = lower(&softmax(DType::F32)).expect("lowers");
+    let passes = plan::Passes::new(&p, &[1]);
+    assert_eq!(passes.reductions, vec![vec![0], vec![2]]);
+    assert_eq!(passes.count(), 3, "max, sum, then the outputs");
+    assert_eq!(passes.cached, vec![0]);
+    let p = lower(&layer_norm(DType::F32)).expect("lowers");
+    let passes = plan::Passes::new(&p, &[1]);
+    assert_eq!(passes.reductions, vec![vec![0], vec![1]]);
+    assert_eq!(passes.stages[2], vec![2], "rstd after the variance");
+    assert_eq!(passes.cached, vec![0], "the weights do not vary per row");
+}
+
+fn unsupported(p: &Program) -> Unsupported {
+    match classify(p) {
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            e
+        }
+        Ok(s) => panic!("classified as {}", s.class()),
+    }
+}
+
+#[test]
+fn unsupported_programs_say_why() {
+    // A matmul: y[i, j] = sum(k) a[i, k] * b[k, j].
+    let matmul = program(
+        &["i", "j", "k"],
+        vec![input("a", &[0, 2]), input("b", &[2, 1])],
+        &[],
+        vec![out("y", &[0, 1], red(Reduce::Sum, &[2], mul(x(0), x(1))))],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&matmul),
+        Unsupported::Contraction { .. }
+    ));
+    // Everything reduced to one value.
+    let total = program(
+        &["i"],
+        vec![input("x", &[0])],
+        &[],
+        vec![out("y", &[], red(Reduce::Sum, &[0], x(0)))],
+        DType::F32,
+    );
+    assert_eq!(unsupported(&total), Unsupported::ScalarReduction);
+    // Batch statistics over b and h of x[b, c, h].
+    let batch = program(
+        &["b", "c", "h"],
+        vec![input("x", &[0, 1, 2])],
+        &[],
+        vec![out("m", &[1], red(Reduce::Mean, &[0, 2], x(0)))],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&batch),
+        Unsupported::SplitReducedAxes { .. }
+    ));
+    // Two reduced sets.
+    let mixed = program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            out("a", &[0], red(Reduce::Sum, &[1], x(0))),
+            out("b", &[1], red(Reduce::Sum, &[0], x(0))),
+        ],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&mixed),
+        Unsupported::MixedReductions { .. }
+    ));
+    // Pointwise outputs of two shapes.
+    let shapes = program(
+        &["i", "j"],
+        vec![input("x", &[0, 1]), input("a", &[0])],
+        &[],
+        vec![out("y", &[0, 1], x(0)), out("z", &[0], x(1))],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&shapes),
+        Unsupported::OutputAxesDiffer { .. }
+    ));
+    // An output without an outer dimension.
+    let lacks = program(
+        &["b", "r", "c"],
+        vec![input("x", &[0, 1, 2]), input("a", &[0])],
+        &[],
+        vec![
+            stmt("s", &[0, 1], red(Reduce::Sum, &[2], x(0))),
+            out("y", &[0], mul(x(1), k(2.0))),
+            out("z", &[0, 1], v(0)),
+        ],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&lacks),
+        Unsupported::OutputLacksDim { .. }
+    ));
+    // A reduction of a reduction over another dimension.
+    let nested = program(
+        &["i", "j", "k"],
+        vec![input("x", &[0, 1, 2])],
+        &[],
+        vec![out(
+            "y",
+            &[0],
+            red(Reduce::Sum, &[1], red(Reduce::Max, &[2], x(0))),
+        )],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&nested),
+        Unsupported::NestedReduction { .. }
+    ));
+    // An argmax listing its dimensions against memory order.
+    let arg = program(
+        &["b", "h", "w"],
+        vec![input("x", &[0, 1, 2])],
+        &[],
+        vec![arg_out("i", &[0], red(Reduce::Argmax, &[2, 1], x(0)))],
+        DType::F32,
+    );
+    assert!(matches!(unsupported(&arg), Unsupported::ArgOrder { .. }));
+    // A variable out of scope.
+    let bad = program(
+        &["i", "j"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![out("y", &[0], x(0))],
+        DType::F32,
+    );
+    assert!(matches!(unsupported(&bad), Unsupported::Malformed(_)));
+}
+
+// ---------------------------------------------------------------- catalogs
+
+fn reaches_the_whole_space<S: Tunable>() {
+    let catalog = S::catalog();
+    let mut names: Vec<&str> = catalog.iter().map(|t| t.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), catalog.len(), "duplicate names");
+    let root = S::default_for(Arch::new(9, 0));
+    assert!(root.is_valid());
+    let mut seen = std::collections::HashSet::from([root]);
+    let mut frontier = vec![root];
+    while let Some(s) = frontier.pop() {
+        for t in &catalog {
+            if let Some(next) = t.apply_to(&s) {
+                assert!(next.is_valid(), "{} on {s:?}", t.name);
+                if seen.insert(next) {
+                    frontier.push(next);
+                }
+            }
+        }
+    }
+    let all = S::space();
+    let missing: Vec<&S> = all.iter().filter(|s| !seen.contains(s)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} unreached, e.g. {:?}",
+        missing.len(),
+        all.len(),
+        missing.first()
+    );
+    assert_eq!(seen.len(), all.len(), "the catalog leaves the space");
+}
+
+#[test]
+fn the_pointwise_catalog_reaches_every_schedule_from_the_default() {
+    reaches_the_whole_space::<PointwiseSchedule>();
+}
+
+#[test]
+fn the_row_catalog_reaches_every_schedule_from_the_default() {
+    reaches_the_whole_space::<RowSchedule>();
+}
+
+#[test]
+fn the_column_catalog_reaches_every_schedule_from_the_default() {
+    reaches_the_whole_space::<ColumnSchedule>();
+}
+
+#[test]
+fn recorded_schedules_name_their_kernel() {
+    let arch = Arch::new(9, 0);
+    let pw = serde_json::to_value(PointwiseSchedule::default_for(arch)).expect("json");
+    let rows = serde_json::to_value(RowSchedule::default_for(arch)).expect("json");
+    let cols = serde_json::to_value(ColumnSchedule::default_for(arch)).expect("json");
+    assert!(serde_json::from_value::<RowSchedule>(pw.clone()).is_err());
+    assert!(serde_json::from_value::<ColumnSchedule>(pw.clone()).is_err());
+    assert!(serde_json::from_value::<PointwiseSchedule>(rows.clone()).is_err());
+    assert!(serde_json::from_value::<ColumnSchedule>(rows).is_err());
+    assert!(serde_json::from_value::<PointwiseSchedule>(cols.clone()).is_err());
+    assert!(serde_json::from_value::<RowSchedule>(cols).is_err());
+    // Nor is any of them the elementwise family's.
+    assert!(serde_json::from_value::<crate::families::elementwise::Schedule>(pw.clone()).is_err());
+    assert!(
+        serde_json::from_value::<PointwiseSchedule>(
+            serde_json::to_value(crate::families::elementwise::Schedule::default_for(arch))
+                .expect("json")
+        )
+        .is_err()
+    );
+}
+
+// ---------------------------------------------------------------- candidates
+
+#[test]
+fn candidates_follow_the_abi() {
+    let arch = Arch::new(9, 0);
+    for (name, p, _) in supported() {
+        let shape = classify(&p).expect("supported");
+        let c = shape.default_candidate(arch);
+        assert!(
+            c.source.starts_with("// @generated by optiml-build"),
+            "{name}"
+        );
+        assert_eq!(c.entry, ENTRY);
+        assert!(c.source.contains("#include \"optiml/program.cuh\""));
+        let optiml_runtime::Launch::Program(l) = c.launch else {
+            panic!("{name}: {:?}", c.launch)
+        };
+        assert!(l.threads >= 32 && l.threads <= 1024 && l.items_per_block >= 1);
+        assert_eq!(l.cluster, 1);
+        // The parameter list: inputs, outputs, extents, parameters.
+        let sig = c
+            .source
+            .lines()
+            .find(|l| l.contains("optiml_program("))
+            .expect("entry");
+        let args = &sig[sig.find("optiml_program(").expect("entry")..];
+        let n_args = args.matches(',').count() + 1;
+        let outputs = p.outputs().count();
+        assert_eq!(
+            n_args,
+            p.inputs.len() + outputs + p.dims.len() + p.params.len(),
+            "{name}: {sig}"
+        );
+        // Reductions that have no value over nothing forbid an empty reduced dimension.
+        if shape.class() != "pointwise" {
+            assert_ne!(l.nonempty_mask, 0, "{name}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- NVRTC
+
+/// NVRTC, or `None` with a note (the compile tests are skipped where it is missing).
+fn nvrtc() -> Option<&'static crate::nvrtc::Nvrtc> {
+    match crate::nvrtc::load() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            eprintln!(
+                "skipped: NVRTC not found ({e}); set OPTIML_NVRTC to run the compile checks ({})",
+                crate::nvrtc::INSTALL_HINT
+            );
+            None
+        }
+    }
+}
+
+/// Compiles every job on all cores; one line per failure (error, spill, stack frame).
+fn compile_all(nvrtc: &crate::nvrtc::Nvrtc, jobs: &[(String, String)]) -> Vec<String> {
+    let arch = Arch::new(9, 0);
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                s.spawn(move || {
+                    let mut bad = Vec::new();
+                    for (name, source) in jobs.iter().skip(w).step_by(workers) {
+                        match crate::nvrtc::compile(nvrtc, "program.cu", source, arch) {
+                            Err(e) => bad.push(format!("{name}: {e}")),
+                            Ok(out) => {
+                                let r = out.resources;
+                                let warnings = out.log.matches("warning").count();
+                                eprintln!(
+                                    "{name}: {} registers, {} B smem, {warnings} warnings",
+                                    r.registers, r.shared_bytes
+                                );
+                                if warnings > 0 {
+                                    bad.push(format!("{name}: warnings\n{}", out.log));
+                                }
+                                if r.spill_stores + r.spill_loads > 0 || r.stack_frame > 0 {
+                                    bad.push(format!("{name}: {r:?}"));
+                                }
+                            }
+                        }
+                    }
+                    bad
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("compile worker"))
+            .collect()
+    })
+}
+
+fn assert_compiles(jobs: Vec<(String, String)>) {
+    let Some(nvrtc) = nvrtc() else {
+        return;
+    };
+    // Schedules that differ only in launch knobs share a source but for the `@generated` line that describes
+    // them: compile each kernel once.
+    let mut seen = std::collections::HashSet::new();
+    let jobs: Vec<(String, String)> = jobs
+        .into_iter()
+        .filter(|(_, s)| seen.insert(s.split_once('\n').map_or("", |(_, rest)| rest).to_string()))
+        .collect();
+    let started = std::time::Instant::now();
+    let bad = compile_all(nvrtc, &jobs);
+    assert!(
+        bad.is_empty(),
+        "{} of {} failed:\n{}",
+        bad.len(),
+        jobs.len(),
+        bad.join("\n")
+    );
+    eprintln!(
+        "{} sources compiled in {:.1} s",
+        jobs.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn every_default_compiles_for_sm90_without_spills() {
+    let arch = Arch::new(9, 0);
+    let jobs = supported()
+        .into_iter()
+        .map(|(name, p, _)| {
+            let c = classify(&p).expect("supported").default_candidate(arch);
+            (format!("{name} {:?}: {}", p.dtype, c.schedule), c.source)
+        })
+        .collect();
+    assert_compiles(jobs);
+}
+
+/// Every pointwise schedule's source (the launch knobs share one) for a flat and a broadcasting program.
+#[test]
+fn every_pointwise_schedule_compiles_without_spills() {
+    let mut jobs = Vec::new();
+    for p in [relu(DType::F32), broadcast_mul(DType::Bf16)] {
+        let Ok(Shape::Pointwise(shape)) = classify(&p) else {
+            panic!("pointwise")
+        };
+        for s in PointwiseSchedule::space() {
+            let c = s.candidate(&shape);
+            jobs.push((format!("{:?} {}", p.dtype, c.schedule), c.source));
+        }
+    }
+    assert_compiles(jobs);
+}
+
+/// Row schedules that together take every cache size with every thread geometry, and every shared-memory level
+/// and unroll depth (spread over the geometries), for an f32 program with a cached input and a 16-bit program with
+/// weights (the heaviest in registers). The whole space is `every_row_schedule_compiles` (ignored: minutes).
+fn covering_rows() -> Vec<RowSchedule> {
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    let all = RowSchedule::space();
+    let mut geometries: Vec<(u32, u32)> = all
+        .iter()
+        .map(|s| (s.row_threads, s.rows_per_block))
+        .collect();
+    geometries.dedup();
+    geometries.sort_unstable();
+    geometries.dedup();
+    for (row_threads, rows_per_block) in geometries {
+        for reg_chunks in [0, 1, 2, 4, 8, 16, 32] {
+            let s = RowSchedule {
+                row_threads,
+                rows_per_block,
+                reg_chunks,
+                smem_kib: [0, 24, 46, 100, 220][i % 5],
+                unroll: [1, 2, 4][i % 3],
+                blocks_per_sm: 0,
+            };
+            if s.is_valid() {
+                out.push(s);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn covering_row_schedules_compile_without_spills() {
+    let mut jobs = Vec::new();
+    // Every covering schedule for the f32 program, every other one for the 16-bit one (keeps the test near a
+    // minute on two cores; the spread still takes every knob value).
+    for (p, every) in [(softmax(DType::F32), 1), (layer_norm(DType::Bf16), 2)] {
+        let Ok(Shape::Rows(shape)) = classify(&p) else {
+            panic!("rows")
+        };
+        for s in covering_rows().into_iter().step_by(every) {
+            let c = s.candidate(&shape);
+            jobs.push((format!("{:?} {}", p.dtype, c.schedule), c.source));
+        }
+    }
+    assert_compiles(jobs);
+}
+
+#[test]
+#[ignore]
+fn every_row_schedule_compiles() {
+    let Ok(Shape::Rows(shape)) = classify(&softmax(DType::F32)) else {
+        panic!("rows")
+    };
+    let jobs = RowSchedule::space()
+        .into_iter()
+        .map(|s| {
+            let c = s.candidate(&shape);
+            (c.schedule, c.source)
+        })
+        .collect();
+    assert_compiles(jobs);
+}
+
+/// Column schedules: every thread geometry (threads, split), the cache sizes and unroll depths spread over them.
+#[test]
+fn covering_column_schedules_compile_without_spills() {
+    let mut jobs = Vec::new();
+    for p in [rms_norm_channels(DType::Bf16), stats(1, DType::F32)] {
+        let Ok(Shape::Columns(shape)) = classify(&p) else {
+            panic!("columns")
+        };
+        let mut i = 0usize;
+        for s in ColumnSchedule::space() {
+            if s.blocks_per_sm != 0 || s.unroll != [1, 2, 4, 8][i % 4] {
+                continue;
+            }
+            if s.cache != [0, 4, 8, 16, 32][(i / 4) % 5] {
+                continue;
+            }
+            i += 1;
+            let c = s.candidate(&shape);
+            jobs.push((format!("{:?} {}", p.dtype, c.schedule), c.source));
+        }
+    }
+    assert_compiles(jobs);
+}

@@ -1,0 +1,530 @@
+//! The tensor family: any program of `optiml_spec::program` that a generator shape covers (pointwise, row
+//! reductions and normalisations, reductions over a middle or leading axis), generated from the program rather
+//! than specialised from a template, checked against the float64 interpreter of the program itself.
+
+pub mod codegen;
+pub mod gate;
+
+use super::{Catalog, Family, is_schedule_of, read_schedule};
+use crate::config::{Dims, KernelSettings};
+use crate::eval::{Evaluable, Problem};
+use crate::experts::Candidate;
+use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
+use codegen::{
+    ColumnSchedule, ColumnShape, PointwiseSchedule, PointwiseShape, RowSchedule, RowShape, Shape,
+};
+use optiml_runtime::Arch;
+use optiml_spec::program::Program;
+use optiml_spec::{Dim, Spec};
+use std::borrow::Cow;
+use std::fmt;
+
+/// The tensor family.
+pub struct Tensor;
+
+/// The family's name, in problems and listings.
+const FAMILY: &str = "tensor";
+
+/// The elements a program is tuned at when its spec fixes no size: 2²⁶ (256 MiB of f32), far past L2, as the
+/// bandwidth-bound kernels of this family are used.
+pub const TUNED_ELEMENTS: usize = 1 << 26;
+
+/// The extent a reduced dimension is tuned at when neither the spec nor the user gives one.
+pub const TUNED_REDUCED: usize = 4096;
+
+fn program(spec: &Spec) -> Option<&Program> {
+    match &spec.family {
+        optiml_spec::Family::Tensor(p) => Some(p),
+        _ => None,
+    }
+}
+
+/// The kernel names of the three shapes, in listings.
+const KERNELS: [&str; 3] = ["pointwise", "rows", "columns"];
+
+fn catalog(shape: &Shape) -> Catalog {
+    match shape {
+        Shape::Pointwise(_) => Catalog::of::<PointwiseSchedule>(FAMILY, KERNELS[0]),
+        Shape::Rows(_) => Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]),
+        Shape::Columns(_) => Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]),
+    }
+}
+
+/// What every candidate is made from: the generator's own code (its emitted text is a function of nothing
+/// else but the program and the schedule) and the header its sources include. Hashing the generator rather than
+/// the kernels it would emit keeps the version cheap (a row program's space holds thousands of schedules) and
+/// never misses a change: any edit of the generator retires every entry it made, and `prepare` carries over the
+/// tuned ones whose CUBIN did not change.
+const GENERATOR: [&str; 8] = [
+    crate::cuda::PROGRAM.text,
+    include_str!("codegen/mod.rs"),
+    include_str!("codegen/classify.rs"),
+    include_str!("codegen/emit.rs"),
+    include_str!("codegen/plan.rs"),
+    include_str!("codegen/pointwise.rs"),
+    include_str!("codegen/rows.rs"),
+    include_str!("codegen/columns.rs"),
+];
+
+impl Family for Tensor {
+    fn name(&self) -> &'static str {
+        FAMILY
+    }
+
+    fn supports(&self, spec: &Spec) -> Result<(), String> {
+        let Some(p) = program(spec) else {
+            return super::of(spec).supports(spec);
+        };
+        codegen::classify(p).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    fn sources(&self, spec: &Spec) -> Vec<Cow<'static, str>> {
+        if program(spec).is_none() {
+            return super::of(spec).sources(spec);
+        }
+        GENERATOR.iter().map(|s| Cow::Borrowed(*s)).collect()
+    }
+
+    fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate {
+        let Some(p) = program(spec) else {
+            return super::of(spec).default_candidate(spec, arch);
+        };
+        match codegen::classify(p) {
+            Ok(shape) => shape.default_candidate(arch),
+            // `supports` refused it before anything asked for a candidate (the build skips such a kernel with
+            // the reason); an empty source fails to compile, loudly, if someone asks anyway.
+            Err(e) => Candidate {
+                source: format!("#error \"{e}\"\n"),
+                entry: codegen::ENTRY,
+                launch: optiml_runtime::Launch::Program(optiml_runtime::ProgramLaunch {
+                    threads: 32,
+                    smem_bytes: 0,
+                    items_mask: 0,
+                    items_per_block: 1,
+                    max_blocks_per_sm: 0,
+                    cluster: 1,
+                    nonempty_mask: 0,
+                }),
+                schedule: "not generated".into(),
+            },
+        }
+    }
+
+    fn scheduled_candidate(
+        &self,
+        spec: &Spec,
+        schedule: &serde_json::Value,
+    ) -> Result<Candidate, serde_json::Error> {
+        let Some(p) = program(spec) else {
+            return super::of(spec).scheduled_candidate(spec, schedule);
+        };
+        match codegen::classify(p) {
+            Ok(Shape::Rows(s)) => Ok(read_schedule::<RowSchedule>(schedule)?.candidate(&s)),
+            Ok(Shape::Columns(s)) => Ok(read_schedule::<ColumnSchedule>(schedule)?.candidate(&s)),
+            Ok(Shape::Pointwise(s)) => {
+                Ok(read_schedule::<PointwiseSchedule>(schedule)?.candidate(&s))
+            }
+            Err(e) => Err(serde::de::Error::custom(e.to_string())),
+        }
+    }
+
+    fn gate(&self) -> &'static dyn crate::eval::Gate {
+        &gate::ProgramGate
+    }
+
+    fn catalogs(&self) -> Vec<Catalog> {
+        vec![
+            Catalog::of::<PointwiseSchedule>(FAMILY, KERNELS[0]),
+            Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]),
+            Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]),
+        ]
+    }
+
+    fn searched_catalog(&self, spec: &Spec) -> Catalog {
+        let Some(p) = program(spec) else {
+            return super::of(spec).searched_catalog(spec);
+        };
+        match codegen::classify(p) {
+            Ok(shape) => catalog(&shape),
+            Err(_) => Catalog::of::<PointwiseSchedule>(FAMILY, KERNELS[0]),
+        }
+    }
+
+    fn catalog_of(&self, schedule: &serde_json::Value) -> Option<Catalog> {
+        if is_schedule_of::<PointwiseSchedule>(schedule) {
+            Some(Catalog::of::<PointwiseSchedule>(FAMILY, KERNELS[0]))
+        } else if is_schedule_of::<RowSchedule>(schedule) {
+            Some(Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]))
+        } else if is_schedule_of::<ColumnSchedule>(schedule) {
+            Some(Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]))
+        } else {
+            None
+        }
+    }
+
+    /// A shape is the run-time dimensions' extents in program order (`4096x393216` for `x[r, c]`); the default
+    /// is [`default_extents`].
+    fn targets(
+        &self,
+        spec: &Spec,
+        settings: &KernelSettings,
+        shapes: Option<&[Dims]>,
+    ) -> Result<Vec<Target>, String> {
+        let Some(p) = program(spec) else {
+            return super::of(spec).targets(spec, settings, shapes);
+        };
+        let runtime = p.dims.iter().filter(|d| d.size == Dim::Runtime).count();
+        let given = shapes.unwrap_or(&settings.shapes);
+        let all: Vec<Vec<usize>> = if given.is_empty() {
+            vec![default_extents(p)]
+        } else {
+            given
+                .iter()
+                .map(|d| {
+                    if d.0.len() != runtime {
+                        return Err(format!(
+                            "`{d}` gives {} sizes; this program has {runtime} run-time dimensions ({})",
+                            d.0.len(),
+                            runtime_names(p)
+                        ));
+                    }
+                    p.extents(&d.0)
+                })
+                .collect::<Result<_, _>>()?
+        };
+        all.into_iter()
+            .map(|extents| {
+                let e = Extents::new(&extents).map_err(|e| e.to_string())?;
+                Ok(Target {
+                    dims: extents,
+                    bucket: None,
+                    label: e.labelled(p),
+                    rate: Rate::Bytes,
+                })
+            })
+            .collect()
+    }
+
+    fn tune(
+        &self,
+        request: &Request<'_>,
+        report: &mut dyn FnMut(Progress),
+    ) -> Result<Bucket, TuneError> {
+        let kernel = request.kernel;
+        let unsupported = || TuneError::Unsupported {
+            kernel: kernel.name.clone(),
+            family: FAMILY,
+        };
+        let Some(p) = program(&kernel.spec) else {
+            return Err(unsupported());
+        };
+        let extents = Extents::new(&request.target.dims).map_err(|_| unsupported())?;
+        let plan = gate::test_plan(p, &request.settings.test_shapes);
+        match codegen::classify(p).map_err(|_| unsupported())? {
+            Shape::Pointwise(s) => {
+                tune::search::<PointwiseSchedule>(request, s, extents, plan, report)
+            }
+            Shape::Rows(s) => tune::search::<RowSchedule>(request, s, extents, plan, report),
+            Shape::Columns(s) => tune::search::<ColumnSchedule>(request, s, extents, plan, report),
+        }
+    }
+}
+
+fn runtime_names(p: &Program) -> String {
+    let names: Vec<&str> = p
+        .dims
+        .iter()
+        .filter(|d| d.size == Dim::Runtime)
+        .map(|d| d.name.as_str())
+        .collect();
+    names.join(", ")
+}
+
+/// Every dimension's extent when the user gives no shape: the reduced dimensions [`TUNED_REDUCED`] elements
+/// together (the innermost the most, the others 4 each), the others 64 except the outermost one, which takes
+/// what brings the largest tensor to [`TUNED_ELEMENTS`]; fixed ones keep their value.
+pub fn default_extents(p: &Program) -> Vec<usize> {
+    let reduced = reduced_dims(p);
+    let runtime_reduced: Vec<usize> = reduced
+        .iter()
+        .copied()
+        .filter(|&i| p.dims[i].size == Dim::Runtime)
+        .collect();
+    // Memory order puts the innermost reduced dimension last among a tensor's reduced axes: the highest
+    // position in the largest input's axes.
+    let innermost = p.inputs.iter().max_by_key(|t| t.axes.len()).and_then(|t| {
+        t.axes
+            .iter()
+            .rev()
+            .find(|a| runtime_reduced.contains(a))
+            .copied()
+    });
+    let others = runtime_reduced.len().saturating_sub(1) as u32;
+    let mut extents: Vec<usize> = p
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d.size {
+            Dim::Fixed(v) => v as usize,
+            Dim::Runtime if Some(i) == innermost => (TUNED_REDUCED >> (2 * others)).max(1),
+            Dim::Runtime if reduced.contains(&i) => 4,
+            Dim::Runtime => 64,
+        })
+        .collect();
+    let outer =
+        (0..p.dims.len()).find(|&i| p.dims[i].size == Dim::Runtime && !reduced.contains(&i));
+    if let Some(o) = outer {
+        let largest = p
+            .inputs
+            .iter()
+            .map(|t| t.axes.as_slice())
+            .chain(p.outputs().map(|(_, s)| s.axes.as_slice()))
+            .max_by_key(|axes| Program::len_of(axes, &extents))
+            .unwrap_or(&[]);
+        let rest: usize = largest
+            .iter()
+            .filter(|&&a| a != o)
+            .map(|&a| extents[a])
+            .product();
+        extents[o] = (TUNED_ELEMENTS / rest.max(1)).max(1);
+    }
+    extents
+}
+
+/// The dimensions some reduction of `p` binds.
+pub fn reduced_dims(p: &Program) -> Vec<usize> {
+    fn walk(e: &optiml_spec::program::Expr, out: &mut Vec<usize>) {
+        use optiml_spec::program::Expr;
+        match e {
+            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => {}
+            Expr::Unary(_, a) => walk(a, out),
+            Expr::Binary(_, a, b) => {
+                walk(a, out);
+                walk(b, out);
+            }
+            Expr::Select(c, a, b) => {
+                walk(c, out);
+                walk(a, out);
+                walk(b, out);
+            }
+            Expr::Reduce(_, over, body) => {
+                out.extend(over);
+                walk(body, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for s in &p.stmts {
+        walk(&s.expr, &mut out);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Every dimension's extent, in program order: the problem size a program's candidates are timed at.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Extents {
+    len: u8,
+    values: [u64; Extents::MAX],
+}
+
+/// More dimensions than [`Extents`] holds.
+#[derive(Debug)]
+pub struct TooManyDims(usize);
+
+impl fmt::Display for TooManyDims {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} dimensions; at most {} are supported",
+            self.0,
+            Extents::MAX
+        )
+    }
+}
+
+impl Extents {
+    /// The most dimensions a program may have.
+    pub const MAX: usize = 8;
+
+    /// `extents` as a value.
+    ///
+    /// # Errors
+    /// More than [`Extents::MAX`] of them.
+    pub fn new(extents: &[usize]) -> Result<Self, TooManyDims> {
+        if extents.len() > Self::MAX {
+            return Err(TooManyDims(extents.len()));
+        }
+        let mut values = [0u64; Self::MAX];
+        for (v, &e) in values.iter_mut().zip(extents) {
+            *v = e as u64;
+        }
+        Ok(Extents {
+            len: extents.len() as u8,
+            values,
+        })
+    }
+
+    /// The extents.
+    pub fn get(&self) -> Vec<usize> {
+        self.values[..self.len as usize]
+            .iter()
+            .map(|&v| v as usize)
+            .collect()
+    }
+
+    /// `r=4096 c=393216`.
+    pub fn labelled(&self, p: &Program) -> String {
+        let parts: Vec<String> = p
+            .dims
+            .iter()
+            .zip(self.get())
+            .map(|(d, v)| format!("{}={v}", d.name))
+            .collect();
+        parts.join(" ")
+    }
+}
+
+impl fmt::Debug for Extents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.get())
+    }
+}
+
+impl fmt::Display for Extents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.get().iter().map(usize::to_string).collect();
+        f.write_str(&parts.join("x"))
+    }
+}
+
+/// The minimum DRAM traffic of `p` at `extents`: every input read once, every output written once.
+pub fn min_bytes(p: &Program, extents: &[usize]) -> f64 {
+    let inputs = p
+        .inputs
+        .iter()
+        .map(|t| Program::len_of(&t.axes, extents) * t.elem.bytes(p.dtype));
+    let outputs = p
+        .outputs()
+        .map(|(_, s)| Program::len_of(&s.axes, extents) * s.elem.bytes(p.dtype));
+    inputs.chain(outputs).sum::<usize>() as f64
+}
+
+/// The elements of the largest tensor: a stand-in for the operations (this family is judged by bandwidth).
+fn elements(p: &Program, extents: &[usize]) -> f64 {
+    p.inputs
+        .iter()
+        .map(|t| Program::len_of(&t.axes, extents))
+        .chain(p.outputs().map(|(_, s)| Program::len_of(&s.axes, extents)))
+        .max()
+        .unwrap_or(0) as f64
+}
+
+macro_rules! evaluable {
+    ($($schedule:ty => $shape:ty),*) => {$(
+        impl Evaluable for $schedule {
+            type Spec = $shape;
+            type Shape = Extents;
+
+            fn candidate(&self, spec: &$shape) -> Candidate {
+                <$schedule>::candidate(self, spec)
+            }
+
+            fn problem(spec: &$shape, shape: Extents) -> Problem {
+                Problem::new(FAMILY, &gate::ProgramProblem::new(spec.program.clone(), shape.get()))
+            }
+
+            fn work(spec: &$shape, shape: Extents) -> (f64, f64) {
+                let extents = shape.get();
+                (elements(&spec.program, &extents), min_bytes(&spec.program, &extents))
+            }
+        }
+    )*};
+}
+evaluable!(PointwiseSchedule => PointwiseShape, RowSchedule => RowShape, ColumnSchedule => ColumnShape);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn program(text: &str) -> Program {
+        match optiml_spec::parse(text).unwrap().family {
+            optiml_spec::Family::Tensor(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn default_extents_keep_the_reduced_length_and_the_size() {
+        let total = |p: &Program, e: &[usize]| Program::len_of(&p.inputs[0].axes, e);
+        // Softmax: rows of 4096, 2²⁶ elements.
+        let p = program("softmax over the last axis");
+        assert_eq!(default_extents(&p), vec![16384, 4096]);
+        // Layer norm over three axes: 4096 elements per row together, not 4096³.
+        let p =
+            program("layer norm over the last 3 axes of a 4-D tensor with affine weight and bias");
+        let e = default_extents(&p);
+        assert_eq!(e[1] * e[2] * e[3], 4096, "{e:?}");
+        assert_eq!(total(&p, &e), TUNED_ELEMENTS);
+        // Group norm keeps its fixed group count.
+        let p = program("group norm, groups 8");
+        let e = default_extents(&p);
+        assert!(e.contains(&8), "{e:?}");
+        assert_eq!(total(&p, &e), TUNED_ELEMENTS);
+        // A middle-axis reduction: the reduced axis 4096, the inner 64, the outer the rest.
+        let p = program("y[b, k] = sum(j) x[b, j, k]");
+        assert_eq!(default_extents(&p), vec![256, 64, 4096]);
+        // A map: one flat dimension.
+        assert_eq!(default_extents(&program("selu")), vec![TUNED_ELEMENTS]);
+    }
+
+    #[test]
+    fn a_recorded_schedule_reads_back_as_its_class() {
+        use crate::search::Tunable;
+        let arch = Arch::new(9, 0);
+        for (text, schedule) in [
+            (
+                "selu",
+                serde_json::to_value(PointwiseSchedule::default_for(arch)),
+            ),
+            (
+                "softmax over the last axis",
+                serde_json::to_value(RowSchedule::default_for(arch)),
+            ),
+            (
+                "sum over dim 1 of a 3-D tensor",
+                serde_json::to_value(ColumnSchedule::default_for(arch)),
+            ),
+        ] {
+            let spec = optiml_spec::parse(text).unwrap();
+            let schedule = schedule.unwrap();
+            assert_eq!(
+                Tensor.catalog_of(&schedule),
+                Some(Tensor.searched_catalog(&spec)),
+                "{text}"
+            );
+            let c = Tensor.scheduled_candidate(&spec, &schedule).unwrap();
+            assert_eq!(
+                c.source,
+                Tensor.default_candidate(&spec, arch).source,
+                "{text}"
+            );
+            assert!(Tensor.supports(&spec).is_ok(), "{text}");
+        }
+        // Batch statistics over dimensions around the kept one are not generated yet, and say why.
+        let bn = optiml_spec::parse("batch norm, training mode").unwrap();
+        assert!(Tensor.supports(&bn).is_err());
+    }
+
+    #[test]
+    fn extents_print_as_shapes() {
+        let e = Extents::new(&[4096, 393216]).unwrap();
+        assert_eq!(e.to_string(), "4096x393216");
+        assert_eq!(
+            e.labelled(&program("softmax over the last axis")),
+            "r=4096 c=393216"
+        );
+        assert!(Extents::new(&[1; 9]).is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! The tensor family's generated kernels on a real GPU: for every KernelBench operator of the target list (and a
+//! few 16-bit and integer-output variants), the default schedule and a spread of its schedule space pass the
+//! gate (the float64 interpreter on odd shapes and stressing inputs) and are timed. Run on the H200
+//! (`../shared/gpu/stage`); without a GPU these tests are ignored, never silently passed.
+
+#![allow(clippy::unwrap_used)]
+
+use optiml_build::eval::{EvalSetup, Evaluable, GpuEvaluator, TimingPlan, WorkerCommand};
+use optiml_build::families::tensor::codegen::{
+    self, ColumnSchedule, PointwiseSchedule, RowSchedule, Shape,
+};
+use optiml_build::families::tensor::{Extents, gate, min_bytes};
+use optiml_build::search::{Evaluator, Outcome, Tunable};
+use optiml_runtime::Arch;
+use optiml_spec::program::Program;
+use std::path::PathBuf;
+
+/// `cargo-optiml` serves as the worker: built beside this test here, staged beside it on the GPU machine.
+fn worker() -> WorkerCommand {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_cargo-optiml"));
+    let program = if built.exists() {
+        built
+    } else {
+        std::env::current_exe()
+            .expect("current exe")
+            .with_file_name("cargo-optiml")
+    };
+    WorkerCommand {
+        program,
+        args: Vec::new(),
+    }
+}
+
+fn arch() -> Arch {
+    let ctx = optiml_runtime::probe::context(0).expect("a CUDA device");
+    optiml_runtime::probe::arch_of(&ctx).expect("its architecture")
+}
+
+/// The plain-words specs of the target list that the generator covers, then 16-bit and index-type variants.
+const SPECS: &[&str] = &[
+    "matrix scalar multiplication",
+    "diag(A) @ B",
+    "leaky relu, negative slope 0.01",
+    "softmax over the last axis",
+    "log-softmax, dim=1",
+    "selu",
+    "hardsigmoid",
+    "softplus",
+    "softsign",
+    "elu, alpha 1.0",
+    "hardtanh, min -1, max 1",
+    "instance norm",
+    "group norm, groups 8",
+    "rms norm over dim 1 of a 4-D tensor, eps 1e-5",
+    "l1 norm over dim 1",
+    "l2 norm along rows",
+    "layer norm over the last 3 axes of a 4-D tensor with affine weight and bias",
+    "sum over dim 1 of a 3-D tensor, keep dims",
+    "mean over dim 1 of a 3-D tensor",
+    "max reduction over dim 1 of a 3-D tensor",
+    "argmax over dim 1 of a 3-D tensor",
+    "argmin over dim 1 of a 3-D tensor",
+    "min over dim 1 of a 3-D tensor",
+    "minGPT new gelu",
+    "y[i] = relu(x[i])",
+    "y[i] = x[i] * sigmoid(x[i])",
+    "softmax over the last axis, bf16",
+    "rmsnorm over the last axis, bf16",
+    "layer norm, bf16",
+    "argmax over dim 1 of a 3-D tensor, i32 indices",
+    "sum over dim 1 of a 3-D tensor, f16",
+];
+
+/// A dispatch size of about 2²⁴ elements: reduced dimensions 4096 (2048 in 4-D programs), the others sharing
+/// the rest.
+fn dispatch(p: &Program) -> Vec<usize> {
+    let mut e = optiml_build::families::tensor::default_extents(p);
+    let total: usize = e.iter().product::<usize>().max(1);
+    let shrink = (total / (1 << 24)).max(1);
+    let reduced = optiml_build::families::tensor::reduced_dims(p);
+    if let Some(o) =
+        (0..e.len()).find(|&i| !reduced.contains(&i) && p.dims[i].size == optiml_spec::Dim::Runtime)
+    {
+        e[o] = (e[o] / shrink).max(1);
+    }
+    e
+}
+
+/// Up to `n` schedules spread over the space, the default first.
+fn spread<S: Tunable>(arch: Arch, n: usize) -> Vec<S> {
+    let space = S::space();
+    let mut out = vec![S::default_for(arch)];
+    let step = (space.len() / n.max(1)).max(1);
+    out.extend(
+        space
+            .into_iter()
+            .step_by(step)
+            .filter(|s| *s != S::default_for(arch)),
+    );
+    out.truncate(n + 1);
+    out
+}
+
+/// Evaluates `schedules` of one program; returns one line per schedule and the failures.
+fn evaluate<S: Evaluable<Shape = Extents>>(
+    name: &str,
+    spec: S::Spec,
+    program: &Program,
+    schedules: Vec<S>,
+) -> (Vec<String>, Vec<String>) {
+    let extents = dispatch(program);
+    let arch = arch();
+    let mut evaluator = GpuEvaluator::<S>::new(
+        optiml_build::nvrtc::load().expect("NVRTC"),
+        EvalSetup {
+            name: name.into(),
+            plan: gate::test_plan(program, &[]),
+            spec,
+            arch,
+            dispatch: Extents::new(&extents).unwrap(),
+            timing: TimingPlan::default(),
+            worker: worker(),
+            device: 0,
+            compile_threads: 8,
+            seed: 7,
+            ncu: None,
+        },
+    )
+    .expect("an evaluator on GPU 0");
+    let bytes = min_bytes(program, &extents);
+    let (mut lines, mut failures) = (Vec::new(), Vec::new());
+    for s in schedules {
+        match evaluator.evaluate(&s) {
+            Outcome::Measured(m) => lines.push(format!(
+                "{name} | {} | {:.4} ms | {:.2} TB/s",
+                s.describe(),
+                m.time_ms,
+                bytes / (m.time_ms * 1e-3) / 1e12
+            )),
+            Outcome::Rejected(reason) => {
+                failures.push(format!("{name} | {}: {reason}", s.describe()))
+            }
+        }
+    }
+    (lines, failures)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_target_program_passes_the_gate_across_its_schedule_space() {
+    let arch = arch();
+    let per = optiml_spec::env::var_os("OPTIML_TENSOR_SCHEDULES")
+        .and_then(|v| v.to_str().and_then(|v| v.parse().ok()))
+        .unwrap_or(5);
+    let (mut lines, mut failures) = (Vec::new(), Vec::new());
+    for text in SPECS {
+        let spec = optiml_spec::parse(text).unwrap();
+        let optiml_spec::Family::Tensor(program) = &spec.family else {
+            panic!("{text} is not a tensor program");
+        };
+        let shape = codegen::classify(program).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let lowered = shape.program().clone();
+        let (l, f) = match shape {
+            Shape::Pointwise(s) => {
+                evaluate(text, s, &lowered, spread::<PointwiseSchedule>(arch, per))
+            }
+            Shape::Rows(s) => evaluate(text, s, &lowered, spread::<RowSchedule>(arch, per)),
+            Shape::Columns(s) => evaluate(text, s, &lowered, spread::<ColumnSchedule>(arch, per)),
+        };
+        for line in &l {
+            println!("{line}");
+        }
+        for line in &f {
+            println!("REJECTED {line}");
+        }
+        lines.extend(l);
+        failures.extend(f);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} rejected:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(!lines.is_empty());
+}

@@ -1,0 +1,543 @@
+//! Launching kernels generated from tensor programs: any number of input and output buffers, dimensions given
+//! or inferred from the buffer lengths, and `f32` scalars. Every buffer must hold exactly the elements its
+//! dimensions make, so a wrong length or a swapped dimension is an [`Error`], never an out-of-bounds access.
+
+use crate::kernel::{KernelModule, Target};
+use crate::launch::{Launch, ProgramLaunch};
+use crate::{Error, check};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use half::{bf16, f16};
+
+/// What the launcher must know of a program: its buffers' dimensions and its dimensions' names, in the order
+/// of the kernel's parameters. The generated wrapper embeds one as a `static`.
+#[derive(Clone, Copy, Debug)]
+pub struct Signature {
+    /// The input buffers, in program order.
+    pub inputs: &'static [TensorSig],
+    /// The output buffers, in statement order.
+    pub outputs: &'static [TensorSig],
+    /// Every dimension, in program order: its name and, when the spec fixes it, its extent.
+    pub dims: &'static [(&'static str, Option<usize>)],
+}
+
+/// One buffer of a [`Signature`].
+#[derive(Clone, Copy, Debug)]
+pub struct TensorSig {
+    /// Its parameter name.
+    pub name: &'static str,
+    /// Its dimensions, outermost first, as indices into [`Signature::dims`].
+    pub axes: &'static [u16],
+    /// Its element type.
+    pub elem: Elem,
+}
+
+/// Element types of program buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    /// `f32`.
+    F32,
+    /// `half::bf16`.
+    Bf16,
+    /// `half::f16`.
+    F16,
+    /// `i64`.
+    I64,
+    /// `i32`.
+    I32,
+}
+
+impl Elem {
+    /// The Rust name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Elem::F32 => "f32",
+            Elem::Bf16 => "bf16",
+            Elem::F16 => "f16",
+            Elem::I64 => "i64",
+            Elem::I32 => "i32",
+        }
+    }
+}
+
+/// An input buffer.
+#[derive(Clone, Copy)]
+pub enum In<'a> {
+    /// `f32` elements.
+    F32(&'a CudaSlice<f32>),
+    /// `bf16` elements.
+    Bf16(&'a CudaSlice<bf16>),
+    /// `f16` elements.
+    F16(&'a CudaSlice<f16>),
+    /// `i64` elements.
+    I64(&'a CudaSlice<i64>),
+    /// `i32` elements.
+    I32(&'a CudaSlice<i32>),
+}
+
+/// An output buffer.
+pub enum Out<'a> {
+    /// `f32` elements.
+    F32(&'a mut CudaSlice<f32>),
+    /// `bf16` elements.
+    Bf16(&'a mut CudaSlice<bf16>),
+    /// `f16` elements.
+    F16(&'a mut CudaSlice<f16>),
+    /// `i64` elements.
+    I64(&'a mut CudaSlice<i64>),
+    /// `i32` elements.
+    I32(&'a mut CudaSlice<i32>),
+}
+
+macro_rules! buffer_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl<'a> From<&'a CudaSlice<$t>> for In<'a> {
+            fn from(b: &'a CudaSlice<$t>) -> Self {
+                In::$v(b)
+            }
+        }
+        impl<'a> From<&'a mut CudaSlice<$t>> for Out<'a> {
+            fn from(b: &'a mut CudaSlice<$t>) -> Self {
+                Out::$v(b)
+            }
+        }
+    )*};
+}
+buffer_from!(f32 => F32, bf16 => Bf16, f16 => F16, i64 => I64, i32 => I32);
+
+impl In<'_> {
+    fn elem(&self) -> Elem {
+        match self {
+            In::F32(_) => Elem::F32,
+            In::Bf16(_) => Elem::Bf16,
+            In::F16(_) => Elem::F16,
+            In::I64(_) => Elem::I64,
+            In::I32(_) => Elem::I32,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            In::F32(b) => b.len(),
+            In::Bf16(b) => b.len(),
+            In::F16(b) => b.len(),
+            In::I64(b) => b.len(),
+            In::I32(b) => b.len(),
+        }
+    }
+
+    fn check_context(
+        &self,
+        kernel: &'static str,
+        stream: &CudaStream,
+        arg: &'static str,
+    ) -> Result<(), Error> {
+        match self {
+            In::F32(b) => check::buffer(kernel, stream, arg, b, 0),
+            In::Bf16(b) => check::buffer(kernel, stream, arg, b, 0),
+            In::F16(b) => check::buffer(kernel, stream, arg, b, 0),
+            In::I64(b) => check::buffer(kernel, stream, arg, b, 0),
+            In::I32(b) => check::buffer(kernel, stream, arg, b, 0),
+        }
+    }
+}
+
+impl Out<'_> {
+    fn reborrow(&mut self) -> Out<'_> {
+        match self {
+            Out::F32(b) => Out::F32(b),
+            Out::Bf16(b) => Out::Bf16(b),
+            Out::F16(b) => Out::F16(b),
+            Out::I64(b) => Out::I64(b),
+            Out::I32(b) => Out::I32(b),
+        }
+    }
+
+    fn elem(&self) -> Elem {
+        match self {
+            Out::F32(_) => Elem::F32,
+            Out::Bf16(_) => Elem::Bf16,
+            Out::F16(_) => Elem::F16,
+            Out::I64(_) => Elem::I64,
+            Out::I32(_) => Elem::I32,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Out::F32(b) => b.len(),
+            Out::Bf16(b) => b.len(),
+            Out::F16(b) => b.len(),
+            Out::I64(b) => b.len(),
+            Out::I32(b) => b.len(),
+        }
+    }
+
+    fn check_context(
+        &self,
+        kernel: &'static str,
+        stream: &CudaStream,
+        arg: &'static str,
+    ) -> Result<(), Error> {
+        match self {
+            Out::F32(b) => check::buffer(kernel, stream, arg, b, 0),
+            Out::Bf16(b) => check::buffer(kernel, stream, arg, b, 0),
+            Out::F16(b) => check::buffer(kernel, stream, arg, b, 0),
+            Out::I64(b) => check::buffer(kernel, stream, arg, b, 0),
+            Out::I32(b) => check::buffer(kernel, stream, arg, b, 0),
+        }
+    }
+}
+
+/// The arguments of one program launch.
+pub struct ProgramArgs<'a, 'b> {
+    /// The input buffers, in the signature's order.
+    pub inputs: &'b [In<'a>],
+    /// The output buffers, in the signature's order.
+    pub outputs: &'b mut [Out<'a>],
+    /// One entry per dimension of the signature: the extent, or `None` for one fixed by the spec or to infer
+    /// from the buffer lengths.
+    pub dims: &'b [Option<usize>],
+    /// The run-time scalars, in program order.
+    pub params: &'b [f32],
+}
+
+/// Checks `args` against `sig` and launches `kernel` on `stream`.
+///
+/// # Errors
+/// [`Error::BufferLength`] when a buffer does not hold exactly the elements its dimensions make,
+/// [`Error::Undetermined`] when a dimension is neither given nor determined by the lengths,
+/// [`Error::Dimension`] when a dimension that must not be empty is 0 or a size overflows,
+/// [`Error::ElementType`] and [`Error::ContextMismatch`], and the loading errors of [`KernelModule::load`].
+pub fn launch(
+    kernel: &'static KernelModule,
+    stream: &CudaStream,
+    sig: &Signature,
+    args: ProgramArgs<'_, '_>,
+) -> Result<(), Error> {
+    let name = kernel.name();
+    let extents = check_args(name, stream, sig, &args)?;
+    let loaded = kernel.load(stream)?;
+    launch_checked(name, stream, loaded.target(None), sig, &extents, args)
+}
+
+/// Checks `args` and launches a function loaded by someone else (the evaluation worker), exactly as [`launch`]
+/// would.
+///
+/// # Errors
+/// As [`launch`], less the loading errors.
+pub fn launch_target(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    sig: &Signature,
+    args: ProgramArgs<'_, '_>,
+) -> Result<(), Error> {
+    let extents = check_args(name, stream, sig, &args)?;
+    launch_checked(name, stream, target, sig, &extents, args)
+}
+
+/// Every dimension's extent: given, fixed, or inferred from a buffer whose other dimensions are known.
+///
+/// # Errors
+/// As [`launch`].
+pub fn extents(
+    name: &'static str,
+    sig: &Signature,
+    args: &ProgramArgs<'_, '_>,
+) -> Result<Vec<usize>, Error> {
+    if args.dims.len() != sig.dims.len()
+        || args.inputs.len() != sig.inputs.len()
+        || args.outputs.len() != sig.outputs.len()
+    {
+        return Err(Error::Undetermined {
+            kernel: name,
+            dim: "-",
+            reason: format!(
+                "the call gives {} inputs, {} outputs and {} dimensions where the kernel takes {}, {} and {}",
+                args.inputs.len(),
+                args.outputs.len(),
+                args.dims.len(),
+                sig.inputs.len(),
+                sig.outputs.len(),
+                sig.dims.len()
+            ),
+        });
+    }
+    let mut known: Vec<Option<usize>> = sig
+        .dims
+        .iter()
+        .zip(args.dims)
+        .map(|((_, fixed), given)| fixed.or(*given))
+        .collect();
+    let buffers: Vec<(&TensorSig, usize)> = sig
+        .inputs
+        .iter()
+        .zip(args.inputs.iter().map(In::len))
+        .chain(sig.outputs.iter().zip(args.outputs.iter().map(Out::len)))
+        .collect();
+    // Inference, as `optiml_spec::signature::inferable` proves possible at compile time.
+    loop {
+        let mut changed = false;
+        for (t, len) in &buffers {
+            let unknown: Vec<u16> = t
+                .axes
+                .iter()
+                .copied()
+                .filter(|&a| known[a as usize].is_none())
+                .collect();
+            let [only] = unknown[..] else { continue };
+            let others = check::product(
+                name,
+                t.name,
+                &t.axes
+                    .iter()
+                    .filter_map(|&a| known[a as usize])
+                    .collect::<Vec<_>>(),
+            )?;
+            if others == 0 || len % others != 0 {
+                return Err(Error::BufferLength {
+                    kernel: name,
+                    arg: t.name,
+                    got: *len,
+                    expected: others,
+                    axes: axes_text(sig, t, &known),
+                });
+            }
+            known[only as usize] = Some(len / others);
+            changed = true;
+        }
+        if !changed {
+            break;
+        }
+    }
+    sig.dims
+        .iter()
+        .zip(&known)
+        .map(|((dim, _), k)| {
+            k.ok_or_else(|| Error::Undetermined {
+                kernel: name,
+                dim,
+                reason: "is not given and no buffer length determines it".into(),
+            })
+        })
+        .collect()
+}
+
+fn axes_text(sig: &Signature, t: &TensorSig, known: &[Option<usize>]) -> String {
+    let parts: Vec<String> = t
+        .axes
+        .iter()
+        .map(|&a| {
+            let (dim, _) = sig.dims[a as usize];
+            match known[a as usize] {
+                Some(v) => format!("{dim}={v}"),
+                None => format!("{dim}=?"),
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn check_args(
+    name: &'static str,
+    stream: &CudaStream,
+    sig: &Signature,
+    args: &ProgramArgs<'_, '_>,
+) -> Result<Vec<usize>, Error> {
+    let extents = extents(name, sig, args)?;
+    let known: Vec<Option<usize>> = extents.iter().copied().map(Some).collect();
+    let lens = args
+        .inputs
+        .iter()
+        .map(|b| (b.len(), b.elem()))
+        .chain(args.outputs.iter().map(|b| (b.len(), b.elem())));
+    for (t, (len, elem)) in sig.inputs.iter().chain(sig.outputs).zip(lens) {
+        if elem != t.elem {
+            return Err(Error::ElementType {
+                kernel: name,
+                given: elem.name(),
+                compiled: t.elem.name(),
+            });
+        }
+        let axes: Vec<usize> = t.axes.iter().map(|&a| extents[a as usize]).collect();
+        let expected = check::product(name, t.name, &axes)?;
+        if len != expected {
+            return Err(Error::BufferLength {
+                kernel: name,
+                arg: t.name,
+                got: len,
+                expected,
+                axes: axes_text(sig, t, &known),
+            });
+        }
+    }
+    for (t, b) in sig.inputs.iter().zip(args.inputs) {
+        b.check_context(name, stream, t.name)?;
+    }
+    for (t, b) in sig.outputs.iter().zip(args.outputs.iter()) {
+        b.check_context(name, stream, t.name)?;
+    }
+    Ok(extents)
+}
+
+fn launch_checked(
+    name: &'static str,
+    stream: &CudaStream,
+    target: Target<'_>,
+    sig: &Signature,
+    extents: &[usize],
+    args: ProgramArgs<'_, '_>,
+) -> Result<(), Error> {
+    let Launch::Program(p) = target.launch else {
+        return Err(Error::NoVariant {
+            kernel: name,
+            device: "this launcher".into(),
+            available: "a variant of another family".into(),
+        });
+    };
+    for (i, (&extent, (dim, _))) in extents.iter().zip(sig.dims).enumerate() {
+        if extent == 0 && p.nonempty_mask & (1 << i) != 0 {
+            return Err(Error::Dimension {
+                kernel: name,
+                arg: dim,
+                value: "0".into(),
+                reason: "is reduced by a max, min, mean or arg reduction, which has no value over nothing",
+            });
+        }
+        if i64::try_from(extent).is_err() {
+            return Err(Error::Dimension {
+                kernel: name,
+                arg: dim,
+                value: extent.to_string(),
+                reason: "does not fit in i64",
+            });
+        }
+    }
+    let cfg = match grid(&p, extents, target.sm_count) {
+        Ok(Some(cfg)) => cfg,
+        Ok(None) => return Ok(()),
+        Err(blocks) => {
+            return Err(Error::Dimension {
+                kernel: name,
+                arg: "-",
+                value: format!("{blocks} blocks"),
+                reason: "is more blocks than one launch takes for this variant",
+            });
+        }
+    };
+    let dims: Vec<i64> = extents.iter().map(|&e| e as i64).collect();
+    let mut builder = stream.launch_builder(target.function);
+    for b in args.inputs {
+        match b {
+            In::F32(b) => builder.arg(*b),
+            In::Bf16(b) => builder.arg(*b),
+            In::F16(b) => builder.arg(*b),
+            In::I64(b) => builder.arg(*b),
+            In::I32(b) => builder.arg(*b),
+        };
+    }
+    for b in args.outputs.iter_mut() {
+        push_out(&mut builder, b.reborrow());
+    }
+    for d in &dims {
+        builder.arg(d);
+    }
+    for s in args.params {
+        builder.arg(s);
+    }
+    // SAFETY: the argument list is the ABI `ProgramLaunch` documents (inputs, outputs, every extent as i64,
+    // the scalars), each buffer holds exactly the elements its dimensions make in the stream's context, and the
+    // generated kernel touches only elements inside those dimensions.
+    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    Ok(())
+}
+
+fn push_out<'a>(builder: &mut cudarc::driver::LaunchArgs<'a>, b: Out<'a>) {
+    fn push<'a, T: DeviceRepr>(
+        builder: &mut cudarc::driver::LaunchArgs<'a>,
+        b: &'a mut CudaSlice<T>,
+    ) {
+        builder.arg(b);
+    }
+    match b {
+        Out::F32(b) => push(builder, b),
+        Out::Bf16(b) => push(builder, b),
+        Out::F16(b) => push(builder, b),
+        Out::I64(b) => push(builder, b),
+        Out::I32(b) => push(builder, b),
+    }
+}
+
+/// The launch configuration of `p` for `extents`, or `None` when there is no work item.
+///
+/// # Errors
+/// The number of blocks, when it exceeds what one launch takes and the kernel does not loop over its items.
+pub fn grid(
+    p: &ProgramLaunch,
+    extents: &[usize],
+    sm_count: u32,
+) -> Result<Option<LaunchConfig>, u128> {
+    let items: u128 = extents
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| p.items_mask & (1 << i) != 0)
+        .map(|(_, &e)| e as u128)
+        .product();
+    if items == 0 {
+        return Ok(None);
+    }
+    let mut blocks = items.div_ceil(p.items_per_block.max(1) as u128);
+    if p.max_blocks_per_sm > 0 {
+        blocks = blocks.min(sm_count as u128 * p.max_blocks_per_sm as u128);
+    }
+    let blocks = blocks * p.cluster.max(1) as u128;
+    if blocks > i32::MAX as u128 {
+        return Err(blocks);
+    }
+    Ok(Some(LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (p.threads, 1, 1),
+        shared_mem_bytes: p.smem_bytes,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(
+        items_mask: u32,
+        items_per_block: u32,
+        max_blocks_per_sm: u32,
+        cluster: u32,
+    ) -> ProgramLaunch {
+        ProgramLaunch {
+            threads: 256,
+            smem_bytes: 0,
+            items_mask,
+            items_per_block,
+            max_blocks_per_sm,
+            cluster,
+            nonempty_mask: 0,
+        }
+    }
+
+    #[test]
+    fn the_grid_follows_the_masked_dimensions() {
+        // Rows (dim 0) of 1000 elements: one row per block.
+        let g = |l, e: &[usize]| grid(&l, e, 132).unwrap().unwrap().grid_dim;
+        assert_eq!(g(launch(0b01, 1, 0, 1), &[300, 1000]), (300, 1, 1));
+        // Every element, 1024 per block, at most 8 or 1 blocks per SM.
+        assert_eq!(g(launch(0b11, 1024, 8, 1), &[300, 1000]), (293, 1, 1));
+        assert_eq!(g(launch(0b11, 1024, 1, 1), &[300, 1000]), (132, 1, 1));
+        // A cluster of 4 per row.
+        assert_eq!(g(launch(0b01, 1, 0, 4), &[300, 1000]), (1200, 1, 1));
+        assert!(matches!(
+            grid(&launch(0b01, 1, 0, 1), &[0, 1000], 132),
+            Ok(None)
+        ));
+        // A grid one launch cannot take is refused unless the kernel loops over its items.
+        assert!(grid(&launch(0b11, 1, 0, 8), &[1 << 40, 1 << 20], 132).is_err());
+        assert_eq!(g(launch(0b11, 1, 4, 1), &[1 << 40, 1 << 20]), (528, 1, 1));
+    }
+}
