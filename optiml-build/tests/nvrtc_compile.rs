@@ -37,6 +37,7 @@ fn spec(trans: (bool, bool), epilogue: (bool, bool, bool, Option<Activation>)) -
         m: Dim::Runtime,
         n: Dim::Runtime,
         k: Dim::Runtime,
+        names: None,
     }
 }
 

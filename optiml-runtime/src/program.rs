@@ -263,6 +263,22 @@ pub fn extents(
             ),
         });
     }
+    // A hand-written signature could name a dimension it does not have; the generated ones never do.
+    if let Some(t) = sig
+        .inputs
+        .iter()
+        .chain(sig.outputs)
+        .find(|t| t.axes.iter().any(|&a| a as usize >= sig.dims.len()))
+    {
+        return Err(Error::Undetermined {
+            kernel: name,
+            dim: t.name,
+            reason: format!(
+                "names a dimension the signature does not have (it has {})",
+                sig.dims.len()
+            ),
+        });
+    }
     let mut known: Vec<Option<usize>> = sig
         .dims
         .iter()

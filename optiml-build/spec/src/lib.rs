@@ -31,8 +31,8 @@ pub mod signature;
 pub use error::{Errors, SpecError};
 pub use key::{KernelId, sha256_hex};
 pub use model::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec,
-    Operand, Precision, Spec, UnaryOp,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulNames,
+    MatmulSpec, Operand, Precision, Spec, UnaryOp,
 };
 pub use parse::parse;
 pub use signature::{Access, Binding, Kind, Param, Role, bind};

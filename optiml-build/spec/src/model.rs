@@ -186,6 +186,30 @@ pub struct MatmulSpec {
     pub n: Dim,
     /// The reduction dimension.
     pub k: Dim,
+    /// The parameter names, when the spec is a contraction in index notation
+    /// (`c[i, j] = sum(k) a[i, k] * b[k, j]` takes `a, b, c, i, j, k`); `None`: `a, b, c, batch, m, n, k`.
+    /// Names are the signature's business: they are not part of the canonical form or the key.
+    #[serde(default)]
+    pub names: Option<Box<MatmulNames>>,
+}
+
+/// The parameter names of a matmul written as a contraction.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MatmulNames {
+    /// The left operand.
+    pub a: String,
+    /// The right operand.
+    pub b: String,
+    /// The output.
+    pub c: String,
+    /// The batch dimension, when batched.
+    pub batch: Option<String>,
+    /// Rows of the output.
+    pub m: String,
+    /// Columns of the output.
+    pub n: String,
+    /// The summed dimension.
+    pub k: String,
 }
 
 /// Unary elementwise maps.

@@ -7,8 +7,8 @@
 
 use crate::error::SpecError;
 use crate::model::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulSpec,
-    Operand, Precision, Spec, UnaryOp,
+    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulNames,
+    MatmulSpec, Operand, Precision, Spec, UnaryOp,
 };
 use crate::program::{Program, notation, words};
 
@@ -18,7 +18,16 @@ use crate::program::{Program, notation, words};
 /// A [`SpecError`] naming the first word or clause that could not be understood, with the closest known word.
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
     if notation::is_notation(text) {
-        return notation::parse(text).map(tensor_spec);
+        let program = notation::parse(text)?;
+        // A sum over an index two inputs share is a matrix product: the matmul family's kernels compute it.
+        if let Some(m) = contraction_matmul(&program) {
+            return Ok(Spec {
+                dtype: program.dtype,
+                layout: Layout::RowMajor,
+                family: Family::Matmul(m),
+            });
+        }
+        return Ok(tensor_spec(program));
     }
     match phrases(text) {
         Ok(spec) => Ok(spec),
@@ -41,6 +50,88 @@ fn tensor_spec(program: Program) -> Spec {
         layout: Layout::RowMajor,
         family: Family::Tensor(program),
     }
+}
+
+/// The matmul a program is, when it is exactly one (batched) matrix product written as a contraction:
+/// `c[i, j] = sum(k) a[i, k] * b[k, j]`, either operand stored transposed (`a[k, i]`, `b[j, k]`), with a
+/// leading batch dimension on the output and on one or both operands (one without it is shared). Anything more
+/// (a scale, an epilogue, a third input) stays a program.
+fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
+    use crate::program::{Binary, Expr, Reduce};
+    let [stmt] = &p.stmts[..] else { return None };
+    if p.inputs.len() != 2 || !p.params.is_empty() || !stmt.output {
+        return None;
+    }
+    let Expr::Reduce(Reduce::Sum, over, body) = &stmt.expr else {
+        return None;
+    };
+    let (&[k], Expr::Binary(Binary::Mul, x, y)) = (&over[..], body.as_ref()) else {
+        return None;
+    };
+    let (Expr::Input(x), Expr::Input(y)) = (x.as_ref(), y.as_ref()) else {
+        return None;
+    };
+    let (batch, i, j) = match stmt.axes[..] {
+        [i, j] => (None, i, j),
+        [b, i, j] => (Some(b), i, j),
+        _ => return None,
+    };
+    // The operand holding the output's row dimension is A.
+    let (a, b) = if p.inputs[*x].axes.contains(&i) {
+        (*x, *y)
+    } else {
+        (*y, *x)
+    };
+    let (ta, tb) = (&p.inputs[a].axes, &p.inputs[b].axes);
+    // An operand's axes: the batch dimension first or not at all, then its two matrix dimensions.
+    let matrix = |axes: &[usize]| -> Option<(bool, usize, usize)> {
+        match (axes, batch) {
+            ([r, c], _) => Some((false, *r, *c)),
+            ([bb, r, c], Some(b)) if *bb == b => Some((true, *r, *c)),
+            _ => None,
+        }
+    };
+    let ((a_batched, a0, a1), (b_batched, b0, b1)) = (matrix(ta)?, matrix(tb)?);
+    let trans_a = match (a0, a1) {
+        (r, c) if r == i && c == k => false,
+        (r, c) if r == k && c == i => true,
+        _ => return None,
+    };
+    let trans_b = match (b0, b1) {
+        (r, c) if r == k && c == j => false,
+        (r, c) if r == j && c == k => true,
+        _ => return None,
+    };
+    if batch.is_some() && !a_batched && !b_batched {
+        return None;
+    }
+    let dim = |d: usize| p.dims[d].size;
+    let name = |d: usize| p.dims[d].name.clone();
+    Some(MatmulSpec {
+        precision: Precision::Exact,
+        batched: batch.is_some(),
+        trans_a,
+        trans_b,
+        shared_a: batch.is_some() && !a_batched,
+        shared_b: batch.is_some() && !b_batched,
+        alpha: false,
+        beta: false,
+        bias: false,
+        activation: None,
+        batch: batch.map_or(Dim::Fixed(1), dim),
+        m: dim(i),
+        n: dim(j),
+        k: dim(k),
+        names: Some(Box::new(MatmulNames {
+            a: p.inputs[a].name.clone(),
+            b: p.inputs[b].name.clone(),
+            c: stmt.name.clone(),
+            batch: batch.map(name),
+            m: name(i),
+            n: name(j),
+            k: name(k),
+        })),
+    })
 }
 
 /// The matmul and elementwise phrase parser.
@@ -706,6 +797,7 @@ impl Draft {
             m,
             n,
             k,
+            names: None,
         }))
     }
 
@@ -862,6 +954,53 @@ mod tests {
         {
             Family::Matmul(m) => m,
             other => panic!("{text:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_contraction_in_index_notation_is_a_matmul() {
+        let canonical = |t: &str| parse(t).unwrap().canonical();
+        assert_eq!(
+            canonical("c[i, j] = sum(k) a[i, k] * b[k, j]"),
+            canonical("matmul, f32")
+        );
+        assert_eq!(
+            canonical("out[r, q] = sum(p) y[q, p] * x[p, r]"),
+            canonical("matmul, B transposed, A transposed")
+        );
+        assert_eq!(
+            canonical("c[z, i, j] = sum(k) a[z, i, k] * b[k, j]"),
+            canonical("batched matmul, B shared")
+        );
+        assert_eq!(
+            canonical("c[i, j] = sum(k) a[i, k] * b[k, j], bf16, k=64"),
+            canonical("matmul, bf16, k=64")
+        );
+        // The names are the signature's: the contraction's own, not a, b, c, m, n, k.
+        let spec = parse("c[z, i, j] = sum(k) x[z, i, k] * w[k, j]").unwrap();
+        let names = mm("c[z, i, j] = sum(k) x[z, i, k] * w[k, j]")
+            .names
+            .unwrap();
+        assert_eq!(
+            (names.a.as_str(), names.b.as_str(), names.batch.as_deref()),
+            ("x", "w", Some("z"))
+        );
+        let sig: syn::Signature = syn::parse_str(
+            "fn bmm(x: &CudaSlice<f32>, w: &CudaSlice<f32>, c: &mut CudaSlice<f32>, z: usize, i: usize, j: usize, k: usize)",
+        )
+        .unwrap();
+        let binding = crate::bind(&spec, &sig).unwrap();
+        assert_eq!(binding.get(crate::Role::B).unwrap().name, "w");
+        // Anything more than the product stays a program.
+        for text in [
+            "c[i, j] = sum(k) a[i, k] * b[k, j] * 2",
+            "c[i, j] = relu(sum(k) a[i, k] * b[k, j])",
+            "c[i, j] = sum(k) a[i, k] * b[k, i]",
+        ] {
+            assert!(
+                matches!(parse(text).unwrap().family, Family::Tensor(_)),
+                "{text}"
+            );
         }
     }
 

@@ -165,10 +165,29 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
     match &spec.family {
         Family::Tensor(program) => return program_params(program),
         Family::Matmul(m) => {
-            out.push(buf("a", Role::A, Access::Read));
-            out.push(buf("b", Role::B, Access::Read));
+            // A contraction in index notation names its own operands and dimensions.
+            let names = m.names.as_deref();
+            let name =
+                |default: &'static str, f: fn(&crate::model::MatmulNames) -> &str| -> String {
+                    names.map_or(default.to_string(), |n| f(n).to_string())
+                };
+            let (a, b, c) = (
+                name("a", |n| &n.a),
+                name("b", |n| &n.b),
+                name("c", |n| &n.c),
+            );
+            let (mm, nn, kk) = (
+                name("m", |n| &n.m),
+                name("n", |n| &n.n),
+                name("k", |n| &n.k),
+            );
+            let batch_name = names
+                .and_then(|n| n.batch.clone())
+                .unwrap_or_else(|| "batch".to_string());
+            out.push(buf(&a, Role::A, Access::Read));
+            out.push(buf(&b, Role::B, Access::Read));
             out.push(buf(
-                "c",
+                &c,
                 Role::C,
                 if m.beta {
                     Access::ReadWrite
@@ -183,11 +202,11 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
                 });
             }
             if m.batched {
-                dim("batch", Role::Batch, m.batch, &mut out, false);
+                dim(&batch_name, Role::Batch, m.batch, &mut out, false);
             }
-            dim("m", Role::M, m.m, &mut out, false);
-            dim("n", Role::N, m.n, &mut out, false);
-            dim("k", Role::K, m.k, &mut out, false);
+            dim(&mm, Role::M, m.m, &mut out, false);
+            dim(&nn, Role::N, m.n, &mut out, false);
+            dim(&kk, Role::K, m.k, &mut out, false);
             for (on, name, role) in [
                 (m.alpha, "alpha", Role::Alpha),
                 (m.beta, "beta", Role::Beta),
