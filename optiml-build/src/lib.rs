@@ -177,7 +177,8 @@ impl Builder {
         } else {
             self.sources.clone()
         };
-        let scan = scan::scan(&roots).map_err(Error::Scan)?;
+        let mut scan = scan::scan(&roots).map_err(Error::Scan)?;
+        crate::families::skip_unsupported(&mut scan);
         for file in &scan.files {
             cargo(format!("rerun-if-changed={}", file.display()));
         }

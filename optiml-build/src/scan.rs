@@ -184,15 +184,6 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
         Ok(b) => b,
         Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
     };
-    if let Err(reason) = crate::families::of(&spec).supports(&spec) {
-        return skip(
-            scan,
-            format!(
-                "`{}`: no kernel is generated for it yet: {reason}",
-                f.sig.ident
-            ),
-        );
-    }
     let id = KernelId::new(&spec, &binding);
     scan.kernels.push(FoundKernel {
         name: f.sig.ident.to_string(),

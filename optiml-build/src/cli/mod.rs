@@ -399,7 +399,8 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     };
     // What each package's build script would scan: the packages whose build.rs uses optiml-build.
     let packages = optiml_packages(&root)?;
-    let found = scan::scan(&packages)?;
+    let mut found = scan::scan(&packages)?;
+    families::skip_unsupported(&mut found);
     for s in &found.skipped {
         eprintln!(
             "warning: skipped {}:{}: {}",

@@ -128,7 +128,8 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         None => None,
     };
     let packages = optiml_packages(&root)?;
-    let found = scan::scan(&packages)?;
+    let mut found = scan::scan(&packages)?;
+    families::skip_unsupported(&mut found);
     let kernels: Vec<_> = found
         .unique_kernels()
         .into_iter()

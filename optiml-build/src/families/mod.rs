@@ -13,6 +13,7 @@ pub mod tensor;
 use crate::config::{Dims, KernelSettings};
 use crate::eval::Gate;
 use crate::experts::Candidate;
+use crate::scan::{Scan, Skipped};
 use crate::search::{Bottleneck, Transform, Tunable};
 use crate::tune::{Bucket, Progress, Request, Target, TuneError};
 use optiml_runtime::Arch;
@@ -101,6 +102,28 @@ pub fn of(spec: &Spec) -> &'static dyn Family {
         optiml_spec::Family::Matmul(_) => &matmul::Matmul,
         optiml_spec::Family::Elementwise(_) => &elementwise::Elementwise,
         optiml_spec::Family::Tensor(_) => &tensor::Tensor,
+    }
+}
+
+/// Moves the kernels of `scan` that no family generates yet (a program no generator shape covers) to its skipped
+/// declarations, each with the reason, so that a build warns about them instead of failing on them. Every consumer
+/// of a scan calls it first (the scan itself knows no family).
+pub fn skip_unsupported(scan: &mut Scan) {
+    let (kept, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut scan.kernels)
+        .into_iter()
+        .map(|k| {
+            let verdict = of(&k.spec).supports(&k.spec);
+            (k, verdict)
+        })
+        .partition(|(_, verdict)| verdict.is_ok());
+    scan.kernels = kept.into_iter().map(|(k, _)| k).collect();
+    for (k, verdict) in refused {
+        let reason = verdict.err().unwrap_or_default();
+        scan.skipped.push(Skipped {
+            file: k.file,
+            line: k.line,
+            message: format!("`{}`: no kernel is generated for it yet: {reason}", k.name),
+        });
     }
 }
 
@@ -227,6 +250,27 @@ fn read_schedule<S: Tunable + serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernels_no_family_generates_are_skipped_with_the_reason() {
+        let text = r#"
+            #[optiml::kernel("softmax over the last axis")]
+            fn softmax(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+            #[optiml::kernel("batch norm, training mode")]
+            fn bn(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, d0: usize, d1: usize, d2: usize, d3: usize);
+        "#;
+        let mut scan = Scan::default();
+        crate::scan::scan_source(std::path::Path::new("k.rs"), text, &mut scan);
+        assert_eq!(scan.kernels.len(), 2);
+        skip_unsupported(&mut scan);
+        assert_eq!(scan.kernels.len(), 1);
+        assert_eq!(scan.kernels[0].name, "softmax");
+        let why = &scan.skipped[0].message;
+        assert!(
+            why.starts_with("`bn`: no kernel is generated for it yet: "),
+            "{why}"
+        );
+    }
 
     #[test]
     fn every_family_is_reachable_from_a_spec() {
