@@ -145,6 +145,19 @@ fn explain(e: &Explain) -> anyhow::Result<bool> {
     let family = families::of(&spec);
     if let optiml_spec::Family::Tensor(program) = &spec.family {
         println!("{}", optiml_spec::program::notation::explain(program));
+        let needed = needed_dims(program);
+        let names: Vec<&str> = needed
+            .iter()
+            .map(|&d| program.dims[d].name.as_str())
+            .collect();
+        println!(
+            "dimensions the signature must take (the buffer lengths give the others): {}",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
     }
     match family.supports(&spec) {
         Ok(()) => println!(
@@ -155,6 +168,21 @@ fn explain(e: &Explain) -> anyhow::Result<bool> {
         Err(reason) => println!("not generated yet: {reason}"),
     }
     Ok(true)
+}
+
+/// A smallest set of run-time dimensions from which the buffer lengths determine every other one: each is left
+/// out, in program order, while the rest still determine it.
+fn needed_dims(program: &optiml_spec::program::Program) -> Vec<usize> {
+    let mut given: Vec<usize> = (0..program.dims.len())
+        .filter(|&d| program.dims[d].size == optiml_spec::Dim::Runtime)
+        .collect();
+    for d in given.clone() {
+        let without: Vec<usize> = given.iter().copied().filter(|&g| g != d).collect();
+        if optiml_spec::signature::inferable(program, &without).is_empty() {
+            given = without;
+        }
+    }
+    given
 }
 
 fn transforms(t: &Transforms) -> anyhow::Result<bool> {
@@ -630,4 +658,30 @@ fn optiml_packages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn explain_names_the_dimensions_a_signature_needs() {
+        let program = |text: &str| match optiml_spec::parse(text).unwrap().family {
+            optiml_spec::Family::Tensor(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let names = |text: &str| -> Vec<String> {
+            let p = program(text);
+            super::needed_dims(&p)
+                .into_iter()
+                .map(|d| p.dims[d].name.clone())
+                .collect()
+        };
+        // Softmax: x[r, c] has two unknowns; given c, its length gives r.
+        assert_eq!(names("softmax over the last axis"), ["c"]);
+        // A map and a broadcast multiply: every length determines its dimension.
+        assert!(names("selu").is_empty());
+        assert!(names("diag(A) @ B").is_empty());
+        // A reduction over a middle axis: y[d0, d2] and x[d0, d1, d2] need one of the three (y's length gives
+        // d0·d2 only with one of them, then x's gives d1).
+        assert_eq!(names("sum over dim 1 of a 3-D tensor").len(), 1);
+    }
 }
