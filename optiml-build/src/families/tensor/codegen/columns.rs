@@ -446,44 +446,10 @@ impl Kernel<'_> {
     fn combine(&self, c: &mut Code, pass: usize) {
         let reds = &self.passes.reductions[pass];
         if self.s.split > 1 {
-            let mut arg_slot = 0;
-            for (slot, &j) in reds.iter().enumerate() {
-                c.line(format!("red_f[{slot}][sp][tx] = a{j};"));
-                if matches!(self.passes.role[j], Role::Reduction(op) if op.is_arg()) {
-                    c.line(format!("red_i[{arg_slot}][sp][tx] = i{j};"));
-                    arg_slot += 1;
-                }
-            }
+            let at = |array: &str, slot: usize, part: &str| format!("{array}[{slot}][{part}][tx]");
+            self.passes.store_partials(c, reds, "sp", &at);
             c.line("__syncthreads();");
-            let mut arg_slot = 0;
-            for (slot, &j) in reds.iter().enumerate() {
-                match self.passes.role[j] {
-                    Role::Reduction(op) if op.is_arg() => {
-                        c.line(format!("a{j} = red_f[{slot}][0][tx];"));
-                        c.line(format!("i{j} = red_i[{arg_slot}][0][tx];"));
-                        c.line("#pragma unroll");
-                        c.open("for (int w = 1; w < OPTIML_S; ++w) {");
-                        c.line(format!(
-                            "const float ov = red_f[{slot}][w][tx]; const long long oi = red_i[{arg_slot}][w][tx];"
-                        ));
-                        c.line(format!(
-                            "if (optiml_p::arg_better<{}>(ov, oi, a{j}, i{j})) {{ a{j} = ov; i{j} = oi; }}",
-                            op == Reduce::Argmax
-                        ));
-                        c.close("}");
-                        arg_slot += 1;
-                    }
-                    Role::Reduction(op) => {
-                        c.line(format!("a{j} = red_f[{slot}][0][tx];"));
-                        c.line("#pragma unroll");
-                        c.line(format!(
-                            "for (int w = 1; w < OPTIML_S; ++w) a{j} = {}::op(a{j}, red_f[{slot}][w][tx]);",
-                            emit::reduce_op(op)
-                        ));
-                    }
-                    _ => {}
-                }
-            }
+            self.passes.fold_partials(c, reds, "OPTIML_S", &at);
             // The next pass's combine overwrites the scratch.
             c.line("__syncthreads();");
         }

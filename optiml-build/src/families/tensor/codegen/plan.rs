@@ -55,6 +55,69 @@ pub(crate) struct Passes {
 }
 
 impl Passes {
+    /// Stores each reduction's partial `a{j}` (and an arg reduction's index `i{j}`) of `reds` in the shared
+    /// scratch, at partial `mine`: `at(array, slot, part)` addresses `red_f` / `red_i`, which rows and columns lay
+    /// out differently.
+    pub(crate) fn store_partials(
+        &self,
+        c: &mut emit::Code,
+        reds: &[usize],
+        mine: &str,
+        at: &dyn Fn(&str, usize, &str) -> String,
+    ) {
+        let mut arg_slot = 0;
+        for (slot, &j) in reds.iter().enumerate() {
+            c.line(format!("{} = a{j};", at("red_f", slot, mine)));
+            if matches!(self.role[j], Role::Reduction(op) if op.is_arg()) {
+                c.line(format!("{} = i{j};", at("red_i", arg_slot, mine)));
+                arg_slot += 1;
+            }
+        }
+    }
+
+    /// Folds the `parts` stored partials of each reduction of `reds` in partial order (the first index wins an
+    /// arg reduction's ties), into `a{j}` (and `i{j}`): the fixed order that makes a run repeat bit for bit.
+    pub(crate) fn fold_partials(
+        &self,
+        c: &mut emit::Code,
+        reds: &[usize],
+        parts: &str,
+        at: &dyn Fn(&str, usize, &str) -> String,
+    ) {
+        let mut arg_slot = 0;
+        for (slot, &j) in reds.iter().enumerate() {
+            match self.role[j] {
+                Role::Reduction(op) if op.is_arg() => {
+                    c.line(format!("a{j} = {};", at("red_f", slot, "0")));
+                    c.line(format!("i{j} = {};", at("red_i", arg_slot, "0")));
+                    c.line("#pragma unroll");
+                    c.open(format!("for (int w = 1; w < {parts}; ++w) {{"));
+                    c.line(format!(
+                        "const float ov = {}; const long long oi = {};",
+                        at("red_f", slot, "w"),
+                        at("red_i", arg_slot, "w")
+                    ));
+                    c.line(format!(
+                        "if (optiml_p::arg_better<{}>(ov, oi, a{j}, i{j})) {{ a{j} = ov; i{j} = oi; }}",
+                        op == Reduce::Argmax
+                    ));
+                    c.close("}");
+                    arg_slot += 1;
+                }
+                Role::Reduction(op) => {
+                    c.line(format!("a{j} = {};", at("red_f", slot, "0")));
+                    c.line("#pragma unroll");
+                    c.line(format!(
+                        "for (int w = 1; w < {parts}; ++w) a{j} = {}::op(a{j}, {});",
+                        emit::reduce_op(op),
+                        at("red_f", slot, "w")
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Declares the value `s{j}` of each reduction `j` of `reds` from its combined accumulator `a{j}` (or
     /// index `i{j}`): the index of an arg reduction, the sum over the count for a mean, else the accumulator.
     pub(crate) fn finish(&self, c: &mut emit::Code, reds: &[usize]) {

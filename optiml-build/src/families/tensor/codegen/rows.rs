@@ -816,46 +816,12 @@ impl Kernel<'_> {
         }
         let nw = self.g.warps();
         if nw > 1 {
+            let at = |array: &str, slot: usize, part: &str| format!("{array}[buf][{slot}][{part}]");
             c.open("if (lane == 0) {");
-            let mut arg_slot = 0;
-            for (slot, &j) in reds.iter().enumerate() {
-                c.line(format!("red_f[buf][{slot}][warp] = a{j};"));
-                if matches!(self.passes.role[j], Role::Reduction(op) if op.is_arg()) {
-                    c.line(format!("red_i[buf][{arg_slot}][warp] = i{j};"));
-                    arg_slot += 1;
-                }
-            }
+            self.passes.store_partials(c, reds, "warp", &at);
             c.close("}");
             c.line("__syncthreads();");
-            let mut arg_slot = 0;
-            for (slot, &j) in reds.iter().enumerate() {
-                match self.passes.role[j] {
-                    Role::Reduction(op) if op.is_arg() => {
-                        c.line(format!("a{j} = red_f[buf][{slot}][0];"));
-                        c.line(format!("i{j} = red_i[buf][{arg_slot}][0];"));
-                        c.line("#pragma unroll");
-                        c.open(format!("for (int w = 1; w < {nw}; ++w) {{"));
-                        c.line(format!(
-                            "const float ov = red_f[buf][{slot}][w]; const long long oi = red_i[buf][{arg_slot}][w];"
-                        ));
-                        c.line(format!(
-                            "if (optiml_p::arg_better<{}>(ov, oi, a{j}, i{j})) {{ a{j} = ov; i{j} = oi; }}",
-                            op == Reduce::Argmax
-                        ));
-                        c.close("}");
-                        arg_slot += 1;
-                    }
-                    Role::Reduction(op) => {
-                        c.line(format!("a{j} = red_f[buf][{slot}][0];"));
-                        c.line("#pragma unroll");
-                        c.line(format!(
-                            "for (int w = 1; w < {nw}; ++w) a{j} = {}::op(a{j}, red_f[buf][{slot}][w]);",
-                            emit::reduce_op(op)
-                        ));
-                    }
-                    _ => {}
-                }
-            }
+            self.passes.fold_partials(c, reds, &nw.to_string(), &at);
             // The next combine writes the other buffer; the one after that, this one, is behind that combine's
             // barrier, which every thread reaches only after reading this one.
             c.line("buf ^= 1;");
