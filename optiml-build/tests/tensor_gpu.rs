@@ -77,7 +77,7 @@ fn dispatch(p: &Program) -> Vec<usize> {
     let mut e = optiml_build::families::tensor::default_extents(p);
     let total: usize = e.iter().product::<usize>().max(1);
     let shrink = (total / (1 << 24)).max(1);
-    let reduced = optiml_build::families::tensor::reduced_dims(p);
+    let reduced = p.reduced_dims();
     if let Some(o) =
         (0..e.len()).find(|&i| !reduced.contains(&i) && p.dims[i].size == optiml_spec::Dim::Runtime)
     {

@@ -273,34 +273,10 @@ const POW_INT_MAX: f64 = 64.0;
 
 /// The dimensions a [`Sample`] may restrict: those that no reduction binds anywhere in the program, in order.
 pub fn sampleable(program: &Program) -> Vec<usize> {
-    let mut reduced = vec![false; program.dims.len()];
-    fn walk(e: &Expr, reduced: &mut [bool]) {
-        match e {
-            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => {}
-            Expr::Unary(_, a) => walk(a, reduced),
-            Expr::Binary(_, a, b) => {
-                walk(a, reduced);
-                walk(b, reduced);
-            }
-            Expr::Select(c, a, b) => {
-                walk(c, reduced);
-                walk(a, reduced);
-                walk(b, reduced);
-            }
-            Expr::Reduce(_, over, body) => {
-                for &d in over {
-                    if let Some(r) = reduced.get_mut(d) {
-                        *r = true;
-                    }
-                }
-                walk(body, reduced);
-            }
-        }
-    }
-    for s in &program.stmts {
-        walk(&s.expr, &mut reduced);
-    }
-    (0..program.dims.len()).filter(|&d| !reduced[d]).collect()
+    let reduced = program.reduced_dims();
+    (0..program.dims.len())
+        .filter(|d| !reduced.contains(d))
+        .collect()
 }
 
 /// Evaluates every output of `program`: one [`Reference`] per statement whose [`Stmt::output`] is

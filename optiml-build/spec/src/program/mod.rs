@@ -339,6 +339,37 @@ impl Program {
             .collect())
     }
 
+    /// The dimensions some reduction binds, in order: the reduced lengths a kernel and its test plan care about,
+    /// and the ones a sample must never restrict.
+    pub fn reduced_dims(&self) -> Vec<usize> {
+        fn walk(e: &Expr, out: &mut Vec<usize>) {
+            match e {
+                Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => {}
+                Expr::Unary(_, a) => walk(a, out),
+                Expr::Binary(_, a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Expr::Select(c, a, b) => {
+                    walk(c, out);
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Expr::Reduce(_, over, body) => {
+                    out.extend(over);
+                    walk(body, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for s in &self.stmts {
+            walk(&s.expr, &mut out);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The number of elements of a tensor with `axes`, given every dimension's extent.
     pub fn len_of(axes: &[usize], extents: &[usize]) -> usize {
         axes.iter().map(|&a| extents[a]).product()

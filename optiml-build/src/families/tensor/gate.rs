@@ -132,7 +132,7 @@ pub fn runtime_elem(elem: Elem, dtype: DType) -> rt::Elem {
 /// user's run-time extents) after them. Inputs cycle through every distribution, including large magnitudes
 /// (softmax must subtract the maximum) and near-constant rows (a norm's variance must not cancel).
 pub fn test_plan(p: &Program, extra: &[Dims]) -> TestPlan {
-    let reduced = super::reduced_dims(p);
+    let reduced = p.reduced_dims();
     // (reduced extent, other extent): at most about 2²¹ elements per tensor, so the float64 reference stays fast.
     let shapes: [(usize, usize); 6] = [(1, 1), (1, 5), (7, 3), (1000, 33), (4099, 17), (70_001, 2)];
     let mut sizes: Vec<Vec<usize>> = Vec::new();
@@ -149,7 +149,7 @@ pub fn test_plan(p: &Program, extra: &[Dims]) -> TestPlan {
                 Dim::Runtime => o,
             })
             .collect();
-        if largest(p, &extents) <= 1 << 22 && !sizes.contains(&extents) {
+        if super::largest(p, &extents) <= 1 << 22 && !sizes.contains(&extents) {
             sizes.push(extents);
         }
     }
@@ -169,16 +169,6 @@ pub fn test_plan(p: &Program, extra: &[Dims]) -> TestPlan {
         Distribution::HeavyTailed,
     ];
     plan
-}
-
-/// The element count of `p`'s largest tensor at `extents`.
-fn largest(p: &Program, extents: &[usize]) -> usize {
-    p.inputs
-        .iter()
-        .map(|t| Program::len_of(&t.axes, extents))
-        .chain(p.outputs().map(|(_, s)| Program::len_of(&s.axes, extents)))
-        .max()
-        .unwrap_or(0)
 }
 
 /// Above this many input elements, the dispatch size is checked for unwritten outputs only: its reference
@@ -539,13 +529,13 @@ impl Check<'_> {
 /// dimension (first, middle and last always among them); `None` (everything) when the size is small or no
 /// dimension can be sampled.
 fn dispatch_sample(p: &Program, extents: &[usize], samples: usize, seed: u64) -> Option<Sample> {
-    if largest(p, extents) <= 1 << 20 {
+    if super::largest(p, extents) <= 1 << 20 {
         return None;
     }
     let dim = interp::sampleable(p)
         .into_iter()
         .find(|&d| extents[d] > 1)?;
-    let per_row = largest(p, extents) / extents[dim].max(1);
+    let per_row = super::largest(p, extents) / extents[dim].max(1);
     let rows = (samples / per_row.max(1)).clamp(3, 64);
     let (values, _) = plan::sample_grid(extents[dim], 1, rows * rows, seed);
     Some(Sample { dim, values })

@@ -244,7 +244,7 @@ fn runtime_names(p: &Program) -> String {
 /// together (the innermost the most, the others 4 each), the others 64 except the outermost one, which takes
 /// what brings the largest tensor to [`TUNED_ELEMENTS`]; fixed ones keep their value.
 pub fn default_extents(p: &Program) -> Vec<usize> {
-    let reduced = reduced_dims(p);
+    let reduced = p.reduced_dims();
     let runtime_reduced: Vec<usize> = reduced
         .iter()
         .copied()
@@ -289,37 +289,6 @@ pub fn default_extents(p: &Program) -> Vec<usize> {
         extents[o] = (TUNED_ELEMENTS / rest.max(1)).max(1);
     }
     extents
-}
-
-/// The dimensions some reduction of `p` binds.
-pub fn reduced_dims(p: &Program) -> Vec<usize> {
-    fn walk(e: &optiml_spec::program::Expr, out: &mut Vec<usize>) {
-        use optiml_spec::program::Expr;
-        match e {
-            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => {}
-            Expr::Unary(_, a) => walk(a, out),
-            Expr::Binary(_, a, b) => {
-                walk(a, out);
-                walk(b, out);
-            }
-            Expr::Select(c, a, b) => {
-                walk(c, out);
-                walk(a, out);
-                walk(b, out);
-            }
-            Expr::Reduce(_, over, body) => {
-                out.extend(over);
-                walk(body, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for s in &p.stmts {
-        walk(&s.expr, &mut out);
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
 }
 
 /// Every dimension's extent, in program order: the problem size a program's candidates are timed at.
@@ -411,14 +380,15 @@ pub fn min_bytes(p: &Program, extents: &[usize]) -> f64 {
     inputs.chain(outputs).sum::<usize>() as f64
 }
 
-/// The elements of the largest tensor: a stand-in for the operations (this family is judged by bandwidth).
-fn elements(p: &Program, extents: &[usize]) -> f64 {
+/// The elements of `p`'s largest tensor at `extents`: the work a candidate is credited with (this family is judged
+/// by bandwidth) and the size its gate's plan and samples are bounded by.
+pub fn largest(p: &Program, extents: &[usize]) -> usize {
     p.inputs
         .iter()
         .map(|t| Program::len_of(&t.axes, extents))
         .chain(p.outputs().map(|(_, s)| Program::len_of(&s.axes, extents)))
         .max()
-        .unwrap_or(0) as f64
+        .unwrap_or(0)
 }
 
 macro_rules! evaluable {
@@ -437,7 +407,7 @@ macro_rules! evaluable {
 
             fn work(spec: &$shape, shape: Extents) -> (f64, f64) {
                 let extents = shape.get();
-                (elements(&spec.program, &extents), min_bytes(&spec.program, &extents))
+                (largest(&spec.program, &extents) as f64, min_bytes(&spec.program, &extents))
             }
         }
     )*};
