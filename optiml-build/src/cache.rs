@@ -360,7 +360,7 @@ impl Cache {
                 variants: records,
                 files,
             };
-            fs::write(&tmp.join("report.md"), report(&manifest).as_bytes())?;
+            fs::write(&tmp.join("report.md"), report(&manifest, &tmp).as_bytes())?;
             // The manifest is written last: a folder without one is never mistaken for an entry.
             let bytes = encode(&manifest).map_err(|source| CacheError::Encode {
                 dir: dir.clone(),
@@ -575,7 +575,7 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
 /// [`FsError`] when the file cannot be written.
 pub fn refresh_report(entry: &Entry) -> Result<bool, FsError> {
     let path = entry.file("report.md");
-    let text = report(&entry.manifest);
+    let text = report(&entry.manifest, &entry.dir);
     if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
         return Ok(false);
     }
@@ -583,12 +583,13 @@ pub fn refresh_report(entry: &Entry) -> Result<bool, FsError> {
     Ok(true)
 }
 
-/// The human-readable summary written beside the manifest.
-pub fn report(m: &Manifest) -> String {
+/// The human-readable summary written beside the manifest of the entry in `dir` (whose search logs say what each
+/// tuned variant was searched at; the kernel's family words it).
+pub fn report(m: &Manifest, dir: &Path) -> String {
     let mut s = format!(
         "# optiml kernel `{}`\n\n| | |\n|---|---|\n| spec | `{}` |\n| binding | `{}` |\n| arch | {} |\n| toolchain | {} |\n\
          | generator | {} |\n| entry | `{}` |\n| NVRTC options | `{}` |\n\n## Variants\n\n\
-         | variant | tuned for (batch×m×n×k) | schedule | launch | registers | spills (st/ld) | static smem |\n|---|---|---|---|---|---|---|\n",
+         | variant | tuned for | schedule | launch | registers | spills (st/ld) | static smem |\n|---|---|---|---|---|---|---|\n",
         m.key,
         m.inputs.spec,
         m.inputs.binding,
@@ -618,9 +619,26 @@ pub fn report(m: &Manifest) -> String {
         s.push_str(&format!(
             "| {} | {} | {} | `{:?}` | {registers} | {spills} | {smem} |\n",
             v.stem,
-            match v.shape {
-                Some([b, mm, n, k]) => format!("{b}×{mm}×{n}×{k}"),
-                None => "any (default schedule)".into(),
+            match (&v.tuning, v.shape) {
+                (None, None) => "any (default schedule)".into(),
+                // A family's untuned variant per shape bucket (the launcher picks the nearest key).
+                (None, Some(b)) => format!(
+                    "untuned, for calls nearest the key {}",
+                    b.map(|d| d.to_string()).join("×")
+                ),
+                (tuning, bucket) => {
+                    // The log's header names the problem searched at, its winner the kernel (and so the family
+                    // that words it); without a readable log the bucket alone says it.
+                    let log = tuning
+                        .as_ref()
+                        .filter(|t| !t.log.is_empty())
+                        .and_then(|t| crate::search::read_jsonl(&dir.join(&t.log)).ok());
+                    crate::families::tuned_for(
+                        log.as_ref().map(|r| &r.summary.best_schedule),
+                        bucket,
+                        log.as_ref().map(|r| r.header.shape.as_str()),
+                    )
+                }
             },
             v.schedule,
             v.launch,
@@ -840,7 +858,10 @@ mod tests {
         let t = hit.manifest.variants[1].tuning.as_ref().unwrap();
         assert_eq!(t.log, "search-v1.jsonl");
         assert_eq!(std::fs::read(hit.file(&t.log)).unwrap(), log);
-        assert!(report(&hit.manifest).contains("1.20×"));
+        assert!(report(&hit.manifest, &hit.dir).contains("1.20×"));
+        // These logs are a bare header, which names no winner (and so no family): the bucket alone says it.
+        let text = report(&hit.manifest, &hit.dir);
+        assert!(text.contains("| 256×1024×1024×1024 |"), "{text}");
         // A stale report is rewritten from the manifest, and the entry still verifies.
         std::fs::write(hit.file("report.md"), "stale").unwrap();
         assert!(refresh_report(&hit).unwrap());
@@ -858,7 +879,7 @@ mod tests {
             .registers = 168;
         silent.variants[1].resources = Default::default();
         silent.variants[1].tuning = None;
-        let text = report(&silent);
+        let text = report(&silent, &hit.dir);
         assert!(
             text.contains("| 168 (loaded) | 0 B local (loaded) |"),
             "{text}"
@@ -867,6 +888,91 @@ mod tests {
         // A missing search log is damage like any other file.
         std::fs::remove_file(hit.file("search-v0.jsonl")).unwrap();
         assert!(matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }));
+        std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    #[test]
+    fn a_tuned_tensor_variant_is_reported_in_its_programs_dimensions() {
+        let cache = temp_cache("tensor-report");
+        let spec = optiml_spec::parse("softmax over the last axis").unwrap();
+        let sig: syn::ForeignItemFn = syn::parse_str(
+            "fn softmax(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);",
+        )
+        .unwrap();
+        let binding = optiml_spec::bind(&spec, &sig.sig).unwrap();
+        let inputs = KeyInputs::new(
+            &KernelId::new(&spec, &binding),
+            &spec.canonical(),
+            &binding.canonical(),
+            Arch::new(9, 0),
+            "test-gen",
+        );
+        let (_, _, compiled) = sample();
+        let candidate = crate::families::default_candidate(&spec, Arch::new(9, 0));
+        let tuning = Tuning {
+            method: "mcts".into(),
+            device: "NVIDIA H200".into(),
+            date: "2026-11-30T00:00:00Z".into(),
+            measurement: Measurement::default(),
+            default_measurement: Measurement::default(),
+            evaluations: 3,
+            path: Vec::new(),
+            log: String::new(),
+        };
+        let log = |shape: &str| {
+            let records = crate::search::SearchRecords {
+                header: crate::search::Header {
+                    kernel: "softmax".into(),
+                    spec: spec.canonical(),
+                    arch: "sm_90".into(),
+                    device: "NVIDIA H200".into(),
+                    shape: shape.into(),
+                    method: crate::search::Method::Mcts,
+                    seed: None,
+                    config: serde_json::Value::Null,
+                    started_at: "2026-11-30T00:00:00Z".into(),
+                    signals: crate::search::Signals::Derived,
+                },
+                steps: Vec::new(),
+                summary: crate::search::Summary {
+                    best_node: 0,
+                    best_schedule: serde_json::to_value(
+                        <crate::families::tensor::codegen::RowSchedule as crate::search::Tunable>::default_for(
+                            Arch::new(9, 0),
+                        ),
+                    )
+                    .unwrap(),
+                    best_describe: candidate.schedule.clone(),
+                    best_measurement: Measurement::default(),
+                    path: Vec::new(),
+                    evaluations: 3,
+                    wall_s: 1.0,
+                },
+            };
+            records.to_jsonl().unwrap().into_bytes()
+        };
+        // The label the search logs now, then bare extents as older logs hold them.
+        for (logged, said) in [
+            ("r=4096 c=393216", "| r=4096, c=393216 |"),
+            ("4096x393216", "| 4096x393216 |"),
+        ] {
+            let bytes = log(logged);
+            let variant = NewVariant {
+                candidate: &candidate,
+                compiled: &compiled,
+                shape: None,
+                tuning: Some(&tuning),
+                log: Some(&bytes),
+            };
+            let entry = cache.store(&inputs, &[variant], true).unwrap();
+            let text = std::fs::read_to_string(entry.file("report.md")).unwrap();
+            assert!(text.contains(said), "{text}");
+            assert!(
+                !text.contains("batch") && !text.contains("default schedule"),
+                "{text}"
+            );
+            assert_eq!(report(&entry.manifest, &entry.dir), text);
+        }
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
 

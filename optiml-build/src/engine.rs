@@ -174,24 +174,38 @@ fn generate(
     nvrtc: &nvrtc::Nvrtc,
     cache: &Cache,
 ) -> Result<Resolved, Error> {
-    let candidate = families::default_candidate(&kernel.spec, arch);
-    let compiled = nvrtc::compile(
-        nvrtc,
-        &format!("{}_{arch}.cu", kernel.name),
-        &candidate.source,
-        candidate.launch.image_arch(arch),
-    )
-    .map_err(|source| Error::Compile {
-        kernel: kernel.name.clone(),
-        arch,
-        source,
-    })?;
-    let entry = cache
-        .store(
-            inputs,
-            &[NewVariant::default_for(&candidate, &compiled)],
-            false,
+    let candidates = families::default_candidates(&kernel.spec, arch);
+    // Shape buckets often share a schedule: each distinct source compiles once.
+    let mut compiled: Vec<(&str, nvrtc::Compiled)> = Vec::new();
+    for (_, candidate) in &candidates {
+        if compiled.iter().any(|(s, _)| *s == candidate.source) {
+            continue;
+        }
+        let c = nvrtc::compile(
+            nvrtc,
+            &format!("{}_{arch}.cu", kernel.name),
+            &candidate.source,
+            candidate.launch.image_arch(arch),
         )
+        .map_err(|source| Error::Compile {
+            kernel: kernel.name.clone(),
+            arch,
+            source,
+        })?;
+        compiled.push((&candidate.source, c));
+    }
+    let variants: Vec<NewVariant<'_>> = candidates
+        .iter()
+        .filter_map(|(shape, candidate)| {
+            let (_, c) = compiled.iter().find(|(s, _)| *s == candidate.source)?;
+            Some(NewVariant {
+                shape: *shape,
+                ..NewVariant::default_for(candidate, c)
+            })
+        })
+        .collect();
+    let entry = cache
+        .store(inputs, &variants, false)
         .map_err(Error::Cache)?;
     Ok(Resolved {
         kernel: index,

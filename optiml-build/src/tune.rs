@@ -283,7 +283,8 @@ pub fn search<S: Evaluable>(
     } = *request;
     let (root, catalog, space) = (S::default_for(arch), S::catalog(), S::space());
     let key = target.bucket;
-    let label = shape.to_string();
+    // The family's words for the target (`r=4096 c=393216`), which the log keeps and reports repeat.
+    let label = target.label.clone();
     let failed = |reason: String| TuneError::Search {
         kernel: kernel.name.clone(),
         arch,

@@ -108,7 +108,17 @@ fn evaluate<S: Evaluable<Shape = Extents>>(
     program: &Program,
     schedules: Vec<S>,
 ) -> (Vec<String>, Vec<String>) {
-    let extents = dispatch(program);
+    evaluate_at(name, spec, program, schedules, dispatch(program))
+}
+
+/// [`evaluate`] at the dispatch size `extents`.
+fn evaluate_at<S: Evaluable<Shape = Extents>>(
+    name: &str,
+    spec: S::Spec,
+    program: &Program,
+    schedules: Vec<S>,
+    extents: Vec<usize>,
+) -> (Vec<String>, Vec<String>) {
     let arch = arch();
     let mut evaluator = GpuEvaluator::<S>::new(
         optiml_build::nvrtc::load().expect("NVRTC"),
@@ -130,7 +140,17 @@ fn evaluate<S: Evaluable<Shape = Extents>>(
     let bytes = min_bytes(program, &extents);
     let (mut lines, mut failures) = (Vec::new(), Vec::new());
     for s in schedules {
-        match evaluator.evaluate(&s) {
+        // Sweeps print each measurement as it lands, so a run cut short keeps what it measured.
+        let outcome = evaluator.evaluate(&s);
+        if let Outcome::Measured(m) = &outcome {
+            println!(
+                "measured {name} | {} | {:.4} ms | {:.2} TB/s",
+                s.describe(),
+                m.time_ms,
+                bytes / (m.time_ms * 1e-3) / 1e12
+            );
+        }
+        match outcome {
             Outcome::Measured(m) => lines.push(format!(
                 "{name} | {} | {:.4} ms | {:.2} TB/s",
                 s.describe(),
@@ -164,7 +184,17 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
             Shape::Pointwise(s) => {
                 evaluate(text, s, &lowered, spread::<PointwiseSchedule>(arch, per))
             }
-            Shape::Rows(s) => evaluate(text, s, &lowered, spread::<RowSchedule>(arch, per)),
+            Shape::Rows(s) => {
+                // The row-length buckets' defaults (what a build compiles) besides the spread.
+                let mut schedules = spread::<RowSchedule>(arch, per);
+                for len in codegen::ROW_BUCKETS {
+                    let b = RowSchedule::for_row(&s, len, arch);
+                    if !schedules.contains(&b) {
+                        schedules.push(b);
+                    }
+                }
+                evaluate(text, s, &lowered, schedules)
+            }
             Shape::Columns(s) => evaluate(text, s, &lowered, spread::<ColumnSchedule>(arch, per)),
         };
         for line in &l {
@@ -183,4 +213,130 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
         failures.join("\n")
     );
     assert!(!lines.is_empty());
+}
+
+/// Long rows at (a slice of) their KernelBench shapes, across cluster sizes, block sizes and shared-memory levels:
+/// the measurements behind `RowSchedule::for_row`. Every schedule must pass the gate.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn long_rows_across_clusters() {
+    let arch = arch();
+    // Slices of the KernelBench shapes (about 256 MiB each, so the gate's copies stay short): the row lengths
+    // are the real ones.
+    let cases: &[(&str, &[usize])] = &[
+        ("softmax over the last axis", &[256, 393216]),
+        ("instance norm", &[4, 64, 512, 512]),
+        ("group norm, groups 8", &[4, 8, 512, 512]),
+        (
+            "layer norm over the last 3 axes of a 4-D tensor with affine weight and bias",
+            &[16, 64, 256, 256],
+        ),
+        ("l2 norm along rows", &[1024, 65535]),
+    ];
+    let mut failures = Vec::new();
+    for (text, extents) in cases {
+        let spec = optiml_spec::parse(text).unwrap();
+        let optiml_spec::Family::Tensor(program) = &spec.family else {
+            panic!("{text} is not a tensor program");
+        };
+        let Shape::Rows(shape) = codegen::classify(program).unwrap() else {
+            panic!("{text} is not a row program");
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(extents).unwrap();
+        let row: usize = lowered.reduced_dims().iter().map(|&d| extents[d]).product();
+        let mut schedules = vec![RowSchedule::for_row(&shape, row, arch)];
+        for cluster in [1, 2, 4, 8] {
+            for row_threads in [512, 1024] {
+                for (smem_kib, unroll) in [(0, 4), (0, 8), (220, 4)] {
+                    let mut s = RowSchedule {
+                        row_threads,
+                        rows_per_block: 1,
+                        reg_chunks: 32,
+                        smem_kib,
+                        unroll,
+                        blocks_per_sm: 0,
+                        cluster,
+                    };
+                    while !s.is_valid() && s.reg_chunks > 0 {
+                        s.reg_chunks /= 2;
+                    }
+                    if s.is_valid() && !schedules.contains(&s) {
+                        schedules.push(s);
+                    }
+                }
+            }
+        }
+        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
+        for line in &f {
+            println!("REJECTED {line}");
+        }
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The pointwise launch space at a KernelBench map's shape (a slice of 4096 × 393216), and odd-length rows (L1
+/// norm over rows of 65535, which take the element-wise path): the measurements behind those defaults.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn maps_and_odd_rows_across_launch_shapes() {
+    let arch = arch();
+    let mut failures = Vec::new();
+    let spec = optiml_spec::parse("relu").unwrap();
+    let spec = match spec.family {
+        optiml_spec::Family::Tensor(_) => spec,
+        _ => optiml_spec::parse("y[i] = relu(x[i])").unwrap(),
+    };
+    let optiml_spec::Family::Tensor(program) = &spec.family else {
+        panic!("relu is not a tensor program");
+    };
+    let Shape::Pointwise(shape) = codegen::classify(program).unwrap() else {
+        panic!("relu is not pointwise");
+    };
+    let lowered = shape.program.clone();
+    let extents = lowered.extents(&[1024 * 393216]).unwrap();
+    let schedules: Vec<PointwiseSchedule> = PointwiseSchedule::space()
+        .into_iter()
+        .filter(|s| s.threads >= 256 && s.unroll >= 2)
+        .collect();
+    let (_, f) = evaluate_at("relu", shape, &lowered, schedules, extents);
+    f.iter().for_each(|l| println!("REJECTED {l}"));
+    failures.extend(f);
+
+    let spec = optiml_spec::parse("l1 norm over dim 1").unwrap();
+    let optiml_spec::Family::Tensor(program) = &spec.family else {
+        panic!("l1 norm is not a tensor program");
+    };
+    let Shape::Rows(shape) = codegen::classify(program).unwrap() else {
+        panic!("l1 norm is not a row program");
+    };
+    let lowered = shape.program.clone();
+    let extents = lowered.extents(&[4096, 65535]).unwrap();
+    let mut schedules = vec![
+        RowSchedule::for_row(&shape, 65535, arch),
+        RowSchedule::for_row(&shape, 131072, arch),
+    ];
+    for cluster in [1, 2, 4] {
+        for row_threads in [256, 512, 1024] {
+            for unroll in [4, 8] {
+                let s = RowSchedule {
+                    row_threads,
+                    rows_per_block: 1,
+                    reg_chunks: 0,
+                    smem_kib: 0,
+                    unroll,
+                    blocks_per_sm: 0,
+                    cluster,
+                };
+                if s.is_valid() && !schedules.contains(&s) {
+                    schedules.push(s);
+                }
+            }
+        }
+    }
+    let (_, f) = evaluate_at("l1 norm", shape, &lowered, schedules, extents);
+    f.iter().for_each(|l| println!("REJECTED {l}"));
+    failures.extend(f);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -217,7 +217,33 @@ pub fn launch(
     let name = kernel.name();
     let extents = check_args(name, stream, sig, &args)?;
     let loaded = kernel.load(stream)?;
-    launch_checked(name, stream, loaded.target(None), sig, &extents, args)
+    // Every variant of one program covers the same work items (the mask follows the program, not the
+    // schedule), so the first variant's mask keys the call.
+    let key = loaded
+        .functions
+        .first()
+        .and_then(|f| match f.variant.launch {
+            Launch::Program(p) => Some(shape_key(&p, &extents)),
+            _ => None,
+        });
+    launch_checked(name, stream, loaded.target(key), sig, &extents, args)
+}
+
+/// The shape key a tensor-program variant is tuned for, and a call is dispatched by: `[items, 1, rest, 1]`,
+/// where `items` is the product of the extents in the launch's `items_mask` (the rows of a row kernel, the
+/// kept positions of a column kernel, every element of a map) and `rest` the product of the others (the
+/// reduced length). The launcher picks the variant whose key is nearest in log-distance of both.
+pub fn shape_key(p: &ProgramLaunch, extents: &[usize]) -> [u64; 4] {
+    let (mut items, mut rest) = (1u64, 1u64);
+    for (i, &e) in extents.iter().enumerate() {
+        let e = e as u64;
+        if p.items_mask & (1 << i) != 0 {
+            items = items.saturating_mul(e);
+        } else {
+            rest = rest.saturating_mul(e);
+        }
+    }
+    [items, 1, rest, 1]
 }
 
 /// Checks `args` and launches a function loaded by someone else (the evaluation worker), exactly as [`launch`]
@@ -555,5 +581,21 @@ mod tests {
         // A grid one launch cannot take is refused unless the kernel loops over its items.
         assert!(grid(&launch(0b11, 1, 0, 8), &[1 << 40, 1 << 20], 132).is_err());
         assert_eq!(g(launch(0b11, 1, 4, 1), &[1 << 40, 1 << 20]), (528, 1, 1));
+    }
+
+    #[test]
+    fn the_shape_key_splits_items_from_the_reduced_length() {
+        // Rows of x[b, r, c] reduced over c: items b·r, rest c.
+        assert_eq!(
+            shape_key(&launch(0b011, 1, 0, 1), &[4, 1000, 393216]),
+            [4000, 1, 393216, 1]
+        );
+        // A map covers every element.
+        assert_eq!(shape_key(&launch(0b11, 1024, 0, 1), &[7, 9]), [63, 1, 1, 1]);
+        // Sizes past u64 saturate rather than wrap.
+        assert_eq!(
+            shape_key(&launch(0b11, 1, 0, 1), &[usize::MAX, 4])[0],
+            u64::MAX
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The device toolkit every family's gate uses: one CUDA context and stream, trusted support kernels (fresh
-//! inputs, NaN poisoning, 16-bit rounding and conversion, a non-finite count), an L2 flush, event timing, and the
+//! inputs, NaN poisoning, 16-bit rounding and conversion, a non-finite count; for outputs of any stored type,
+//! poisoning, a count of unwritten elements and a gather of the compared ones), an L2 flush, event timing, and the
 //! ceilings the derived speed-of-light figures divide by. What a gate checks and how it launches is the family's
 //! (`crate::families`); how to fill, poison, flush and time is here, once.
 
@@ -60,6 +61,9 @@ struct Support {
     round16: CudaFunction,
     to16: CudaFunction,
     from16: CudaFunction,
+    poison: CudaFunction,
+    count_poisoned: CudaFunction,
+    gather: CudaFunction,
 }
 
 /// Device copies of three buffers (a matmul's A, B and C) in a 16-bit kernel's element type. The checks fill,
@@ -98,11 +102,56 @@ pub trait Narrow16: cudarc::driver::DeviceRepr + private::Sealed {}
 impl Narrow16 for half::bf16 {}
 impl Narrow16 for half::f16 {}
 
+/// The element types of outputs the output kernels ([`Bench::poison`], [`Bench::count_poisoned`],
+/// [`Bench::gather`]) read and write in place, by their code in `support.cu`.
+pub trait Stored: cudarc::driver::DeviceRepr + private::Sealed {
+    /// The support kernels' code of the type.
+    const CODE: i32;
+}
+impl Stored for f32 {
+    const CODE: i32 = 0;
+}
+impl Stored for half::bf16 {
+    const CODE: i32 = 1;
+}
+impl Stored for half::f16 {
+    const CODE: i32 = 2;
+}
+impl Stored for i32 {
+    const CODE: i32 = 3;
+}
+impl Stored for i64 {
+    const CODE: i32 = 4;
+}
+
 mod private {
-    /// Only `half`'s two 16-bit float types are [`super::Narrow16`].
+    /// Only `half`'s two 16-bit float types are [`super::Narrow16`]; those and f32, i32 and i64 are
+    /// [`super::Stored`].
     pub trait Sealed {}
     impl Sealed for half::bf16 {}
     impl Sealed for half::f16 {}
+    impl Sealed for f32 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
+}
+
+/// Positions of an output's elements on the device, uploaded once and gathered from after every checked run.
+pub struct Positions {
+    at: CudaSlice<i64>,
+    /// One past the largest position: the shortest buffer they may be gathered from.
+    end: usize,
+}
+
+impl Positions {
+    /// How many elements a gather from them returns.
+    pub fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Whether they name no element.
+    pub fn is_empty(&self) -> bool {
+        self.at.is_empty()
+    }
 }
 
 /// A gate's workbench on one device: see the module docs.
@@ -154,6 +203,9 @@ impl Bench {
             round16: f("optiml_round16")?,
             to16: f("optiml_to16")?,
             from16: f("optiml_from16")?,
+            poison: f("optiml_poison")?,
+            count_poisoned: f("optiml_count_poisoned")?,
+            gather: f("optiml_gather")?,
             _module: module,
         };
         let flush = stream
@@ -382,5 +434,141 @@ impl Bench {
             .clone_dtoh(&count)
             .map_err(fault("reading the count"))?;
         Ok(host[0])
+    }
+
+    /// Writes the value no correct kernel leaves in an output: NaN in a float, -1 (no index) in an integer.
+    pub fn poison<T: Stored>(&self, buf: &mut CudaSlice<T>) -> Result<(), Stop> {
+        let (n, code) = (buf.len() as i64, T::CODE);
+        let mut b = self.stream.launch_builder(&self.support.poison);
+        b.arg(&mut *buf).arg(&n).arg(&code);
+        // SAFETY: `optiml_poison(void*, long long, int)` writes indices below the buffer's length, as elements of
+        // the type `T::CODE` names, which is `T`.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("poisoning the output"))
+    }
+
+    /// How many of the first `n` elements of `buf` a kernel left unwritten: those still holding what
+    /// [`Bench::poison`] wrote, or any NaN or infinity of a float. Counted on the device: only the count crosses.
+    pub fn count_poisoned<T: Stored>(&self, buf: &CudaSlice<T>, n: usize) -> Result<u64, Stop> {
+        let n = n.min(buf.len()) as i64;
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut count = self
+            .stream
+            .alloc_zeros::<u64>(1)
+            .map_err(fault("allocating"))?;
+        let code = T::CODE;
+        let mut b = self.stream.launch_builder(&self.support.count_poisoned);
+        b.arg(buf).arg(&n).arg(&code).arg(&mut count);
+        // SAFETY: `optiml_count_poisoned(const void*, long long, int, u64*)` reads indices below `n`, at most the
+        // buffer's length, as `T`, and adds into the single counter.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map_err(fault("counting unwritten elements"))?;
+        let host = self
+            .stream
+            .clone_dtoh(&count)
+            .map_err(fault("reading the count"))?;
+        Ok(host[0])
+    }
+
+    /// Uploads element positions for [`Bench::gather`].
+    pub fn positions(&self, positions: &[usize]) -> Result<Positions, Stop> {
+        let at: Vec<i64> = positions.iter().map(|&p| p as i64).collect();
+        let end = positions.iter().max().map_or(0, |&p| p + 1);
+        let at = if at.is_empty() {
+            self.stream.null::<i64>()
+        } else {
+            self.stream.clone_htod(&at)
+        }
+        .map_err(fault("uploading the compared positions"))?;
+        Ok(Positions { at, end })
+    }
+
+    /// The elements of `buf` at `at`, in its order, or its first `n` without, widened exactly to f64 (indices as
+    /// numbers): only these cross to the host.
+    pub fn gather<T: Stored>(
+        &self,
+        buf: &CudaSlice<T>,
+        at: Option<&Positions>,
+        n: usize,
+    ) -> Result<Vec<f64>, Stop> {
+        let (n, bound) = match at {
+            Some(p) => (p.len(), p.end),
+            None => (n, n),
+        };
+        if bound > buf.len() {
+            return Err(Stop::Fault {
+                during: "reading the output back".into(),
+                error: format!("element {} asked of a buffer of {}", bound - 1, buf.len()),
+            });
+        }
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = self
+            .stream
+            .alloc_zeros::<f64>(n)
+            .map_err(fault("allocating"))?;
+        let (len, code) = (n as i64, T::CODE);
+        // A null position list: the kernel reads the first `n` elements.
+        let null = 0u64;
+        let mut b = self.stream.launch_builder(&self.support.gather);
+        b.arg(buf).arg(&code);
+        match at {
+            Some(p) => b.arg(&p.at),
+            None => b.arg(&null),
+        };
+        b.arg(&len).arg(&mut out);
+        // SAFETY: `optiml_gather(const void*, int, const long long*, long long, double*)` writes the `n` elements
+        // of `out` and reads `buf` as `T` at positions below `bound`, checked above to be within it.
+        unsafe { b.launch(grid_for(n, self.device.sm_count)) }
+            .map_err(fault("gathering the compared elements"))?;
+        self.stream
+            .clone_dtoh(&out)
+            .map_err(fault("copying the compared elements"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use optiml_runtime::Arch;
+
+    /// The support module compiles, and exports every kernel [`super::Bench::setup`] loads (a missing one would
+    /// only show on a GPU, as a worker that cannot start). Skipped, with a note, where NVRTC is missing.
+    #[test]
+    fn support_kernels_compile_and_export_what_the_bench_loads() {
+        let nvrtc = match crate::nvrtc::load() {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!(
+                    "skipped: NVRTC not found ({e}); set OPTIML_NVRTC to compile the support kernels"
+                );
+                return;
+            }
+        };
+        let source = crate::eval::support_source();
+        let compiled =
+            crate::nvrtc::compile(nvrtc, "optiml_eval_support.cu", source, Arch::new(9, 0))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!compiled.log.contains("warning"), "{}", compiled.log);
+        for name in [
+            "optiml_fill",
+            "optiml_fill_const",
+            "optiml_count_nonfinite",
+            "optiml_fma_peak",
+            "optiml_round16",
+            "optiml_to16",
+            "optiml_from16",
+            "optiml_poison",
+            "optiml_count_poisoned",
+            "optiml_gather",
+        ] {
+            assert!(
+                compiled.ptx.contains(&format!(".entry {name}(")),
+                "`{name}` is not in the support module"
+            );
+        }
     }
 }

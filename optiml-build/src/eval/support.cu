@@ -128,3 +128,61 @@ extern "C" __global__ void optiml_from16(const unsigned short* src, float* dst, 
         dst[i] = optiml_from16_bits(src[i], dtype);
     }
 }
+
+// ---- A gate's outputs, in their stored type. code 0: f32, 1: bf16, 2: fp16, 3: i32, 4: i64. Floats are poisoned
+// with NaN, integers (indices) with -1, which no arg reduction returns. Checking an output at a large size must
+// cost about what its kernel does: unwritten elements are counted here, and only the compared elements cross to
+// the host.
+
+extern "C" __global__ void optiml_poison(void* p, long long n, int code) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        switch (code) {
+            case 0: ((unsigned*)p)[i] = 0x7fc00000u; break;
+            case 1: ((unsigned short*)p)[i] = (unsigned short)0x7fc0; break;
+            case 2: ((unsigned short*)p)[i] = (unsigned short)0x7e00; break;
+            case 3: ((int*)p)[i] = -1; break;
+            default: ((long long*)p)[i] = -1; break;
+        }
+    }
+}
+
+// An element a kernel did not write: still NaN or -1, or any non-finite float (an all-ones exponent in 16 bits).
+__device__ __forceinline__ bool optiml_is_poisoned(const void* p, long long i, int code) {
+    switch (code) {
+        case 0: return !isfinite(((const float*)p)[i]);
+        case 1: return (((const unsigned short*)p)[i] & 0x7f80u) == 0x7f80u;
+        case 2: return (((const unsigned short*)p)[i] & 0x7c00u) == 0x7c00u;
+        case 3: return ((const int*)p)[i] == -1;
+        default: return ((const long long*)p)[i] == -1;
+    }
+}
+
+extern "C" __global__ void optiml_count_poisoned(const void* p, long long n, int code, u64* count) {
+    u64 local = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        local += optiml_is_poisoned(p, i, code) ? 1 : 0;
+    }
+    for (int o = 16; o > 0; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+    if ((threadIdx.x & 31) == 0 && local) atomicAdd(count, local);
+}
+
+// out[i] = p[at[i]] widened exactly to double (p[i] when `at` is null): the elements a reference computed, in its
+// order.
+extern "C" __global__ void optiml_gather(const void* p, int code, const long long* at, long long n,
+                                         double* out) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long j = at ? at[i] : i;
+        double v;
+        switch (code) {
+            case 0: v = ((const float*)p)[j]; break;
+            case 1: v = optiml_from16_bits(((const unsigned short*)p)[j], 0); break;
+            case 2: v = optiml_from16_bits(((const unsigned short*)p)[j], 1); break;
+            case 3: v = ((const int*)p)[j]; break;
+            default: v = (double)((const long long*)p)[j]; break;
+        }
+        out[i] = v;
+    }
+}

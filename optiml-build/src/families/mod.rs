@@ -43,6 +43,14 @@ pub trait Family: Sync {
     /// architecture runs).
     fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate;
 
+    /// The untuned variants a build compiles for `spec` on `arch`, each with the shape key it serves (`None`:
+    /// every shape): one default candidate unless the best schedule depends on the shape so much that one
+    /// variant cannot serve all (a row kernel's row length), in which case the launcher picks the variant
+    /// nearest each call's key.
+    fn default_candidates(&self, spec: &Spec, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
+        vec![(None, self.default_candidate(spec, arch))]
+    }
+
     /// The candidate of `spec` with a schedule a search recorded as JSON (search logs keep schedules that way),
     /// read as the schedule type a search of `spec` walks.
     ///
@@ -79,6 +87,13 @@ pub trait Family: Sync {
         settings: &KernelSettings,
         shapes: Option<&[Dims]>,
     ) -> Result<Vec<Target>, String>;
+
+    /// What a report says one of this family's tuned variants was tuned for: `bucket` is the key the runtime picks
+    /// it by, `searched_at` the problem its search ran at as the search log records it (the target's label; `None`
+    /// where the entry kept no log). The default gives the bucket's sizes, else that problem.
+    fn tuned_for(&self, bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
+        plain_tuned_for(bucket, searched_at)
+    }
 
     /// Runs one search (`request.target` must be one of [`Family::targets`]).
     ///
@@ -191,6 +206,11 @@ pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
     of(spec).default_candidate(spec, arch)
 }
 
+/// The family's untuned variants for `spec` on `arch`; see [`Family::default_candidates`].
+pub fn default_candidates(spec: &Spec, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
+    of(spec).default_candidates(spec, arch)
+}
+
 /// The candidate of `spec` with a schedule a search recorded as JSON; see [`Family::scheduled_candidate`].
 ///
 /// # Errors
@@ -225,6 +245,30 @@ pub fn generator_version(spec: &Spec) -> String {
         env!("CARGO_PKG_VERSION"),
         &hash[..16]
     )
+}
+
+/// What a report says a tuned variant was tuned for (see [`Family::tuned_for`]), in the words of the family whose
+/// kernel `winner` (the schedule, as its search log records it) belongs to: an entry names its spec only in
+/// canonical text, its schedules name their kernel. Without a schedule any family claims, the words are none's.
+pub fn tuned_for(
+    winner: Option<&serde_json::Value>,
+    bucket: Option<[u64; 4]>,
+    searched_at: Option<&str>,
+) -> String {
+    let family = winner.and_then(|w| FAMILIES.iter().find(|f| f.catalog_of(w).is_some()));
+    match family {
+        Some(f) => f.tuned_for(bucket, searched_at),
+        None => plain_tuned_for(bucket, searched_at),
+    }
+}
+
+/// [`Family::tuned_for`]'s default: `256×1024×1024×1024`, else the problem searched at, else every size.
+fn plain_tuned_for(bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
+    match (bucket, searched_at) {
+        (Some(b), _) => b.map(|d| d.to_string()).join("×"),
+        (None, Some(at)) => at.to_string(),
+        (None, None) => "every size".into(),
+    }
 }
 
 /// Whether `schedule` is a recorded schedule of kernel `S`.
@@ -338,6 +382,45 @@ mod tests {
         let bf16 = optiml_spec::parse("matmul, bf16").unwrap();
         assert_eq!(claimed_gain(&bf16, "group-tile-rows"), Some(1.08));
         assert!(claimed_gain(&bf16, "ping-pong").is_none());
+    }
+
+    #[test]
+    fn each_family_words_what_its_variants_were_tuned_for() {
+        let arch = Arch::new(9, 0);
+        let schedule = |v: Result<serde_json::Value, serde_json::Error>| v.unwrap();
+        let matmul = schedule(serde_json::to_value(
+            <matmul::simt_f32::Schedule as Tunable>::default_for(arch),
+        ));
+        assert_eq!(
+            tuned_for(
+                Some(&matmul),
+                Some([256, 1024, 1024, 1024]),
+                Some("256x1024x1024x1024")
+            ),
+            "256×1024×1024×1024 (batch×m×n×k)"
+        );
+        let map = schedule(serde_json::to_value(
+            <elementwise::Schedule as Tunable>::default_for(arch),
+        ));
+        assert_eq!(
+            tuned_for(Some(&map), None, Some("n=67108864")),
+            "n=67108864"
+        );
+        let rows = schedule(serde_json::to_value(
+            <tensor::codegen::RowSchedule as Tunable>::default_for(arch),
+        ));
+        assert_eq!(
+            tuned_for(Some(&rows), None, Some("r=4096 c=393216")),
+            "r=4096, c=393216"
+        );
+        // A schedule no family claims still gets words, none of them a family's.
+        let unknown = serde_json::json!({"threads": 256});
+        assert_eq!(
+            tuned_for(Some(&unknown), Some([1, 2, 3, 4]), None),
+            "1×2×3×4"
+        );
+        assert_eq!(tuned_for(None, None, Some("n=4")), "n=4");
+        assert_eq!(tuned_for(None, None, None), "every size");
     }
 
     #[test]

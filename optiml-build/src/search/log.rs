@@ -53,7 +53,8 @@ pub struct Header {
     /// The device the candidates ran on (`NVIDIA H200`).
     #[serde(default)]
     pub device: String,
-    /// The problem shape it was tuned for, e.g. `256x1024x1024x1024` (batch × M × N × K).
+    /// The problem it was tuned for, as its family labels the target: `256x1024x1024x1024` (batch × M × N × K),
+    /// `r=4096 c=393216` (a tensor program's dimensions), `n=67108864`.
     pub shape: String,
     /// How schedules were chosen.
     pub method: Method,

@@ -162,6 +162,14 @@ impl Family for Matmul {
         Some(self.catalogs().swap_remove(at))
     }
 
+    /// `256×1024×1024×1024 (batch×m×n×k)`: the bucket the runtime picks the variant by.
+    fn tuned_for(&self, bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
+        match bucket {
+            Some(b) => format!("{} (batch×m×n×k)", b.map(|d| d.to_string()).join("×")),
+            None => super::plain_tuned_for(None, searched_at),
+        }
+    }
+
     fn targets(
         &self,
         spec: &Spec,

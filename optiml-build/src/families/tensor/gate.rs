@@ -1,9 +1,11 @@
 //! The tensor family's gate, run in the evaluation worker: the program's float64 interpreter is the reference.
 //! Every size of the plan is checked element by element on fresh inputs with poisoned outputs; then the
-//! dispatch size is timed, sampled elements checked after the first and the last timed run.
+//! dispatch size is timed, sampled elements checked after the first and the last timed run. Every check counts
+//! the unwritten elements of whole outputs on the device and copies back only the elements it compares, so that
+//! checking a dispatch size of gigabytes costs about what a run of the candidate does.
 
 use crate::config::Dims;
-use crate::eval::device::{Bench, Stop, fault, reject};
+use crate::eval::device::{Bench, Positions, Stop, fault, reject};
 use crate::eval::plan::{self, Comparison, Distribution};
 use crate::eval::{Gate, Job, TestPlan, Tolerance};
 use cudarc::driver::{CudaSlice, CudaStream, sys};
@@ -184,6 +186,19 @@ enum Buffer {
     I32(CudaSlice<i32>),
 }
 
+/// `$e` with `$b` bound to whichever typed slice `$buf` (a `Buffer`, by reference) holds.
+macro_rules! typed {
+    ($buf:expr, $b:ident => $e:expr) => {
+        match $buf {
+            Buffer::F32($b) => $e,
+            Buffer::Bf16($b) => $e,
+            Buffer::F16($b) => $e,
+            Buffer::I64($b) => $e,
+            Buffer::I32($b) => $e,
+        }
+    };
+}
+
 impl Buffer {
     fn alloc(st: &Arc<CudaStream>, elem: rt::Elem, len: usize) -> Result<Self, Stop> {
         let len = len.max(1);
@@ -218,95 +233,135 @@ impl Buffer {
     }
 }
 
-/// An output's device buffer, and the f32 staging buffer a 16-bit one is widened into.
+/// An input's device buffer, and for a 16-bit one the f32 buffer its values are drawn in (then rounded and
+/// narrowed: the reference reads the f32 values the 16-bit type holds exactly).
+struct Input {
+    buffer: Buffer,
+    drawn: Option<CudaSlice<f32>>,
+}
+
+/// An output's device buffer and its element count. Integer outputs are poisoned with -1, an index no arg
+/// reduction returns; float outputs with NaN.
 struct Output {
     buffer: Buffer,
-    staging: Option<CudaSlice<f32>>,
     len: usize,
 }
 
-/// Integer outputs are poisoned with this index, which no arg reduction returns.
-const UNWRITTEN_INDEX: i64 = -1;
-
 impl Output {
-    fn new(w: &Bench, elem: rt::Elem, len: usize) -> Result<Self, Stop> {
-        let staging = match elem {
-            rt::Elem::Bf16 | rt::Elem::F16 => Some(
-                w.stream
-                    .alloc_zeros::<f32>(len.max(1))
-                    .map_err(fault("allocating"))?,
-            ),
-            _ => None,
-        };
-        Ok(Output {
-            buffer: Buffer::alloc(&w.stream, elem, len)?,
-            staging,
-            len,
-        })
-    }
-
     /// Writes values no correct kernel leaves behind: NaN, or an impossible index.
     fn poison(&mut self, w: &Bench) -> Result<(), Stop> {
-        match (&mut self.buffer, &mut self.staging) {
-            (Buffer::F32(b), _) => w.fill_const(b, f32::NAN),
-            (Buffer::Bf16(b), Some(s)) => {
-                w.fill_const(s, f32::NAN)?;
-                w.narrow(s, b, DType::Bf16)
-            }
-            (Buffer::F16(b), Some(s)) => {
-                w.fill_const(s, f32::NAN)?;
-                w.narrow(s, b, DType::F16)
-            }
-            (Buffer::I64(b), _) => w
-                .stream
-                .memcpy_htod(&vec![UNWRITTEN_INDEX; b.len()], b)
-                .map_err(fault("poisoning the output")),
-            (Buffer::I32(b), _) => w
-                .stream
-                .memcpy_htod(&vec![UNWRITTEN_INDEX as i32; b.len()], b)
-                .map_err(fault("poisoning the output")),
-            (Buffer::Bf16(_) | Buffer::F16(_), None) => Ok(()),
+        typed!(&mut self.buffer, b => w.poison(b))
+    }
+
+    /// How many elements were left unwritten (NaN, infinite or an impossible index), counted on the device.
+    fn unwritten(&self, w: &Bench) -> Result<u64, Stop> {
+        typed!(&self.buffer, b => w.count_poisoned(b, self.len))
+    }
+
+    /// The `compared` elements on the host as f64 (indices as numbers); nothing else is copied.
+    fn read(&self, w: &Bench, compared: &Compared) -> Result<Vec<f64>, Stop> {
+        let at = match compared {
+            Compared::All => None,
+            Compared::At { device, .. } => Some(device),
+        };
+        typed!(&self.buffer, b => w.gather(b, at, self.len))
+    }
+}
+
+/// Every buffer of a program at one size, in [`Program::inputs`] and output order. The dispatch size's are kept
+/// between jobs in [`Bench::kept`] while the next job's program needs the same ones: allocating gigabytes per job
+/// would cost more than the runs it checks (as in the matmul gate).
+struct Buffers {
+    /// Each input's then each output's element type and count.
+    layout: Vec<(rt::Elem, usize)>,
+    inputs: Vec<Input>,
+    outputs: Vec<Output>,
+}
+
+impl Buffers {
+    /// The element type and count of each input, then of each output, of `p` at `extents`.
+    fn layout(p: &Program, extents: &[usize]) -> Vec<(rt::Elem, usize)> {
+        let inputs = p
+            .inputs
+            .iter()
+            .map(|t| (t.elem, Program::len_of(&t.axes, extents)));
+        let outputs = p
+            .outputs()
+            .map(|(_, s)| (s.elem, Program::len_of(&s.axes, extents)));
+        inputs
+            .chain(outputs)
+            .map(|(e, len)| (runtime_elem(e, p.dtype), len))
+            .collect()
+    }
+
+    fn alloc(w: &Bench, p: &Program, layout: Vec<(rt::Elem, usize)>) -> Result<Self, Stop> {
+        let st = &w.stream;
+        let (ins, outs) = layout.split_at(p.inputs.len());
+        let inputs = ins
+            .iter()
+            .map(|&(elem, len)| {
+                let drawn = match elem {
+                    rt::Elem::Bf16 | rt::Elem::F16 => Some(
+                        st.alloc_zeros::<f32>(len.max(1))
+                            .map_err(fault("allocating"))?,
+                    ),
+                    _ => None,
+                };
+                Ok(Input {
+                    buffer: Buffer::alloc(st, elem, len)?,
+                    drawn,
+                })
+            })
+            .collect::<Result<_, Stop>>()?;
+        let outputs = outs
+            .iter()
+            .map(|&(elem, len)| {
+                Ok(Output {
+                    buffer: Buffer::alloc(st, elem, len)?,
+                    len,
+                })
+            })
+            .collect::<Result<_, Stop>>()?;
+        Ok(Buffers {
+            layout,
+            inputs,
+            outputs,
+        })
+    }
+}
+
+/// Which elements of an output are compared with its reference.
+enum Compared {
+    /// Every element, in order: the reference is whole.
+    All,
+    /// Those at `host` (row-major positions, in the reference's order), gathered on the device from `device`.
+    At { host: Vec<usize>, device: Positions },
+}
+
+impl Compared {
+    /// What an output with `axes` is compared on when `sample` restricts the reference; positions are uploaded
+    /// only where it restricts this output.
+    fn of(
+        w: &Bench,
+        axes: &[usize],
+        extents: &[usize],
+        sample: Option<&Sample>,
+    ) -> Result<Self, Stop> {
+        if !restricts(axes, sample) {
+            return Ok(Compared::All);
+        }
+        let host = positions(axes, extents, sample);
+        let device = w.positions(&host)?;
+        Ok(Compared::At { host, device })
+    }
+
+    /// The row-major position in the output of the reference's `i`-th value.
+    fn position(&self, i: usize) -> usize {
+        match self {
+            Compared::All => i,
+            Compared::At { host, .. } => host[i],
         }
     }
-
-    /// The output on the host as f64 (indices as numbers), and how many elements were left unwritten.
-    fn read(&mut self, w: &Bench) -> Result<(Vec<f64>, usize), Stop> {
-        let copy = fault("copying the output");
-        let (values, unwritten): (Vec<f64>, usize) = match (&self.buffer, &mut self.staging) {
-            (Buffer::F32(b), _) => floats(w.stream.clone_dtoh(b).map_err(copy)?),
-            (Buffer::Bf16(b), Some(s)) => {
-                w.widen(b, s, DType::Bf16)?;
-                floats(w.stream.clone_dtoh(s).map_err(copy)?)
-            }
-            (Buffer::F16(b), Some(s)) => {
-                w.widen(b, s, DType::F16)?;
-                floats(w.stream.clone_dtoh(s).map_err(copy)?)
-            }
-            (Buffer::I64(b), _) => indices(w.stream.clone_dtoh(b).map_err(copy)?),
-            (Buffer::I32(b), _) => indices(
-                w.stream
-                    .clone_dtoh(b)
-                    .map_err(copy)?
-                    .into_iter()
-                    .map(i64::from)
-                    .collect(),
-            ),
-            (Buffer::Bf16(_) | Buffer::F16(_), None) => (Vec::new(), 0),
-        };
-        let mut values = values;
-        values.truncate(self.len);
-        Ok((values, unwritten))
-    }
-}
-
-fn floats(v: Vec<f32>) -> (Vec<f64>, usize) {
-    let unwritten = v.iter().filter(|x| !x.is_finite()).count();
-    (v.into_iter().map(f64::from).collect(), unwritten)
-}
-
-fn indices(v: Vec<i64>) -> (Vec<f64>, usize) {
-    let unwritten = v.iter().filter(|&&x| x == UNWRITTEN_INDEX).count();
-    (v.into_iter().map(|x| x as f64).collect(), unwritten)
 }
 
 /// One job's checks.
@@ -319,13 +374,46 @@ struct Check<'a> {
 }
 
 impl Check<'_> {
-    /// One size on fresh inputs. Without `times`, every output element is compared with the reference. With
-    /// `times` (the dispatch size), the first run is checked (on sampled rows when the size is large), then
-    /// warm-up and timed runs follow, each from poisoned outputs and a flushed L2, and the last run is checked
-    /// again.
+    /// One size, on its buffers: the dispatch size's kept from the last job where they fit (see [`Buffers`]).
     fn size(
         &self,
         w: &mut Bench,
+        extents: &[usize],
+        seed: u64,
+        index: usize,
+        times: Option<&mut Vec<f64>>,
+    ) -> Result<(), Stop> {
+        let layout = Buffers::layout(self.program, extents);
+        let keep = times.is_some();
+        // A kept set that does not fit is freed before this one is allocated.
+        let kept = if keep {
+            w.kept
+                .take()
+                .and_then(|k| k.downcast::<Buffers>().ok())
+                .filter(|b| b.layout == layout)
+        } else {
+            None
+        };
+        let mut buffers = match kept {
+            Some(b) => *b,
+            None => Buffers::alloc(w, self.program, layout)?,
+        };
+        let result = self.run(w, &mut buffers, extents, seed, index, times);
+        if keep {
+            w.kept = Some(Box::new(buffers));
+        }
+        result
+    }
+
+    /// One size on fresh inputs. Without `times`, every output element is compared with the reference. With
+    /// `times` (the dispatch size), the first run is checked (on sampled rows when the size is large), then
+    /// warm-up and timed runs follow, each from poisoned outputs and a flushed L2, and the last run is checked
+    /// again. Every check counts unwritten elements of the whole output on the device; only the elements compared
+    /// with the reference are copied to the host.
+    fn run(
+        &self,
+        w: &mut Bench,
+        buffers: &mut Buffers,
         extents: &[usize],
         seed: u64,
         index: usize,
@@ -352,8 +440,10 @@ impl Check<'_> {
             }
         );
         let st = w.stream.clone();
+        let Buffers {
+            inputs, outputs, ..
+        } = buffers;
         // Inputs: drawn in f32, rounded to the storage type, kept on the host for the reference.
-        let mut inputs = Vec::new();
         let mut host = Vec::new();
         let total_inputs: usize = p
             .inputs
@@ -361,45 +451,42 @@ impl Check<'_> {
             .map(|t| Program::len_of(&t.axes, extents))
             .sum();
         let with_reference = times.is_none() || total_inputs <= DISPATCH_REFERENCE_ELEMENTS;
-        for (i, t) in p.inputs.iter().enumerate() {
+        for (i, (t, input)) in p.inputs.iter().zip(inputs.iter_mut()).enumerate() {
             let len = Program::len_of(&t.axes, extents);
-            let mut f = st
-                .alloc_zeros::<f32>(len.max(1))
-                .map_err(fault("allocating"))?;
-            w.fill(&mut f, seed ^ (i as u64 + 1).wrapping_mul(0x9e37), dist)?;
-            let buffer = match p.dtype {
-                DType::F32 => Buffer::F32(f.clone()),
-                DType::Bf16 | DType::F16 => {
-                    w.round16(&mut f, p.dtype)?;
-                    let mut b = Buffer::alloc(&st, runtime_elem(t.elem, p.dtype), len)?;
-                    match &mut b {
-                        Buffer::Bf16(n) => w.narrow(&f, n, DType::Bf16)?,
-                        Buffer::F16(n) => w.narrow(&f, n, DType::F16)?,
-                        _ => {}
-                    }
+            let drawn = seed ^ (i as u64 + 1).wrapping_mul(0x9e37);
+            let values: &CudaSlice<f32> = match (&mut input.buffer, &mut input.drawn) {
+                (Buffer::F32(b), _) => {
+                    w.fill(b, drawn, dist)?;
                     b
+                }
+                (Buffer::Bf16(n), Some(f)) => {
+                    w.fill(f, drawn, dist)?;
+                    w.round16(f, DType::Bf16)?;
+                    w.narrow(f, n, DType::Bf16)?;
+                    f
+                }
+                (Buffer::F16(n), Some(f)) => {
+                    w.fill(f, drawn, dist)?;
+                    w.round16(f, DType::F16)?;
+                    w.narrow(f, n, DType::F16)?;
+                    f
+                }
+                _ => {
+                    return Err(reject(
+                        "inputs",
+                        "integer inputs are not generated by this gate yet",
+                    ));
                 }
             };
             if with_reference {
-                let mut values = st.clone_dtoh(&f).map_err(fault("copying inputs"))?;
+                let mut values = st.clone_dtoh(values).map_err(fault("copying inputs"))?;
                 values.truncate(len);
                 host.push(values);
             }
-            inputs.push(buffer);
         }
-        let mut outputs: Vec<Output> = p
-            .outputs()
-            .map(|(_, s)| {
-                Output::new(
-                    w,
-                    runtime_elem(s.elem, p.dtype),
-                    Program::len_of(&s.axes, extents),
-                )
-            })
-            .collect::<Result<_, _>>()?;
         let dims: Vec<Option<usize>> = extents.iter().map(|&e| Some(e)).collect();
         let launch = |w: &Bench, outputs: &mut [Output]| {
-            let ins: Vec<In<'_>> = inputs.iter().map(Buffer::input).collect();
+            let ins: Vec<In<'_>> = inputs.iter().map(|i| i.buffer.input()).collect();
             let mut outs: Vec<Out<'_>> = outputs.iter_mut().map(|o| o.buffer.output()).collect();
             rt::launch_target(
                 "candidate",
@@ -432,10 +519,18 @@ impl Check<'_> {
         } else {
             None
         };
+        // Where each reference value lies in its output: found once, gathered from after every checked run.
+        let compared: Vec<Compared> = if reference.is_some() {
+            p.outputs()
+                .map(|(_, s)| Compared::of(w, &s.axes, extents, sample.as_ref()))
+                .collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
         let tolerance = self.job.plan.tolerance;
-        let verify = |w: &Bench, outputs: &mut [Output], when: &str| -> Result<(), Stop> {
-            for ((k, (_, stmt)), out) in p.outputs().enumerate().zip(outputs.iter_mut()) {
-                let (values, unwritten) = out.read(w)?;
+        let verify = |w: &Bench, outputs: &[Output], when: &str| -> Result<(), Stop> {
+            for ((k, (_, stmt)), out) in p.outputs().enumerate().zip(outputs) {
+                let unwritten = out.unwritten(w)?;
                 if unwritten > 0 {
                     return Err(reject(
                         check.clone(),
@@ -445,44 +540,39 @@ impl Check<'_> {
                         ),
                     ));
                 }
-                let Some(reference) = &reference else {
+                let (Some(reference), Some(compared)) = (&reference, compared.get(k)) else {
                     continue;
                 };
                 let r = &reference[k];
-                let positions = positions(&stmt.axes, extents, sample.as_ref());
+                let values = out.read(w, compared)?;
+                if values.len() != r.values.len() {
+                    return Err(Stop::Fault {
+                        during: format!("checking `{}` on {check}", stmt.name),
+                        error: format!(
+                            "{} elements read back for {} reference values",
+                            values.len(),
+                            r.values.len()
+                        ),
+                    });
+                }
                 let at = |i: usize| {
                     format!(
                         "{}{} {when}",
                         stmt.name,
-                        coords(&stmt.axes, extents, positions[i])
+                        coords(&stmt.axes, extents, compared.position(i))
                     )
                 };
                 if stmt.elem == Elem::Float {
                     let mut cmp = Comparison::default();
-                    for (i, &pos) in positions.iter().enumerate() {
-                        cmp.check(
-                            &tolerance,
-                            &|| at(i),
-                            values[pos] as f32,
-                            r.values[i],
-                            r.scales[i],
-                        );
+                    for (i, &v) in values.iter().enumerate() {
+                        cmp.check(&tolerance, &|| at(i), v as f32, r.values[i], r.scales[i]);
                     }
                     cmp.finish(&tolerance)
                         .map_err(|reason| reject(check.clone(), reason))?;
-                } else if let Some(i) = positions
-                    .iter()
-                    .enumerate()
-                    .position(|(i, &pos)| values[pos] != r.values[i])
-                {
+                } else if let Some(i) = values.iter().zip(&r.values).position(|(v, r)| v != r) {
                     return Err(reject(
                         check.clone(),
-                        format!(
-                            "{} is {}, expected {}",
-                            at(i),
-                            values[positions[i]],
-                            r.values[i]
-                        ),
+                        format!("{} is {}, expected {}", at(i), values[i], r.values[i]),
                     ));
                 }
             }
@@ -492,10 +582,10 @@ impl Check<'_> {
             for o in outputs.iter_mut() {
                 o.poison(w)?;
             }
-            launch(w, &mut outputs)?;
+            launch(w, outputs)?;
             st.synchronize()
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
-            return verify(w, &mut outputs, "");
+            return verify(w, outputs, "");
         };
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         for run in 0..1 + self.job.timing.warmup + self.job.timing.runs {
@@ -508,7 +598,7 @@ impl Check<'_> {
             let start = st
                 .record_event(flags)
                 .map_err(fault("recording an event"))?;
-            launch(w, &mut outputs)?;
+            launch(w, outputs)?;
             let end = st
                 .record_event(flags)
                 .map_err(fault("recording an event"))?;
@@ -516,12 +606,12 @@ impl Check<'_> {
                 .elapsed_ms(&end)
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
             if run == 0 {
-                verify(w, &mut outputs, "after the first run")?;
+                verify(w, outputs, "after the first run")?;
             } else if run > self.job.timing.warmup {
                 times.push(ms as f64);
             }
         }
-        verify(w, &mut outputs, "after the last timed run")
+        verify(w, outputs, "after the last timed run")
     }
 }
 
@@ -539,6 +629,11 @@ fn dispatch_sample(p: &Program, extents: &[usize], samples: usize, seed: u64) ->
     let rows = (samples / per_row.max(1)).clamp(3, 64);
     let (values, _) = plan::sample_grid(extents[dim], 1, rows * rows, seed);
     Some(Sample { dim, values })
+}
+
+/// Whether `sample` restricts a tensor with `axes`: otherwise its reference is whole, every element in order.
+fn restricts(axes: &[usize], sample: Option<&Sample>) -> bool {
+    sample.is_some_and(|s| axes.contains(&s.dim))
 }
 
 /// The row-major positions, in a tensor with `axes`, of the elements a reference (dense, with the sampled
@@ -612,5 +707,59 @@ mod tests {
         assert_eq!(positions(&[0, 1], &[2, 4], Some(&s)), vec![2, 6]);
         assert_eq!(coords(&[0, 1], &[2, 4], 6), "[1, 2]");
         assert_eq!(positions(&[], &[2, 4], None), vec![0]);
+    }
+
+    #[test]
+    fn only_what_the_sample_restricts_is_gathered() {
+        let s = Sample {
+            dim: 0,
+            values: vec![1, 3],
+        };
+        assert!(restricts(&[0, 1], Some(&s)));
+        assert!(restricts(&[1, 0], Some(&s)));
+        // An output without the sampled dimension, or no sample: read whole, since its reference holds every
+        // element in order.
+        for (axes, sample) in [
+            (&[1][..], Some(&s)),
+            (&[0, 1][..], None),
+            (&[][..], Some(&s)),
+        ] {
+            assert!(!restricts(axes, sample));
+            let all = positions(axes, &[4, 3], sample);
+            assert_eq!(all, (0..all.len()).collect::<Vec<_>>(), "{axes:?}");
+        }
+    }
+
+    #[test]
+    fn the_dispatch_size_reads_back_a_few_rows_of_its_output() {
+        let p = match optiml_spec::parse("softmax over the last axis")
+            .unwrap()
+            .family
+        {
+            optiml_spec::Family::Tensor(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let extents = [4096, 393216];
+        let sample = dispatch_sample(&p, &extents, 4096, 7).expect("a sampled dimension");
+        assert_eq!(sample.dim, 0);
+        assert!(sample.values.contains(&0) && sample.values.contains(&4095));
+        let (_, y) = p.outputs().next().unwrap();
+        assert!(restricts(&y.axes, Some(&sample)));
+        let at = positions(&y.axes, &extents, Some(&sample));
+        // Whole rows: the sampled rows' elements, in order, out of 1.6 billion.
+        assert_eq!(at.len(), sample.values.len() * extents[1]);
+        assert!(at.len() <= 64 * extents[1]);
+        for (k, &row) in sample.values.iter().enumerate() {
+            let run = &at[k * extents[1]..][..extents[1]];
+            assert_eq!(run[0], row * extents[1]);
+            assert!(run.windows(2).all(|w| w[1] == w[0] + 1));
+        }
+        assert!(at.iter().all(|&i| i < extents[0] * extents[1]));
+        assert_eq!(
+            coords(&y.axes, &extents, at[at.len() - 1]),
+            "[4095, 393215]"
+        );
+        // Small sizes are compared whole.
+        assert!(dispatch_sample(&p, &[64, 1024], 4096, 7).is_none());
     }
 }

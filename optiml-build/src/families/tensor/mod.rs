@@ -110,6 +110,16 @@ impl Family for Tensor {
         }
     }
 
+    fn default_candidates(&self, spec: &Spec, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
+        let Some(p) = program(spec) else {
+            return super::of(spec).default_candidates(spec, arch);
+        };
+        match codegen::classify(p) {
+            Ok(shape) => shape.default_candidates(arch),
+            Err(_) => vec![(None, self.default_candidate(spec, arch))],
+        }
+    }
+
     fn scheduled_candidate(
         &self,
         spec: &Spec,
@@ -203,6 +213,16 @@ impl Family for Tensor {
                 })
             })
             .collect()
+    }
+
+    /// `r=4096, c=393216`: the program's own dimensions at the size the search ran at (the winner serves every
+    /// size), from the target's label; a log written before searches logged their targets' labels holds bare
+    /// extents (`4096x393216`), said as they are.
+    fn tuned_for(&self, bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
+        match searched_at {
+            Some(label) => label.split_whitespace().collect::<Vec<_>>().join(", "),
+            None => super::plain_tuned_for(bucket, searched_at),
+        }
     }
 
     fn tune(
@@ -485,6 +505,26 @@ mod tests {
         // Batch statistics over dimensions around the kept one are not generated yet, and say why.
         let bn = optiml_spec::parse("batch norm, training mode").unwrap();
         assert!(Tensor.supports(&bn).is_err());
+    }
+
+    #[test]
+    fn a_variant_is_said_to_be_tuned_for_the_programs_own_dimensions() {
+        let spec = optiml_spec::parse("softmax over the last axis").unwrap();
+        // A target's label is what a search of this family logs.
+        let targets = Tensor
+            .targets(
+                &spec,
+                &KernelSettings::default(),
+                Some(&[Dims(vec![4096, 393216])]),
+            )
+            .unwrap();
+        assert_eq!(
+            Tensor.tuned_for(None, Some(&targets[0].label)),
+            "r=4096, c=393216"
+        );
+        // An older log's bare extents, never matmul's four sizes.
+        assert_eq!(Tensor.tuned_for(None, Some("4096x393216")), "4096x393216");
+        assert_eq!(Tensor.tuned_for(None, None), "every size");
     }
 
     #[test]

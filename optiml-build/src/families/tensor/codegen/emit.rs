@@ -146,6 +146,12 @@ pub(crate) fn expr(e: &Expr, env: &dyn Env) -> String {
                 Binary::Mul => format!("({a} * {b})"),
                 Binary::Div if env.invariant(rhs) => format!("({a} * (1.0f / {b}))"),
                 Binary::Div => format!("({a} / {b})"),
+                // A square is one multiplication, correctly rounded like powf's result and with its NaN, infinity
+                // and sign cases; NVRTC does not simplify powf(x, 2.0f), whose general path (a logarithm and an
+                // exponential, about 80 instructions) made RMS norms over channels compute-bound.
+                Binary::Pow if matches!(**rhs, Expr::Const(c) if c == 2.0) => {
+                    format!("({a} * {a})")
+                }
                 Binary::Pow => format!("powf({a}, {b})"),
                 Binary::Max => format!("optiml_p::maxf({a}, {b})"),
                 Binary::Min => format!("optiml_p::minf({a}, {b})"),
@@ -304,6 +310,11 @@ pub(crate) fn output_ordinals(p: &Program) -> Vec<Option<usize>> {
 /// `extern "C" __global__ void __launch_bounds__(...) optiml_program(<the ABI>) {` and the extents: fixed ones
 /// as constants (the argument is ignored), so the compiler folds them.
 pub(crate) fn entry(c: &mut Code, p: &Program, bounds: &str) {
+    entry_with(c, p, bounds, "");
+}
+
+/// [`entry`] with launch attributes (`__cluster_dims__(…) `, with its trailing space) before the bounds.
+pub(crate) fn entry_with(c: &mut Code, p: &Program, bounds: &str, attrs: &str) {
     let mut params: Vec<String> = Vec::new();
     for k in 0..p.inputs.len() {
         params.push(format!("const T* in{k}"));
@@ -321,7 +332,7 @@ pub(crate) fn entry(c: &mut Code, p: &Program, bounds: &str) {
         params.push(format!("float p{k}"));
     }
     c.open(format!(
-        "extern \"C\" __global__ void __launch_bounds__({bounds}) optiml_program({}) {{",
+        "extern \"C\" __global__ void {attrs}__launch_bounds__({bounds}) optiml_program({}) {{",
         params.join(", ")
     ));
     for (d, x) in p.dims.iter().enumerate() {

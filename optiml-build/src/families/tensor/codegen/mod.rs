@@ -46,7 +46,7 @@ mod tests;
 pub use classify::{ColumnShape, PointwiseShape, RowShape, Shape, Unsupported, classify, lower};
 pub use columns::ColumnSchedule;
 pub use pointwise::PointwiseSchedule;
-pub use rows::RowSchedule;
+pub use rows::{ROW_BUCKETS, RowSchedule};
 
 use crate::experts::Candidate;
 use crate::search::Tunable;
@@ -72,6 +72,23 @@ impl Shape {
             Shape::Pointwise(s) => PointwiseSchedule::default_for(arch).candidate(s),
             Shape::Rows(s) => RowSchedule::default_for(arch).candidate(s),
             Shape::Columns(s) => ColumnSchedule::default_for(arch).candidate(s),
+        }
+    }
+
+    /// The untuned variants a build compiles on `arch`, each with the shape key
+    /// ([`optiml_runtime::program::shape_key`]) it serves: a row kernel one per row-length bucket
+    /// (`ROW_BUCKETS` of the rows generator, keyed on that length), the others one for every shape.
+    pub fn default_candidates(&self, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
+        match self {
+            Shape::Rows(s) => ROW_BUCKETS
+                .iter()
+                .map(|&len| {
+                    let c = RowSchedule::for_row(s, len, arch).candidate(s);
+                    // The key's item count is the same for every bucket, so the row length alone picks.
+                    (Some([4096, 1, len as u64, 1]), c)
+                })
+                .collect(),
+            _ => vec![(None, self.default_candidate(arch))],
         }
     }
 

@@ -279,6 +279,17 @@ impl Passes {
         }
     }
 
+    /// The most inputs one pass reads per element (at least 1): what a step of loads in flight costs in
+    /// registers.
+    pub(crate) fn max_element_inputs(&self) -> u32 {
+        self.need
+            .iter()
+            .map(|n| n.element_inputs.len() as u32)
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// The number of passes over the data (reductions, then the final one if any).
     pub(crate) fn count(&self) -> usize {
         self.need.len()

@@ -50,6 +50,15 @@ pub struct RowSchedule {
     /// Nonzero: the grid holds at most this many blocks per SM and blocks loop over rows (0: a block per row
     /// group).
     pub blocks_per_sm: u32,
+    /// Blocks of a thread-block cluster (sm_90) that share each row: the row's chunks interleave over the
+    /// cluster's `cluster × row_threads` threads, each block keeps its share on chip, and the blocks combine
+    /// their reductions through distributed shared memory. 1: a row is one block's.
+    #[serde(default = "one")]
+    pub cluster: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 const ROW_THREADS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
@@ -59,8 +68,17 @@ const REG_CHUNKS: [u32; 7] = [0, 1, 2, 4, 8, 16, 32];
 /// hundred bytes of reduction scratch), or none. 46, not 48: up to 48 KiB of dynamic and static shared memory
 /// together need no opt-in, and the reduction scratch is static.
 const SMEM_KIB: [u32; 5] = [0, 24, 46, 100, 220];
-const UNROLL: [u32; 3] = [1, 2, 4];
+const UNROLL: [u32; 4] = [1, 2, 4, 8];
 const BLOCKS_PER_SM: [u32; 5] = [0, 1, 2, 4, 8];
+/// Portable cluster sizes (at most 8 blocks need no opt-in).
+const CLUSTER: [u32; 4] = [1, 2, 4, 8];
+/// The most of a row (bytes of its cached inputs) [`RowSchedule::for_row`] gives one block of a cluster: 132
+/// SMs' shares then fit in the H200's 50 MiB L2, from which each pass re-reads what the registers do not hold.
+const BLOCK_SHARE: usize = 192 * 1024;
+/// Row lengths the build compiles a default variant for (see [`RowSchedule::for_row`]): a row kernel's best
+/// schedule depends on the row length far more than on anything else, and one variant per factor of 8 keeps
+/// every row length within a factor of 2.8 of a variant's.
+pub const ROW_BUCKETS: [usize; 6] = [256, 2048, 16384, 131072, 1 << 20, 1 << 23];
 
 /// Registers a thread needs beside its cached chunks (indices, pointers, accumulators, one step of loads): what
 /// [`RowSchedule::is_valid`] keeps free of the block size's register share, checked by the no-spill tests.
@@ -72,10 +90,11 @@ impl RowSchedule {
         self.row_threads * self.rows_per_block
     }
 
-    /// A schedule for rows of `row_len` elements of `shape`'s program (a search's starting point when the row
-    /// length is known): a warp per row (8 rows per block) for rows of up to 8 chunks per lane, else a block per
-    /// row with about 4 chunks per thread; each cached input's whole row in registers where the budget allows,
-    /// the rest in shared memory.
+    /// A schedule for rows of `row_len` elements of `shape`'s program (the default variant of a row-length
+    /// bucket, [`ROW_BUCKETS`]): a warp per row (8 rows per block) for rows of up to 8 chunks per lane, else a
+    /// block per row with about 4 chunks per thread; each cached input's row in registers where the budget
+    /// allows; on sm_90 a row longer than the registers hold spreads over a cluster (see the body for the
+    /// measurements).
     pub fn for_row(shape: &RowShape, row_len: usize, arch: Arch) -> Self {
         let passes = Passes::new(&shape.program, &shape.reduced);
         let cached = passes.cached.len().max(1) as u32;
@@ -88,16 +107,38 @@ impl RowSchedule {
             s.rows_per_block = 8;
             s.reg_chunks = (pow2(chunks.div_ceil(32)) * cached).min(32);
         } else {
-            s.row_threads = pow2(chunks.div_ceil(4)).clamp(64, 512);
+            s.row_threads = pow2(chunks.div_ceil(4)).clamp(64, 1024);
             s.rows_per_block = 1;
             s.reg_chunks = (pow2(chunks.div_ceil(s.row_threads as usize)) * cached).min(32);
+            if s.row_threads == 1024 {
+                // 4 chunks fit the 64-register share of a 1024-thread block for f32 softmax but spilled in
+                // 16-bit and RMS-norm programs (the no-spill test of every bucket's default); 2 fit all.
+                s.reg_chunks = s.reg_chunks.min(2);
+            }
         }
         while !s.is_valid() && s.reg_chunks > 0 {
             s.reg_chunks /= 2;
         }
-        let per_thread = chunks.div_ceil(s.row_threads as usize) as u32;
-        if per_thread > s.reg_chunks / cached {
-            s.smem_kib = 220;
+        if passes.cached.is_empty() || arch.major < 9 {
+            // One pass over the row: nothing to keep close. Before sm_90: no clusters.
+            return s;
+        }
+        // A row longer than a block's registers hold spreads over the smallest cluster whose blocks take at most
+        // `BLOCK_SHARE` each, else over 8: the part of a row the registers do not hold is read again by each
+        // pass, from L2 while the rows in flight fit there, and a few long rows spread over more SMs. Shared
+        // memory stays unused by default. Measured on the H200 (`long_rows_across_clusters`, f32): softmax over
+        // rows of 393216 ran at 2.42 TB/s with 1024 threads, 4 register chunks and a cluster of 8 re-reading
+        // from L2, 2.24 TB/s with 220 KiB of shared memory holding the row, 2.15 TB/s with 512 threads and 16
+        // register chunks; instance norm over rows of 262144 at 1.45 TB/s with 1024 threads and a cluster of 4,
+        // 1.04–1.25 TB/s with 512 threads: more warps per SM beat more of the row on chip.
+        let reg_bytes = (s.reg_chunks / cached) as usize * s.row_threads as usize * 16;
+        let row_bytes = chunks * 16 * cached as usize;
+        if row_bytes > reg_bytes {
+            s.cluster = CLUSTER
+                .iter()
+                .copied()
+                .find(|&c| row_bytes.div_ceil(c as usize) <= BLOCK_SHARE)
+                .unwrap_or(8);
         }
         s
     }
@@ -129,15 +170,36 @@ impl RowSchedule {
             "#define OPTIML_U {}  // chunks in flight",
             g.unroll
         ));
+        let clustered = self.cluster > 1;
+        if clustered {
+            c.line(format!(
+                "#define OPTIML_CL {}  // blocks per row (a cluster)",
+                self.cluster
+            ));
+            c.line(
+                "#define OPTIML_VRT (OPTIML_RT * OPTIML_CL)  // threads per row over the cluster",
+            );
+            c.line("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900");
+            c.line("#error \"thread-block clusters need sm_90 or newer\"");
+            c.line("#endif");
+        }
         c.line("");
         // No register cap beyond the block size's: a cap the cache cannot meet spills, and the register use
         // follows the schedule's knobs (cached chunks, unroll), which the search moves.
-        emit::entry(&mut c, p, &format!("{}, 1", self.threads()));
+        let attrs = if clustered {
+            format!("__cluster_dims__({}, 1, 1) ", self.cluster)
+        } else {
+            String::new()
+        };
+        emit::entry_with(&mut c, p, &format!("{}, 1", self.threads()), &attrs);
         let k = Kernel {
             p,
             shape,
             passes: &passes,
             g: &g,
+            clustered,
+            stride: if clustered { "OPTIML_VRT" } else { "OPTIML_RT" },
+            vt: if clustered { "vtid" } else { "tid" },
         };
         k.body(&mut c);
         c.close("}");
@@ -150,7 +212,7 @@ impl RowSchedule {
                 items_mask: emit::mask(shape.items.iter().copied()),
                 items_per_block: self.rows_per_block,
                 max_blocks_per_sm: self.blocks_per_sm,
-                cluster: 1,
+                cluster: self.cluster,
                 nonempty_mask: emit::nonempty_mask(p),
             }),
             schedule: describe,
@@ -180,13 +242,7 @@ impl Geometry {
         // the block size's register share for them (a 1024-thread layer norm on bf16 spilled at 4 in flight).
         let threads = s.row_threads * s.rows_per_block;
         let cap = (65536 / threads).min(255);
-        let inputs = passes
-            .need
-            .iter()
-            .map(|n| n.element_inputs.len() as u32)
-            .max()
-            .unwrap_or(1)
-            .max(1);
+        let inputs = passes.max_element_inputs();
         let per_chunk = 4 * inputs * (vec / 4).max(1);
         let mut unroll = s.unroll;
         while unroll > 1 && per_chunk * unroll > cap / 2 {
@@ -211,6 +267,13 @@ struct Kernel<'a> {
     shape: &'a RowShape,
     passes: &'a Passes,
     g: &'a Geometry,
+    /// The row spreads over a cluster's blocks.
+    clustered: bool,
+    /// Threads sharing a row: `OPTIML_RT`, or `OPTIML_VRT` over a cluster. A thread's chunk `j` is the row's
+    /// chunk `j · stride + vt`; shared memory stays indexed by the block's own `tid`.
+    stride: &'static str,
+    /// The thread's place among them: `tid`, or `vtid` over a cluster.
+    vt: &'static str,
 }
 
 /// The values at an element: element inputs from the unpacked chunk `x{k}[l]`, item inputs `si{k}`, element
@@ -332,6 +395,9 @@ impl Kernel<'_> {
         c.line("const int tid = threadIdx.x % OPTIML_RT;");
         c.line("const int grp = threadIdx.x / OPTIML_RT;");
         c.line("(void)nchunks; (void)grp;");
+        if self.clustered {
+            c.line("const int vtid = (int)optiml_p::cluster_rank() * OPTIML_RT + tid;");
+        }
         for k in 0..p.params.len() {
             c.line(format!("(void)p{k};"));
         }
@@ -349,6 +415,14 @@ impl Kernel<'_> {
             }
             c.line("int buf = 0;");
         }
+        if self.clustered && plain_slots > 0 {
+            // Each block's partials for the cluster, double-buffered as `red_f` is.
+            c.line(format!("__shared__ float cx_f[2][{plain_slots}];"));
+            if arg_slots > 0 {
+                c.line(format!("__shared__ long long cx_i[2][{arg_slots}];"));
+            }
+            c.line("int cbuf = 0;");
+        }
         if g.sc > 0 {
             c.line("extern __shared__ uint4 optiml_smem[];");
             for (m, k) in self.passes.cached.iter().enumerate() {
@@ -358,10 +432,18 @@ impl Kernel<'_> {
                 ));
             }
         }
-        c.open(
-            "for (long long row = (long long)blockIdx.x * OPTIML_RPB + grp; row < rows; \
-             row += (long long)gridDim.x * OPTIML_RPB) {",
-        );
+        if self.clustered {
+            // A cluster per row (one row per block, no persistent grid): the grid is the rows' clusters.
+            c.open(
+                "for (long long row = (long long)optiml_p::cluster_id(); row < rows; \
+                 row += (long long)optiml_p::cluster_count()) {",
+            );
+        } else {
+            c.open(
+                "for (long long row = (long long)blockIdx.x * OPTIML_RPB + grp; row < rows; \
+                 row += (long long)gridDim.x * OPTIML_RPB) {",
+            );
+        }
         // Coordinates of the row, for the tensors whose row offset is not a multiple of the row index.
         let mut needed: Vec<usize> = Vec::new();
         let mut tensors: Vec<&[usize]> = Vec::new();
@@ -417,7 +499,10 @@ impl Kernel<'_> {
         }
         // Offsets from here on are from this thread's first element: a chunk's offset is then a constant in the
         // unrolled segments, and one bound serves every check.
-        c.line("const long long my0 = (long long)tid * IO::V;");
+        c.line(format!(
+            "const long long my0 = (long long){} * IO::V;",
+            self.vt
+        ));
         c.line("const long long rem = ncols - my0;");
         c.line("const int remi = (int)(rem < 0x7FFFFFFFLL ? rem : 0x7FFFFFFFLL);");
         c.line("(void)remi;");
@@ -435,6 +520,10 @@ impl Kernel<'_> {
         self.row(c, false);
         c.close("}");
         c.close("}");
+        if self.clustered {
+            // No block may exit while another still reads its partials from distributed shared memory.
+            c.line("optiml_p::cluster_sync();");
+        }
     }
 
     /// One row, with chunk accesses proven 16-byte aligned (`aligned`) or not.
@@ -452,7 +541,7 @@ impl Kernel<'_> {
             }
         }
         if !self.passes.scalar_outputs.is_empty() {
-            c.open("if (tid == 0) {");
+            c.open(format!("if ({} == 0) {{", self.vt));
             for &j in &self.passes.scalar_outputs {
                 let o = self.out_ordinal(j);
                 c.line(format!(
@@ -540,7 +629,8 @@ impl Kernel<'_> {
                     c.line("#pragma unroll");
                     c.open("for (int j = 0; j < OPTIML_RC; ++j) {");
                     c.line(format!(
-                        "rg{k}[j] = optiml_p::ld_rel<IO, {al}>(pr{k}, j * (OPTIML_RT * IO::V), remi);"
+                        "rg{k}[j] = optiml_p::ld_rel<IO, {al}>(pr{k}, j * ({} * IO::V), remi);",
+                        self.stride
                     ));
                     c.close("}");
                 }
@@ -561,11 +651,12 @@ impl Kernel<'_> {
                     Source::Global
                 }
             };
+            let offset = format!("(j0 + u) * ({} * IO::V)", self.stride);
             let seg = Segment {
                 count: &ur.to_string(),
                 guard: "",
                 base: None,
-                offset: "(j0 + u) * (OPTIML_RT * IO::V)",
+                offset: &offset,
             };
             self.segment(c, pass, &seg, &sources, aligned);
             c.close("}");
@@ -575,8 +666,9 @@ impl Kernel<'_> {
         // Shared memory.
         if g.sc > 0 {
             c.open(format!(
-                "for (int j0 = OPTIML_RC; j0 < OPTIML_RC + OPTIML_SC && (long long)j0 * OPTIML_RT < nchunks; \
-                 j0 += {step}) {{"
+                "for (int j0 = OPTIML_RC; j0 < OPTIML_RC + OPTIML_SC && (long long)j0 * {} < nchunks; \
+                 j0 += {step}) {{",
+                self.stride
             ));
             let sources = |k: usize| {
                 if in_smem.contains(&k) {
@@ -585,24 +677,29 @@ impl Kernel<'_> {
                     Source::Global
                 }
             };
+            let base = format!("(long long)j0 * ({} * IO::V)", self.stride);
+            let offset = format!("u * ({} * IO::V)", self.stride);
             let seg = Segment {
                 count: step,
                 guard: "j0 + u < OPTIML_RC + OPTIML_SC",
-                base: Some("(long long)j0 * (OPTIML_RT * IO::V)"),
-                offset: "u * (OPTIML_RT * IO::V)",
+                base: Some(&base),
+                offset: &offset,
             };
             self.segment(c, pass, &seg, &sources, aligned);
             c.close("}");
         }
         // Global memory: the rest of the row, in 64-bit offsets (a row may be longer than 2^31 elements).
         c.open(format!(
-            "for (long long j0 = OPTIML_RC + OPTIML_SC; j0 * OPTIML_RT < nchunks; j0 += {step}) {{"
+            "for (long long j0 = OPTIML_RC + OPTIML_SC; j0 * {} < nchunks; j0 += {step}) {{",
+            self.stride
         ));
+        let base = format!("j0 * (long long)({} * IO::V)", self.stride);
+        let offset = format!("u * ({} * IO::V)", self.stride);
         let seg = Segment {
             count: step,
             guard: "",
-            base: Some("j0 * (long long)(OPTIML_RT * IO::V)"),
-            offset: "u * (OPTIML_RT * IO::V)",
+            base: Some(&base),
+            offset: &offset,
         };
         self.segment(c, pass, &seg, &|_| Source::Global, aligned);
         c.close("}");
@@ -826,6 +923,22 @@ impl Kernel<'_> {
             // barrier, which every thread reaches only after reading this one.
             c.line("buf ^= 1;");
         }
+        if self.clustered {
+            // Every block now holds its own combination; the cluster folds the blocks' in rank order, each
+            // block reading the others' from distributed shared memory after the barrier that publishes them.
+            let cx = |array: &str| if array == "red_f" { "cx_f" } else { "cx_i" };
+            c.open("if (threadIdx.x == 0) {");
+            self.passes.store_partials(c, reds, "", &|array, slot, _| {
+                format!("{}[cbuf][{slot}]", cx(array))
+            });
+            c.close("}");
+            c.line("optiml_p::cluster_sync();");
+            self.passes
+                .fold_partials(c, reds, "OPTIML_CL", &|array, slot, part| {
+                    format!("optiml_p::cluster_ld(&{}[cbuf][{slot}], {part})", cx(array))
+                });
+            c.line("cbuf ^= 1;");
+        }
         self.passes.finish(c, reds);
     }
 }
@@ -853,8 +966,13 @@ impl Tunable for RowSchedule {
         } else {
             format!("{} blocks/SM", self.blocks_per_sm)
         };
+        let cluster = if self.cluster > 1 {
+            format!(", cluster {}", self.cluster)
+        } else {
+            String::new()
+        };
         format!(
-            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}",
+            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}{cluster}",
             self.row_threads, self.rows_per_block, self.reg_chunks, self.smem_kib, self.unroll
         )
     }
@@ -874,6 +992,8 @@ impl Tunable for RowSchedule {
             && UNROLL.contains(&self.unroll)
             && BLOCKS_PER_SM.contains(&self.blocks_per_sm)
             && threads * self.blocks_per_sm <= 2048
+            && CLUSTER.contains(&self.cluster)
+            && (self.cluster == 1 || (self.rows_per_block == 1 && self.blocks_per_sm == 0))
     }
 
     /// A block of 256 threads per row with 8 chunks per thread in registers: rows up to 8192 f32 (16384 16-bit)
@@ -886,6 +1006,7 @@ impl Tunable for RowSchedule {
             smem_kib: 0,
             unroll: 4,
             blocks_per_sm: 0,
+            cluster: 1,
         }
     }
 
@@ -897,16 +1018,19 @@ impl Tunable for RowSchedule {
                     for smem_kib in SMEM_KIB {
                         for unroll in UNROLL {
                             for blocks_per_sm in BLOCKS_PER_SM {
-                                let s = RowSchedule {
-                                    row_threads,
-                                    rows_per_block,
-                                    reg_chunks,
-                                    smem_kib,
-                                    unroll,
-                                    blocks_per_sm,
-                                };
-                                if s.is_valid() {
-                                    out.push(s);
+                                for cluster in CLUSTER {
+                                    let s = RowSchedule {
+                                        row_threads,
+                                        rows_per_block,
+                                        reg_chunks,
+                                        smem_kib,
+                                        unroll,
+                                        blocks_per_sm,
+                                        cluster,
+                                    };
+                                    if s.is_valid() {
+                                        out.push(s);
+                                    }
                                 }
                             }
                         }
@@ -1085,6 +1209,33 @@ impl Tunable for RowSchedule {
                 apply: |s| {
                     (s.blocks_per_sm > 1).then_some(RowSchedule {
                         blocks_per_sm: s.blocks_per_sm / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "split-row-over-cluster",
+                rationale: "twice the blocks per row in a thread-block cluster (sm_90): each keeps half as much of \
+                            the row on chip, so a row too long for one block is read once, and few long rows \
+                            spread over more SMs",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.3,
+                apply: |s| {
+                    (s.rows_per_block == 1 && s.blocks_per_sm == 0).then_some(RowSchedule {
+                        cluster: s.cluster * 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "smaller-cluster",
+                rationale: "half the blocks per row: fewer cluster barriers and less distributed-shared-memory \
+                            traffic when the row fits in fewer blocks",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    (s.cluster > 1).then_some(RowSchedule {
+                        cluster: s.cluster / 2,
                         ..*s
                     })
                 },
