@@ -232,17 +232,42 @@ pub enum CacheError {
     },
 }
 
+/// How a report words what a tuned variant was tuned for, from the winner's schedule as its search log records it
+/// (which names its kernel, and so its family), the variant's bucket and the problem its search ran at. The cache
+/// names no family: the build helper hands it the registry's wording ([`Cache::with_words`]).
+pub type TunedWords = fn(Option<&serde_json::Value>, Option<[u64; 4]>, Option<&str>) -> String;
+
 /// A cache root folder.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Cache {
     /// The folder.
     pub root: PathBuf,
+    /// How its reports word a tuned variant's shape.
+    pub words: TunedWords,
 }
 
+impl PartialEq for Cache {
+    /// Two caches are the same folder (the wording is not part of what is stored).
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for Cache {}
+
 impl Cache {
-    /// A cache at `root` (created on first store).
+    /// A cache at `root` (created on first store), whose reports give a tuned variant's bucket sizes
+    /// ([`plain_words`]).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Cache { root: root.into() }
+        Cache {
+            root: root.into(),
+            words: plain_words,
+        }
+    }
+
+    /// This cache with reports worded by `words`.
+    pub fn with_words(self, words: TunedWords) -> Self {
+        Cache { words, ..self }
     }
 
     /// Where the entry for `inputs` lives.
@@ -360,7 +385,10 @@ impl Cache {
                 variants: records,
                 files,
             };
-            fs::write(&tmp.join("report.md"), report(&manifest, &tmp).as_bytes())?;
+            fs::write(
+                &tmp.join("report.md"),
+                report(&manifest, &tmp, self.words).as_bytes(),
+            )?;
             // The manifest is written last: a folder without one is never mistaken for an entry.
             let bytes = encode(&manifest).map_err(|source| CacheError::Encode {
                 dir: dir.clone(),
@@ -573,9 +601,9 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
 ///
 /// # Errors
 /// [`FsError`] when the file cannot be written.
-pub fn refresh_report(entry: &Entry) -> Result<bool, FsError> {
+pub fn refresh_report(entry: &Entry, words: TunedWords) -> Result<bool, FsError> {
     let path = entry.file("report.md");
-    let text = report(&entry.manifest, &entry.dir);
+    let text = report(&entry.manifest, &entry.dir, words);
     if std::fs::read(&path).is_ok_and(|old| old == text.as_bytes()) {
         return Ok(false);
     }
@@ -583,9 +611,23 @@ pub fn refresh_report(entry: &Entry) -> Result<bool, FsError> {
     Ok(true)
 }
 
+/// The wording of a tuned variant's shape no family claims: `256×1024×1024×1024` (the bucket), else the problem
+/// searched at, else every size.
+pub fn plain_words(
+    _winner: Option<&serde_json::Value>,
+    bucket: Option<[u64; 4]>,
+    searched_at: Option<&str>,
+) -> String {
+    match (bucket, searched_at) {
+        (Some(b), _) => b.map(|d| d.to_string()).join("×"),
+        (None, Some(at)) => at.to_string(),
+        (None, None) => "every size".into(),
+    }
+}
+
 /// The human-readable summary written beside the manifest of the entry in `dir` (whose search logs say what each
-/// tuned variant was searched at; the kernel's family words it).
-pub fn report(m: &Manifest, dir: &Path) -> String {
+/// tuned variant was searched at; `words` words it).
+pub fn report(m: &Manifest, dir: &Path, words: TunedWords) -> String {
     let mut s = format!(
         "# optiml kernel `{}`\n\n| | |\n|---|---|\n| spec | `{}` |\n| binding | `{}` |\n| arch | {} |\n| toolchain | {} |\n\
          | generator | {} |\n| entry | `{}` |\n| NVRTC options | `{}` |\n\n## Variants\n\n\
@@ -633,7 +675,7 @@ pub fn report(m: &Manifest, dir: &Path) -> String {
                         .as_ref()
                         .filter(|t| !t.log.is_empty())
                         .and_then(|t| crate::search::read_jsonl(&dir.join(&t.log)).ok());
-                    crate::families::tuned_for(
+                    words(
                         log.as_ref().map(|r| &r.summary.best_schedule),
                         bucket,
                         log.as_ref().map(|r| r.header.shape.as_str()),
@@ -858,14 +900,14 @@ mod tests {
         let t = hit.manifest.variants[1].tuning.as_ref().unwrap();
         assert_eq!(t.log, "search-v1.jsonl");
         assert_eq!(std::fs::read(hit.file(&t.log)).unwrap(), log);
-        assert!(report(&hit.manifest, &hit.dir).contains("1.20×"));
+        assert!(report(&hit.manifest, &hit.dir, plain_words).contains("1.20×"));
         // These logs are a bare header, which names no winner (and so no family): the bucket alone says it.
-        let text = report(&hit.manifest, &hit.dir);
+        let text = report(&hit.manifest, &hit.dir, plain_words);
         assert!(text.contains("| 256×1024×1024×1024 |"), "{text}");
         // A stale report is rewritten from the manifest, and the entry still verifies.
         std::fs::write(hit.file("report.md"), "stale").unwrap();
-        assert!(refresh_report(&hit).unwrap());
-        assert!(!refresh_report(&hit).unwrap());
+        assert!(refresh_report(&hit, plain_words).unwrap());
+        assert!(!refresh_report(&hit, plain_words).unwrap());
         assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
         // An empty ptxas report is said as such: the loaded function's figures for a tuned variant, a dash
         // otherwise, never zeros that read as "no spills".
@@ -879,7 +921,7 @@ mod tests {
             .registers = 168;
         silent.variants[1].resources = Default::default();
         silent.variants[1].tuning = None;
-        let text = report(&silent, &hit.dir);
+        let text = report(&silent, &hit.dir, plain_words);
         assert!(
             text.contains("| 168 (loaded) | 0 B local (loaded) |"),
             "{text}"
@@ -893,7 +935,7 @@ mod tests {
 
     #[test]
     fn a_tuned_tensor_variant_is_reported_in_its_programs_dimensions() {
-        let cache = temp_cache("tensor-report");
+        let cache = temp_cache("tensor-report").with_words(crate::families::tuned_for);
         let spec = optiml_spec::parse("softmax over the last axis").unwrap();
         let sig: syn::ForeignItemFn = syn::parse_str(
             "fn softmax(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);",
@@ -971,7 +1013,10 @@ mod tests {
                 !text.contains("batch") && !text.contains("default schedule"),
                 "{text}"
             );
-            assert_eq!(report(&entry.manifest, &entry.dir), text);
+            assert_eq!(
+                report(&entry.manifest, &entry.dir, crate::families::tuned_for),
+                text
+            );
         }
         std::fs::remove_dir_all(&cache.root).unwrap();
     }

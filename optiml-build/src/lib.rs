@@ -216,7 +216,8 @@ impl Builder {
                 cargo(format!("rerun-if-changed={}", dir.display()));
             }
         }
-        let target = Cache::new(targets::target_cache_dir(&out_dir));
+        let target =
+            Cache::new(targets::target_cache_dir(&out_dir)).with_words(families::tuned_for);
         let mut read = vec![target.clone()];
         read.extend(committed.into_iter().map(Cache::new));
         let policy = Policy {

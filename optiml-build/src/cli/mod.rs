@@ -415,7 +415,8 @@ fn root_and_cache(place: &Place) -> anyhow::Result<(PathBuf, Cache)> {
         (Some(d), _) => d.to_path_buf(),
         (None, Some(d)) => PathBuf::from(d),
         (None, None) => root.join(".optiml"),
-    });
+    })
+    .with_words(families::tuned_for);
     Ok((root, cache))
 }
 
@@ -533,7 +534,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     // Reports are derived text: bring those written by an older generator up to date.
     let mut refreshed = 0;
     for r in resolved.iter().filter(|r| r.origin != Origin::Generated) {
-        refreshed += usize::from(crate::cache::refresh_report(&r.entry)?);
+        refreshed += usize::from(crate::cache::refresh_report(&r.entry, families::tuned_for)?);
     }
     if refreshed > 0 {
         eprintln!("{refreshed} report.md files rewritten from their manifests");

@@ -262,13 +262,9 @@ pub fn tuned_for(
     }
 }
 
-/// [`Family::tuned_for`]'s default: `256×1024×1024×1024`, else the problem searched at, else every size.
+/// [`Family::tuned_for`]'s default: the cache's plain wording ([`crate::cache::plain_words`]).
 fn plain_tuned_for(bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
-    match (bucket, searched_at) {
-        (Some(b), _) => b.map(|d| d.to_string()).join("×"),
-        (None, Some(at)) => at.to_string(),
-        (None, None) => "every size".into(),
-    }
+    crate::cache::plain_words(None, bucket, searched_at)
 }
 
 /// Whether `schedule` is a recorded schedule of kernel `S`.
