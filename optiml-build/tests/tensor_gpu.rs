@@ -7,7 +7,7 @@
 
 use optiml_build::eval::{EvalSetup, Evaluable, GpuEvaluator, TimingPlan, WorkerCommand};
 use optiml_build::families::tensor::codegen::{
-    self, ColumnSchedule, PointwiseSchedule, RowSchedule, Shape,
+    self, ColumnSchedule, PointwiseSchedule, RowSchedule, Shape, TreeSchedule,
 };
 use optiml_build::families::tensor::{Extents, gate, min_bytes};
 use optiml_build::search::{Evaluator, Outcome, Tunable};
@@ -62,6 +62,10 @@ const SPECS: &[&str] = &[
     "argmin over dim 1 of a 3-D tensor",
     "min over dim 1 of a 3-D tensor",
     "minGPT new gelu",
+    "batch norm, training mode, eps 1e-5",
+    "frobenius norm",
+    "batch norm, training mode, bf16",
+    "y = mean(i, j) (a[i, j] - b[i, j])^2",
     "y[i] = relu(x[i])",
     "y[i] = x[i] * sigmoid(x[i])",
     "softmax over the last axis, bf16",
@@ -185,17 +189,31 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
                 evaluate(text, s, &lowered, spread::<PointwiseSchedule>(arch, per))
             }
             Shape::Rows(s) => {
-                // The row-length buckets' defaults (what a build compiles) besides the spread.
+                // The row-length buckets' defaults (what a build compiles) besides the spread: a tree where
+                // the bucket's rows are too long for the row kernel to read them as few times.
                 let mut schedules = spread::<RowSchedule>(arch, per);
+                let mut tree = None;
                 for len in codegen::ROW_BUCKETS {
+                    if let Some(t) = codegen::TreeShape::for_long_rows(&s, len, arch) {
+                        tree = Some(t);
+                        continue;
+                    }
                     let b = RowSchedule::for_row(&s, len, arch);
                     if !schedules.contains(&b) {
                         schedules.push(b);
                     }
                 }
-                evaluate(text, s, &lowered, schedules)
+                let (mut l, mut f) = evaluate(text, s, &lowered, schedules);
+                if let Some(t) = tree {
+                    let (tl, tf) =
+                        evaluate(text, t, &lowered, vec![TreeSchedule::default_for(arch)]);
+                    l.extend(tl);
+                    f.extend(tf);
+                }
+                (l, f)
             }
             Shape::Columns(s) => evaluate(text, s, &lowered, spread::<ColumnSchedule>(arch, per)),
+            Shape::Tree(s) => evaluate(text, s, &lowered, spread::<TreeSchedule>(arch, per)),
         };
         for line in &l {
             println!("{line}");
@@ -338,5 +356,40 @@ fn maps_and_odd_rows_across_launch_shapes() {
     let (_, f) = evaluate_at("l1 norm", shape, &lowered, schedules, extents);
     f.iter().for_each(|l| println!("REJECTED {l}"));
     failures.extend(f);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Trees at (slices of) their KernelBench shapes, across block sizes, loads in flight and grid sizes: the
+/// measurements behind `TreeSchedule::default_for`. Every schedule must pass the gate.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn trees_across_launch_shapes() {
+    let cases: &[(&str, &[usize])] = &[
+        ("batch norm, training mode, eps 1e-5", &[4, 64, 512, 512]),
+        ("frobenius norm", &[4 * 64 * 512 * 512]),
+        ("group norm, groups 8", &[4, 8, 512, 512]),
+    ];
+    let mut failures = Vec::new();
+    for (text, extents) in cases {
+        let spec = optiml_spec::parse(text).unwrap();
+        let optiml_spec::Family::Tensor(program) = &spec.family else {
+            panic!("{text} is not a tensor program");
+        };
+        let shape = match codegen::classify(program).unwrap() {
+            Shape::Tree(t) => t,
+            // A long-row program's tree variant.
+            Shape::Rows(r) => codegen::TreeShape::for_long_rows(&r, 1 << 23, arch()).unwrap(),
+            _ => panic!("{text} is not a tree program"),
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(extents).unwrap();
+        let schedules: Vec<TreeSchedule> = TreeSchedule::space()
+            .into_iter()
+            .filter(|s| s.threads <= 512 && s.threads >= 256 && s.unroll >= 4 && s.blocks >= 528)
+            .collect();
+        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
+        f.iter().for_each(|l| println!("REJECTED {l}"));
+        failures.extend(f);
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

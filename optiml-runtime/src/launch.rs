@@ -95,7 +95,8 @@ pub enum Launch {
 ///
 /// The grid is computed from the dimensions: `items` is the product of the extents of the dimensions in
 /// [`items_mask`](Self::items_mask); `blocks = ⌈items / items_per_block⌉`, at most `max_blocks_per_sm` per
-/// multiprocessor when that is nonzero (the kernel then loops over items), times `cluster`.
+/// multiprocessor when that is nonzero (the kernel then loops over items), times `cluster`. A [`tree`](Self::tree)
+/// launch differs: see [`TreeLaunch`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProgramLaunch {
@@ -114,6 +115,31 @@ pub struct ProgramLaunch {
     /// Bit `i` set: dimension `i` must not be empty (a max, min, mean or arg reduction over it has no value
     /// then), and a call with it empty is an error.
     pub nonempty_mask: u32,
+    /// A reduction whose items are too few to fill the GPU (a sum to one value, batch statistics per channel):
+    /// several launches of the same kernel through a workspace.
+    pub tree: Option<TreeLaunch>,
+}
+
+/// A deterministic two-stage reduction tree: each item's reduced elements are cut into `slices` contiguous
+/// ranges, one block each; launch `k < passes` writes every block's partials of reduction pass `k` to a workspace,
+/// and every later launch first folds them per item in slice order (so a run repeats bit for bit), the last one
+/// writing the outputs.
+///
+/// The entry point takes, after the [`ProgramLaunch`] arguments, the workspace (`float*`, `partials · items ·
+/// slices` elements), the stage (`int`, `0..=passes`) and the slices per item (`long long`). The grid is `items ·
+/// slices` blocks of [`threads`](ProgramLaunch::threads), where `slices = ⌊blocks / items⌋` but at least 1 and at
+/// most one per `tile` reduced elements: a function of the shape and the schedule only, never of the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct TreeLaunch {
+    /// Blocks per launch over all items, before the limits above.
+    pub blocks: u32,
+    /// Reduced elements per block at least (what one block's loop step covers).
+    pub tile: u32,
+    /// Reduction passes: the launches before the writing one.
+    pub passes: u32,
+    /// Partial values per item and slice in the workspace (one per reduction).
+    pub partials: u32,
 }
 
 /// The kernel a 16-bit matmul module's entry is.
@@ -329,11 +355,27 @@ impl Launch {
                 max_blocks_per_sm,
                 cluster,
                 nonempty_mask,
-            }) => format!(
-                "::optiml::runtime::Launch::Program(::optiml::runtime::ProgramLaunch {{ threads: {threads}, \
-                 smem_bytes: {smem_bytes}, items_mask: {items_mask}, items_per_block: {items_per_block}, \
-                 max_blocks_per_sm: {max_blocks_per_sm}, cluster: {cluster}, nonempty_mask: {nonempty_mask} }})"
-            ),
+                tree,
+            }) => {
+                let tree = match tree {
+                    None => "::core::option::Option::None".to_string(),
+                    Some(TreeLaunch {
+                        blocks,
+                        tile,
+                        passes,
+                        partials,
+                    }) => format!(
+                        "::core::option::Option::Some(::optiml::runtime::TreeLaunch {{ blocks: {blocks}, \
+                         tile: {tile}, passes: {passes}, partials: {partials} }})"
+                    ),
+                };
+                format!(
+                    "::optiml::runtime::Launch::Program(::optiml::runtime::ProgramLaunch {{ threads: {threads}, \
+                     smem_bytes: {smem_bytes}, items_mask: {items_mask}, items_per_block: {items_per_block}, \
+                     max_blocks_per_sm: {max_blocks_per_sm}, cluster: {cluster}, nonempty_mask: {nonempty_mask}, \
+                     tree: {tree} }})"
+                )
+            }
         }
     }
 

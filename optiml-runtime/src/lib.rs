@@ -29,6 +29,7 @@ mod launch;
 pub mod matmul;
 pub mod probe;
 pub mod program;
+mod workspace;
 
 pub use arch::{Arch, ArchParseError};
 pub use error::Error;
@@ -36,7 +37,8 @@ pub use kernel::{
     Artifacts, KernelModule, Loaded, LoadedVariant, Target, Variant, load_companions,
 };
 pub use launch::{
-    COMPANION_SLOTS, Companion, Companions, Half, Kernel16, Launch, ProgramLaunch, Wgmma16,
+    COMPANION_SLOTS, Companion, Companions, Half, Kernel16, Launch, ProgramLaunch, TreeLaunch,
+    Wgmma16,
 };
 
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.

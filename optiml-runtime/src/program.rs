@@ -4,6 +4,7 @@
 
 use crate::kernel::{KernelModule, Target};
 use crate::launch::{Launch, ProgramLaunch};
+use crate::workspace::Workspace;
 use crate::{Error, check};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use half::{bf16, f16};
@@ -455,43 +456,122 @@ fn launch_checked(
             });
         }
     }
-    let cfg = match grid(&p, extents, target.sm_count) {
-        Ok(Some(cfg)) => cfg,
-        Ok(None) => return Ok(()),
-        Err(blocks) => {
-            return Err(Error::Dimension {
-                kernel: name,
-                arg: "-",
-                value: format!("{blocks} blocks"),
-                reason: "is more blocks than one launch takes for this variant",
-            });
-        }
+    let tree = match p.tree {
+        None => None,
+        Some(t) => match tree_grid(&p, &t, extents) {
+            Ok(None) => return Ok(()),
+            Ok(Some(g)) => Some((t, g)),
+            Err(blocks) => return Err(too_many_blocks(name, blocks)),
+        },
+    };
+    let cfg = match (&tree, grid(&p, extents, target.sm_count)) {
+        (Some((_, g)), _) => g.config,
+        (None, Ok(Some(cfg))) => cfg,
+        (None, Ok(None)) => return Ok(()),
+        (None, Err(blocks)) => return Err(too_many_blocks(name, blocks)),
     };
     let dims: Vec<i64> = extents.iter().map(|&e| e as i64).collect();
-    let mut builder = stream.launch_builder(target.function);
-    for b in args.inputs {
-        match b {
-            In::F32(b) => builder.arg(*b),
-            In::Bf16(b) => builder.arg(*b),
-            In::F16(b) => builder.arg(*b),
-            In::I64(b) => builder.arg(*b),
-            In::I32(b) => builder.arg(*b),
-        };
+    // The partials of every reduction, [partials][items][slices]: each launch but the last writes its pass's
+    // slots in full before any later launch (same stream) reads them, so it needs no initialisation.
+    // Stream-ordered: freed on `stream` after the last launch when it drops.
+    let workspace = match &tree {
+        Some((t, g)) => {
+            let bytes = (t.partials.max(1) as usize)
+                .saturating_mul(g.items as usize)
+                .saturating_mul(g.slices as usize)
+                .saturating_mul(4);
+            Some(
+                Workspace::new(stream, bytes)
+                    .map_err(Error::driver(name, "allocate the reduction workspace"))?,
+            )
+        }
+        None => None,
+    };
+    let stages = tree.as_ref().map_or(1, |(t, _)| t.passes as i32 + 1);
+    for stage in 0..stages {
+        let mut builder = stream.launch_builder(target.function);
+        for b in args.inputs {
+            match b {
+                In::F32(b) => builder.arg(*b),
+                In::Bf16(b) => builder.arg(*b),
+                In::F16(b) => builder.arg(*b),
+                In::I64(b) => builder.arg(*b),
+                In::I32(b) => builder.arg(*b),
+            };
+        }
+        for b in args.outputs.iter_mut() {
+            push_out(&mut builder, b.reborrow());
+        }
+        for d in &dims {
+            builder.arg(d);
+        }
+        for s in args.params {
+            builder.arg(s);
+        }
+        let slices = tree.as_ref().map_or(0, |(_, g)| g.slices as i64);
+        if let Some(w) = &workspace {
+            builder.arg(&w.ptr).arg(&stage).arg(&slices);
+        }
+        // SAFETY: the argument list is the ABI `ProgramLaunch` documents (inputs, outputs, every extent as i64,
+        // the scalars; for a tree the workspace, the stage and the slices per item, with a workspace of the
+        // `partials · items · slices` floats the stages address), each buffer holds exactly the elements its
+        // dimensions make in the stream's context, and the generated kernel touches only elements inside those
+        // dimensions.
+        unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
     }
-    for b in args.outputs.iter_mut() {
-        push_out(&mut builder, b.reborrow());
-    }
-    for d in &dims {
-        builder.arg(d);
-    }
-    for s in args.params {
-        builder.arg(s);
-    }
-    // SAFETY: the argument list is the ABI `ProgramLaunch` documents (inputs, outputs, every extent as i64,
-    // the scalars), each buffer holds exactly the elements its dimensions make in the stream's context, and the
-    // generated kernel touches only elements inside those dimensions.
-    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
     Ok(())
+}
+
+fn too_many_blocks(name: &'static str, blocks: u128) -> Error {
+    Error::Dimension {
+        kernel: name,
+        arg: "-",
+        value: format!("{blocks} blocks"),
+        reason: "is more blocks than one launch takes for this variant",
+    }
+}
+
+/// A tree launch's grid at some extents.
+#[derive(Clone, Copy, Debug)]
+pub struct TreeGrid {
+    /// Every launch's configuration: `items · slices` blocks.
+    pub config: LaunchConfig,
+    /// The items (one reduction each).
+    pub items: u64,
+    /// The blocks (contiguous ranges of reduced elements) per item.
+    pub slices: u64,
+}
+
+/// The grid of tree launch `t` of `p` at `extents` ([`TreeLaunch`](crate::TreeLaunch) says how), or `None`
+/// when there is no item.
+///
+/// # Errors
+/// The number of blocks, when it exceeds what one launch takes.
+pub fn tree_grid(
+    p: &ProgramLaunch,
+    t: &crate::TreeLaunch,
+    extents: &[usize],
+) -> Result<Option<TreeGrid>, u128> {
+    let [items, _, reduced, _] = shape_key(p, extents);
+    if items == 0 {
+        return Ok(None);
+    }
+    let slices = (u64::from(t.blocks) / items)
+        .min(reduced.div_ceil(u64::from(t.tile.max(1))))
+        .max(1);
+    let blocks = u128::from(items) * u128::from(slices);
+    if blocks > i32::MAX as u128 {
+        return Err(blocks);
+    }
+    Ok(Some(TreeGrid {
+        config: LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (p.threads, 1, 1),
+            shared_mem_bytes: p.smem_bytes,
+        },
+        items,
+        slices,
+    }))
 }
 
 fn push_out<'a>(builder: &mut cudarc::driver::LaunchArgs<'a>, b: Out<'a>) {
@@ -561,6 +641,7 @@ mod tests {
             max_blocks_per_sm,
             cluster,
             nonempty_mask: 0,
+            tree: None,
         }
     }
 
@@ -581,6 +662,34 @@ mod tests {
         // A grid one launch cannot take is refused unless the kernel loops over its items.
         assert!(grid(&launch(0b11, 1, 0, 8), &[1 << 40, 1 << 20], 132).is_err());
         assert_eq!(g(launch(0b11, 1, 4, 1), &[1 << 40, 1 << 20]), (528, 1, 1));
+    }
+
+    #[test]
+    fn a_tree_cuts_each_item_into_slices_that_follow_the_shape_only() {
+        let t = crate::TreeLaunch {
+            blocks: 1024,
+            tile: 4096,
+            passes: 2,
+            partials: 2,
+        };
+        // Batch statistics of x[n, c, h, w] per channel c (dim 1): 64 items of 64 · 512 · 512 elements.
+        let p = ProgramLaunch {
+            tree: Some(t),
+            ..launch(0b0010, 1, 0, 1)
+        };
+        let g = tree_grid(&p, &t, &[64, 64, 512, 512]).unwrap().unwrap();
+        assert_eq!((g.items, g.slices, g.config.grid_dim.0), (64, 16, 1024));
+        // A sum to one value: every block on the one item.
+        let all = ProgramLaunch { items_mask: 0, ..p };
+        let g = tree_grid(&all, &t, &[64, 64, 512, 512]).unwrap().unwrap();
+        assert_eq!((g.items, g.slices), (1, 1024));
+        // Short reductions take a block per tile at most, and at least one per item.
+        let g = tree_grid(&all, &t, &[1, 1, 1, 5000]).unwrap().unwrap();
+        assert_eq!(g.slices, 2);
+        let g = tree_grid(&p, &t, &[1, 5000, 1, 0]).unwrap().unwrap();
+        assert_eq!((g.items, g.slices), (5000, 1));
+        assert!(tree_grid(&p, &t, &[8, 0, 8, 8]).unwrap().is_none());
+        assert!(tree_grid(&p, &t, &[1, 1 << 40, 1, 1]).is_err());
     }
 
     #[test]

@@ -265,6 +265,44 @@ template <bool MAX> __device__ __forceinline__ void warp_arg(float& v, long long
     }
 }
 
+// Moments: (count, mean, summed squared distance to the mean) of a set of values, merged pairwise (Chan, Golub
+// and LeVeque): as stable as two passes over the data, in one. The first operand's set comes first; a merge
+// with an empty set changes nothing.
+__device__ __forceinline__ void moments_merge(float& n, float& m, float& q, float nb, float mb, float qb) {
+    if (nb == 0.f) return;
+    if (n == 0.f) {
+        n = nb;
+        m = mb;
+        q = qb;
+        return;
+    }
+    const float nn = n + nb;
+    const float d = mb - m;
+    const float w = nb / nn;
+    m = m + d * w;
+    q = q + qb + d * d * n * w;
+    n = nn;
+}
+// Every lane of the warp ends with the moments of all 32 lanes' sets, the same bits on every lane: at each xor
+// step both partners merge the lower lane's set first.
+__device__ __forceinline__ void warp_moments(float& n, float& m, float& q) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float on = __shfl_xor_sync(0xFFFFFFFFu, n, o);
+        const float om = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        const float oq = __shfl_xor_sync(0xFFFFFFFFu, q, o);
+        if (threadIdx.x & o) {
+            float ln = on, lm = om, lq = oq;
+            moments_merge(ln, lm, lq, n, m, q);
+            n = ln;
+            m = lm;
+            q = lq;
+        } else {
+            moments_merge(n, m, q, on, om, oq);
+        }
+    }
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // Thread-block clusters (a row spread over several blocks): the block's rank in its cluster, the cluster's index
 // in the grid and the number of clusters, along x (clusters are 1-D here).

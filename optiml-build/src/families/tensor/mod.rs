@@ -1,6 +1,7 @@
 //! The tensor family: any program of `optiml_spec::program` that a generator shape covers (pointwise, row
-//! reductions and normalisations, reductions over a middle or leading axis), generated from the program rather
-//! than specialised from a template, checked against the float64 interpreter of the program itself.
+//! reductions and normalisations, reductions over a middle or leading axis, reductions across blocks: of a whole
+//! tensor, or batch statistics), generated from the program rather than specialised from a template, checked
+//! against the float64 interpreter of the program itself.
 
 pub mod codegen;
 pub mod gate;
@@ -12,6 +13,7 @@ use crate::experts::Candidate;
 use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
 use codegen::{
     ColumnSchedule, ColumnShape, PointwiseSchedule, PointwiseShape, RowSchedule, RowShape, Shape,
+    TreeSchedule, TreeShape,
 };
 use optiml_runtime::Arch;
 use optiml_spec::program::Program;
@@ -39,14 +41,15 @@ fn program(spec: &Spec) -> Option<&Program> {
     }
 }
 
-/// The kernel names of the three shapes, in listings.
-const KERNELS: [&str; 3] = ["pointwise", "rows", "columns"];
+/// The kernel names of the four shapes, in listings.
+const KERNELS: [&str; 4] = ["pointwise", "rows", "columns", "tree"];
 
 fn catalog(shape: &Shape) -> Catalog {
     match shape {
         Shape::Pointwise(_) => Catalog::of::<PointwiseSchedule>(FAMILY, KERNELS[0]),
         Shape::Rows(_) => Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]),
         Shape::Columns(_) => Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]),
+        Shape::Tree(_) => Catalog::of::<TreeSchedule>(FAMILY, KERNELS[3]),
     }
 }
 
@@ -55,7 +58,7 @@ fn catalog(shape: &Shape) -> Catalog {
 /// the kernels it would emit keeps the version cheap (a row program's space holds thousands of schedules) and
 /// never misses a change: any edit of the generator retires every entry it made, and `prepare` carries over the
 /// tuned ones whose CUBIN did not change.
-const GENERATOR: [&str; 8] = [
+const GENERATOR: [&str; 9] = [
     crate::cuda::PROGRAM.text,
     include_str!("codegen/mod.rs"),
     include_str!("codegen/classify.rs"),
@@ -64,6 +67,7 @@ const GENERATOR: [&str; 8] = [
     include_str!("codegen/pointwise.rs"),
     include_str!("codegen/rows.rs"),
     include_str!("codegen/columns.rs"),
+    include_str!("codegen/tree.rs"),
 ];
 
 impl Family for Tensor {
@@ -104,6 +108,7 @@ impl Family for Tensor {
                     max_blocks_per_sm: 0,
                     cluster: 1,
                     nonempty_mask: 0,
+                    tree: None,
                 }),
                 schedule: "not generated".into(),
             },
@@ -131,6 +136,7 @@ impl Family for Tensor {
         match codegen::classify(p) {
             Ok(Shape::Rows(s)) => Ok(read_schedule::<RowSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Columns(s)) => Ok(read_schedule::<ColumnSchedule>(schedule)?.candidate(&s)),
+            Ok(Shape::Tree(s)) => Ok(read_schedule::<TreeSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Pointwise(s)) => {
                 Ok(read_schedule::<PointwiseSchedule>(schedule)?.candidate(&s))
             }
@@ -147,6 +153,7 @@ impl Family for Tensor {
             Catalog::of::<PointwiseSchedule>(FAMILY, KERNELS[0]),
             Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]),
             Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]),
+            Catalog::of::<TreeSchedule>(FAMILY, KERNELS[3]),
         ]
     }
 
@@ -167,6 +174,8 @@ impl Family for Tensor {
             Some(Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]))
         } else if is_schedule_of::<ColumnSchedule>(schedule) {
             Some(Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]))
+        } else if is_schedule_of::<TreeSchedule>(schedule) {
+            Some(Catalog::of::<TreeSchedule>(FAMILY, KERNELS[3]))
         } else {
             None
         }
@@ -246,6 +255,7 @@ impl Family for Tensor {
             }
             Shape::Rows(s) => tune::search::<RowSchedule>(request, s, extents, plan, report),
             Shape::Columns(s) => tune::search::<ColumnSchedule>(request, s, extents, plan, report),
+            Shape::Tree(s) => tune::search::<TreeSchedule>(request, s, extents, plan, report),
         }
     }
 }
@@ -262,7 +272,8 @@ fn runtime_names(p: &Program) -> String {
 
 /// Every dimension's extent when the user gives no shape: the reduced dimensions [`TUNED_REDUCED`] elements
 /// together (the innermost the most, the others 4 each), the others 64 except the outermost one, which takes
-/// what brings the largest tensor to [`TUNED_ELEMENTS`]; fixed ones keep their value.
+/// what brings the largest tensor to [`TUNED_ELEMENTS`]; fixed ones keep their value. A tree program's
+/// innermost reduced dimension takes that size instead (its items stay 64 each).
 pub fn default_extents(p: &Program) -> Vec<usize> {
     let reduced = p.reduced_dims();
     let runtime_reduced: Vec<usize> = reduced
@@ -291,8 +302,14 @@ pub fn default_extents(p: &Program) -> Vec<usize> {
             Dim::Runtime => 64,
         })
         .collect();
-    let outer =
-        (0..p.dims.len()).find(|&i| p.dims[i].size == Dim::Runtime && !reduced.contains(&i));
+    // A tree reduces few items of many elements each (a whole tensor, batch statistics per channel): the
+    // innermost reduced dimension takes the size.
+    let tree = matches!(codegen::classify(p), Ok(Shape::Tree(_)));
+    let outer = if tree {
+        innermost
+    } else {
+        (0..p.dims.len()).find(|&i| p.dims[i].size == Dim::Runtime && !reduced.contains(&i))
+    };
     if let Some(o) = outer {
         let largest = p
             .inputs
@@ -432,7 +449,12 @@ macro_rules! evaluable {
         }
     )*};
 }
-evaluable!(PointwiseSchedule => PointwiseShape, RowSchedule => RowShape, ColumnSchedule => ColumnShape);
+evaluable!(
+    PointwiseSchedule => PointwiseShape,
+    RowSchedule => RowShape,
+    ColumnSchedule => ColumnShape,
+    TreeSchedule => TreeShape
+);
 
 #[cfg(test)]
 mod tests {
@@ -467,6 +489,16 @@ mod tests {
         assert_eq!(default_extents(&p), vec![256, 64, 4096]);
         // A map: one flat dimension.
         assert_eq!(default_extents(&program("selu")), vec![TUNED_ELEMENTS]);
+        // Trees: a norm of everything, and batch statistics of 64 channels.
+        assert_eq!(
+            default_extents(&program("frobenius norm")),
+            vec![TUNED_ELEMENTS]
+        );
+        let p = program("batch norm, training mode");
+        let e = default_extents(&p);
+        assert_eq!(total(&p, &e), TUNED_ELEMENTS);
+        let channel = (0..e.len()).find(|d| !p.reduced_dims().contains(d));
+        assert_eq!(channel.map(|c| e[c]), Some(64), "{e:?}");
     }
 
     #[test]
@@ -486,6 +518,10 @@ mod tests {
                 "sum over dim 1 of a 3-D tensor",
                 serde_json::to_value(ColumnSchedule::default_for(arch)),
             ),
+            (
+                "frobenius norm",
+                serde_json::to_value(TreeSchedule::default_for(arch)),
+            ),
         ] {
             let spec = optiml_spec::parse(text).unwrap();
             let schedule = schedule.unwrap();
@@ -502,9 +538,9 @@ mod tests {
             );
             assert!(Tensor.supports(&spec).is_ok(), "{text}");
         }
-        // Batch statistics over dimensions around the kept one are not generated yet, and say why.
+        // Batch statistics over dimensions around the kept one: a tree.
         let bn = optiml_spec::parse("batch norm, training mode").unwrap();
-        assert!(Tensor.supports(&bn).is_err());
+        assert!(Tensor.supports(&bn).is_ok());
     }
 
     #[test]

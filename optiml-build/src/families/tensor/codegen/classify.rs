@@ -13,6 +13,9 @@ pub enum Shape {
     Rows(RowShape),
     /// Reductions over a middle or leading axis: one column (strided) per combination of the other dimensions.
     Columns(ColumnShape),
+    /// Reductions of every dimension, or of dimensions on both sides of a kept one (batch statistics): few
+    /// items, each far longer than a block, reduced by a two-stage tree across blocks.
+    Tree(TreeShape),
 }
 
 /// A program without reductions.
@@ -51,6 +54,32 @@ pub struct ColumnShape {
     pub items: Vec<usize>,
     /// The dimensions after C in some tensor (non-empty): what makes a column strided.
     pub inner: Vec<usize>,
+}
+
+/// A program reduced by a tree across blocks ([`Shape::Tree`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeShape {
+    /// The program with every reduction the whole expression of its own statement ([`lower`]).
+    pub program: Program,
+    /// The reduced dimensions, in the order the kernel walks them: the outer ones, then the `inner` last ones.
+    pub reduced: Vec<usize>,
+    /// How many of the last `reduced` dimensions are the trailing axes, in this order, of every tensor that has
+    /// any of them (at least 1): contiguous runs the kernel reads in 16-byte chunks.
+    pub inner: usize,
+    /// The other dimensions (one tree per combination), outermost first; possibly none.
+    pub items: Vec<usize>,
+}
+
+impl TreeShape {
+    /// The inner (contiguous) reduced dimensions.
+    pub fn inner_dims(&self) -> &[usize] {
+        &self.reduced[self.reduced.len() - self.inner..]
+    }
+
+    /// The outer reduced dimensions.
+    pub fn outer_dims(&self) -> &[usize] {
+        &self.reduced[..self.reduced.len() - self.inner]
+    }
 }
 
 /// Why no generator covers a program yet.
@@ -92,9 +121,14 @@ pub enum Unsupported {
         /// Another's.
         other: Vec<String>,
     },
-    /// Every dimension is reduced: the result is one value, which needs a reduction across blocks.
-    ScalarReduction,
-    /// A tensor has only some of the reduced dimensions, or has them apart or in another order than the others.
+    /// An argmax or argmin that needs a reduction across blocks (of every dimension, or of dimensions around a
+    /// kept one).
+    TreeArg {
+        /// The statement.
+        stmt: String,
+    },
+    /// No innermost reduced dimension is the last axis of every tensor that has it (so no contiguous run to
+    /// read), or a statement has some reduced dimensions but not the innermost ones.
     SplitReducedAxes {
         /// The tensor.
         tensor: String,
@@ -156,13 +190,15 @@ impl fmt::Display for Unsupported {
                 first.join(", "),
                 other.join(", ")
             ),
-            Unsupported::ScalarReduction => f.write_str(
-                "every dimension is reduced to one value, which needs a reduction across blocks (not generated yet)",
+            Unsupported::TreeArg { stmt } => write!(
+                f,
+                "`{stmt}` is an argmax / argmin across blocks (of every dimension, or of dimensions around a kept \
+                 one), which is not generated yet"
             ),
             Unsupported::SplitReducedAxes { tensor } => write!(
                 f,
-                "`{tensor}` does not hold the reduced dimensions as adjacent axes in the order the other tensors do \
-                 (statistics over non-adjacent dimensions are not generated yet)"
+                "`{tensor}` does not end with the innermost reduced dimension the other tensors end with, or has \
+                 outer reduced dimensions without it (no contiguous run to reduce)"
             ),
             Unsupported::ArgBroadcast { stmt } => write!(
                 f,
@@ -277,42 +313,34 @@ fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
     };
     let is_c = |d: usize| c_set.contains(&d);
     let items_set: Vec<usize> = (0..program.dims.len()).filter(|&d| !is_c(d)).collect();
-    if items_set.is_empty() {
-        return Err(Unsupported::ScalarReduction);
-    }
+    // No kept dimension, or reduced axes apart in some tensor: a tree across blocks, once the checks below pass.
+    let mut tree = items_set.is_empty();
 
     // The reduced axes of every tensor that has any: all of them, adjacent, in one order.
-    let tensors: Vec<(&str, &[usize])> = lowered
+    let tensors: Vec<&[usize]> = lowered
         .inputs
         .iter()
-        .map(|t| (t.name.as_str(), t.axes.as_slice()))
-        .chain(
-            lowered
-                .stmts
-                .iter()
-                .map(|s| (s.name.as_str(), s.axes.as_slice())),
-        )
+        .map(|t| t.axes.as_slice())
+        .chain(lowered.stmts.iter().map(|s| s.axes.as_slice()))
         .collect();
     let mut canonical: Option<Vec<usize>> = None;
     let mut inner: Vec<usize> = Vec::new();
-    for (tname, axes) in &tensors {
+    for axes in &tensors {
         let Some(start) = axes.iter().position(|&d| is_c(d)) else {
             continue;
         };
         let run = &axes[start..(start + c_set.len()).min(axes.len())];
-        let split = || Unsupported::SplitReducedAxes {
-            tensor: (*tname).to_string(),
-        };
-        if run.len() != c_set.len() || !run.iter().all(|&d| is_c(d)) {
-            return Err(split());
-        }
-        if axes[start + run.len()..].iter().any(|&d| is_c(d)) {
-            return Err(split());
+        if run.len() != c_set.len()
+            || !run.iter().all(|&d| is_c(d))
+            || axes[start + run.len()..].iter().any(|&d| is_c(d))
+        {
+            tree = true;
+            continue;
         }
         match &canonical {
             None => canonical = Some(run.to_vec()),
             Some(c) if c.as_slice() == run => {}
-            Some(_) => return Err(split()),
+            Some(_) => tree = true,
         }
         for &d in &axes[start + run.len()..] {
             if !inner.contains(&d) {
@@ -330,11 +358,17 @@ fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
     for s in &lowered.stmts {
         if let Expr::Reduce(op, dims, _) = &s.expr
             && op.is_arg()
-            && *dims != reduced
         {
-            return Err(Unsupported::ArgOrder {
-                stmt: s.name.clone(),
-            });
+            if tree {
+                return Err(Unsupported::TreeArg {
+                    stmt: s.name.clone(),
+                });
+            }
+            if *dims != reduced {
+                return Err(Unsupported::ArgOrder {
+                    stmt: s.name.clone(),
+                });
+            }
         }
     }
 
@@ -398,6 +432,9 @@ fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
         .filter(|d| !anchor.contains(d))
         .collect();
     items.extend(anchor);
+    if tree {
+        return tree_shape(lowered, &c_set, items);
+    }
     if inner.is_empty() {
         Ok(Shape::Rows(RowShape {
             program: lowered,
@@ -412,6 +449,74 @@ fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
             inner,
         }))
     }
+}
+
+/// The tree shape of `lowered`, reducing `c_set` and keeping `items`: the reduced dimensions in the order of
+/// the input with most of them, and the longest run of the last ones that every tensor having any of them ends
+/// with (the contiguous inner run the kernel reads in chunks).
+fn tree_shape(lowered: Program, c_set: &[usize], items: Vec<usize>) -> Result<Shape, Unsupported> {
+    let is_c = |d: &usize| c_set.contains(d);
+    let widest = lowered
+        .inputs
+        .iter()
+        .max_by_key(|t| {
+            (
+                t.axes.iter().filter(|d| is_c(d)).count(),
+                std::cmp::Reverse(t.axes.len()),
+            )
+        })
+        .map(|t| t.axes.as_slice())
+        .unwrap_or(&[]);
+    let mut reduced: Vec<usize> = widest.iter().copied().filter(|d| is_c(d)).collect();
+    for &d in c_set {
+        if !reduced.contains(&d) {
+            reduced.push(d);
+        }
+    }
+    let tensors: Vec<(&str, &[usize])> = lowered
+        .inputs
+        .iter()
+        .map(|t| (t.name.as_str(), t.axes.as_slice()))
+        .chain(
+            lowered
+                .stmts
+                .iter()
+                .map(|s| (s.name.as_str(), s.axes.as_slice())),
+        )
+        .collect();
+    // The first tensor that breaks a run, to name when none holds.
+    let mut breaker = "";
+    let inner = (1..=reduced.len()).rev().find(|&k| {
+        let run = &reduced[reduced.len() - k..];
+        tensors.iter().all(|(name, axes)| {
+            let ok = !axes.iter().any(|d| run.contains(d)) || axes.ends_with(run);
+            if !ok {
+                breaker = name;
+            }
+            ok
+        })
+    });
+    let split = |tensor: &str| Unsupported::SplitReducedAxes {
+        tensor: tensor.to_string(),
+    };
+    let Some(inner) = inner else {
+        return Err(split(breaker));
+    };
+    // A statement with reduced dimensions is evaluated per element of the walk: it must have the inner ones.
+    let run = &reduced[reduced.len() - inner..];
+    if let Some(s) = lowered
+        .stmts
+        .iter()
+        .find(|s| s.axes.iter().any(is_c) && !s.axes.ends_with(run))
+    {
+        return Err(split(&s.name));
+    }
+    Ok(Shape::Tree(TreeShape {
+        reduced,
+        inner,
+        items,
+        program: lowered,
+    }))
 }
 
 /// The program with every reduction that is not the whole expression of its statement (or that rebinds one of

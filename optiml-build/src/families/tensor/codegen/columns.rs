@@ -235,6 +235,7 @@ impl ColumnSchedule {
                 max_blocks_per_sm: self.blocks_per_sm,
                 cluster: 1,
                 nonempty_mask: emit::nonempty_mask(p),
+                tree: None,
             }),
             schedule: describe,
         }
@@ -257,9 +258,9 @@ fn transcendental(e: &Expr) -> bool {
                     | Unary::Sigmoid
             ) || transcendental(a)
         }
-        // A square is a multiplication (`emit::expr`).
+        // A square or a cube is multiplications (`emit::expr`).
         Expr::Binary(op, a, b) => {
-            (*op == Binary::Pow && !matches!(**b, Expr::Const(c) if c == 2.0))
+            (*op == Binary::Pow && emit::small_power(b).is_none())
                 || transcendental(a)
                 || transcendental(b)
         }

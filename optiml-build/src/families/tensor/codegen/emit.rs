@@ -146,12 +146,8 @@ pub(crate) fn expr(e: &Expr, env: &dyn Env) -> String {
                 Binary::Mul => format!("({a} * {b})"),
                 Binary::Div if env.invariant(rhs) => format!("({a} * (1.0f / {b}))"),
                 Binary::Div => format!("({a} / {b})"),
-                // A square is one multiplication, correctly rounded like powf's result and with its NaN, infinity
-                // and sign cases; NVRTC does not simplify powf(x, 2.0f), whose general path (a logarithm and an
-                // exponential, about 80 instructions) made RMS norms over channels compute-bound.
-                Binary::Pow if matches!(**rhs, Expr::Const(c) if c == 2.0) => {
-                    format!("({a} * {a})")
-                }
+                Binary::Pow if small_power(rhs) == Some(2) => format!("({a} * {a})"),
+                Binary::Pow if small_power(rhs) == Some(3) => format!("({a} * {a} * {a})"),
                 Binary::Pow => format!("powf({a}, {b})"),
                 Binary::Max => format!("optiml_p::maxf({a}, {b})"),
                 Binary::Min => format!("optiml_p::minf({a}, {b})"),
@@ -166,6 +162,18 @@ pub(crate) fn expr(e: &Expr, env: &dyn Env) -> String {
         Expr::Select(c, a, b) => format!("({} != 0.f ? {} : {})", go(c), go(a), go(b)),
         // Unreachable after lowering; a compile error names the bug rather than a wrong kernel hiding it.
         Expr::Reduce(..) => "OPTIML_UNLOWERED_REDUCTION".into(),
+    }
+}
+
+/// The exponent 2 or 3 when `e` is that constant: such a power is emitted as multiplications. A square is one,
+/// correctly rounded like powf's result and with its NaN, infinity and sign cases; NVRTC does not simplify
+/// powf(x, 2.0f), whose general path (a logarithm and an exponential, about 80 instructions) made RMS norms over
+/// channels compute-bound. A cube (GELU's tanh form has one) is two, within an ulp and a half of powf's result.
+pub(crate) fn small_power(e: &Expr) -> Option<u32> {
+    match e {
+        Expr::Const(c) if *c == 2.0 => Some(2),
+        Expr::Const(c) if *c == 3.0 => Some(3),
+        _ => None,
     }
 }
 
@@ -315,6 +323,11 @@ pub(crate) fn entry(c: &mut Code, p: &Program, bounds: &str) {
 
 /// [`entry`] with launch attributes (`__cluster_dims__(…) `, with its trailing space) before the bounds.
 pub(crate) fn entry_with(c: &mut Code, p: &Program, bounds: &str, attrs: &str) {
+    entry_full(c, p, bounds, attrs, &[]);
+}
+
+/// [`entry_with`] with parameters after the program's (a tree's workspace, stage and slices).
+pub(crate) fn entry_full(c: &mut Code, p: &Program, bounds: &str, attrs: &str, extra: &[&str]) {
     let mut params: Vec<String> = Vec::new();
     for k in 0..p.inputs.len() {
         params.push(format!("const T* in{k}"));
@@ -331,6 +344,7 @@ pub(crate) fn entry_with(c: &mut Code, p: &Program, bounds: &str, attrs: &str) {
     for k in 0..p.params.len() {
         params.push(format!("float p{k}"));
     }
+    params.extend(extra.iter().map(|e| e.to_string()));
     c.open(format!(
         "extern \"C\" __global__ void {attrs}__launch_bounds__({bounds}) optiml_program({}) {{",
         params.join(", ")

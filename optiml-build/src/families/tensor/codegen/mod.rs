@@ -5,12 +5,14 @@
 //! Program ──classify──▶ Shape::Pointwise ──PointwiseSchedule::candidate──▶ Candidate
 //!                       Shape::Rows      ──RowSchedule::candidate──────▶ Candidate
 //!                       Shape::Columns   ──ColumnSchedule::candidate───▶ Candidate
+//!                       Shape::Tree      ──TreeSchedule::candidate─────▶ Candidate
 //!                       Unsupported (a typed reason: contractions, several reduced sets, …)
 //! ```
 //!
 //! Every candidate is one `extern "C"` kernel, `optiml_program`, with the ABI of
 //! [`optiml_runtime::ProgramLaunch`]: input buffers (program order), output buffers (statement order), every
-//! dimension's extent (`long long`), the run-time `float` parameters. Sources include `optiml/program.cuh`
+//! dimension's extent (`long long`), the run-time `float` parameters (and a tree's workspace, stage and slices,
+//! [`optiml_runtime::TreeLaunch`]). Sources include `optiml/program.cuh`
 //! ([`crate::cuda::PROGRAM`]), which is all they share: a family's version must hash it with the text the
 //! generator emits.
 //!
@@ -42,11 +44,15 @@ mod pointwise;
 mod rows;
 #[cfg(test)]
 mod tests;
+mod tree;
 
-pub use classify::{ColumnShape, PointwiseShape, RowShape, Shape, Unsupported, classify, lower};
+pub use classify::{
+    ColumnShape, PointwiseShape, RowShape, Shape, TreeShape, Unsupported, classify, lower,
+};
 pub use columns::ColumnSchedule;
 pub use pointwise::PointwiseSchedule;
 pub use rows::{ROW_BUCKETS, RowSchedule};
+pub use tree::TreeSchedule;
 
 use crate::experts::Candidate;
 use crate::search::Tunable;
@@ -57,12 +63,13 @@ use optiml_spec::program::Program;
 pub const ENTRY: &str = "optiml_program";
 
 impl Shape {
-    /// Which generator: `pointwise`, `rows` or `columns`.
+    /// Which generator: `pointwise`, `rows`, `columns` or `tree`.
     pub fn class(&self) -> &'static str {
         match self {
             Shape::Pointwise(_) => "pointwise",
             Shape::Rows(_) => "rows",
             Shape::Columns(_) => "columns",
+            Shape::Tree(_) => "tree",
         }
     }
 
@@ -72,18 +79,23 @@ impl Shape {
             Shape::Pointwise(s) => PointwiseSchedule::default_for(arch).candidate(s),
             Shape::Rows(s) => RowSchedule::default_for(arch).candidate(s),
             Shape::Columns(s) => ColumnSchedule::default_for(arch).candidate(s),
+            Shape::Tree(s) => TreeSchedule::default_for(arch).candidate(s),
         }
     }
 
     /// The untuned variants a build compiles on `arch`, each with the shape key
     /// ([`optiml_runtime::program::shape_key`]) it serves: a row kernel one per row-length bucket
-    /// (`ROW_BUCKETS` of the rows generator, keyed on that length), the others one for every shape.
+    /// (`ROW_BUCKETS` of the rows generator, keyed on that length; a tree for the buckets whose rows it reads
+    /// fewer times, [`TreeShape::for_long_rows`]), the others one for every shape.
     pub fn default_candidates(&self, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
         match self {
             Shape::Rows(s) => ROW_BUCKETS
                 .iter()
                 .map(|&len| {
-                    let c = RowSchedule::for_row(s, len, arch).candidate(s);
+                    let c = match TreeShape::for_long_rows(s, len, arch) {
+                        Some(t) => TreeSchedule::default_for(arch).candidate(&t),
+                        None => RowSchedule::for_row(s, len, arch).candidate(s),
+                    };
                     // The key's item count is the same for every bucket, so the row length alone picks.
                     (Some([4096, 1, len as u64, 1]), c)
                 })
@@ -92,12 +104,13 @@ impl Shape {
         }
     }
 
-    /// The program the kernels compute (for rows and columns: lowered, every reduction its own statement).
+    /// The program the kernels compute (for reductions: lowered, every reduction its own statement).
     pub fn program(&self) -> &Program {
         match self {
             Shape::Pointwise(s) => &s.program,
             Shape::Rows(s) => &s.program,
             Shape::Columns(s) => &s.program,
+            Shape::Tree(s) => &s.program,
         }
     }
 }

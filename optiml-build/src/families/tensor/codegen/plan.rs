@@ -8,7 +8,7 @@
 //! pass writes the element outputs.
 
 use super::emit;
-use optiml_spec::program::{Elem, Expr, Program, Reduce};
+use optiml_spec::program::{Binary, Elem, Expr, Program, Reduce};
 
 /// What a statement is per item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,10 @@ pub(crate) struct Passes {
     pub item_inputs: Vec<usize>,
     /// The element inputs that vary per item and are read by two passes or more: those worth keeping on chip.
     pub cached: Vec<usize>,
+    /// Mean and spread computed together in one pass ([`Passes::fuse_moments`]): `(m, q)` where `m` is the
+    /// mean of a body and `q` the sum or mean of the body's squared distance to `m`. Empty unless a generator
+    /// asks for the fusion.
+    pub moments: Vec<(usize, usize)>,
 }
 
 impl Passes {
@@ -276,7 +280,81 @@ impl Passes {
             scalar_outputs,
             item_inputs,
             cached,
+            moments: Vec::new(),
         }
+    }
+
+    /// Moves each spread `q = Σ (b − m)²` (a sum or a mean) into the pass of the mean `m = mean b` it measures
+    /// from, as a pair in [`moments`](Self::moments), when nothing else holds it back: the generator then
+    /// keeps count, mean and squared distance per thread and merges them pairwise (Chan, Golub and LeVeque),
+    /// which is as stable as the two passes and reads the data once instead of twice. A pass left without
+    /// reductions is removed.
+    pub(crate) fn fuse_moments(&mut self, p: &Program) {
+        let pass_of =
+            |passes: &Self, j: usize| passes.reductions.iter().position(|r| r.contains(&j));
+        for q in 0..p.stmts.len() {
+            let (Role::Reduction(Reduce::Sum | Reduce::Mean), Expr::Reduce(_, q_dims, q_body)) =
+                (self.role[q], &p.stmts[q].expr)
+            else {
+                continue;
+            };
+            let Some((m, body)) = squared_distance(q_body) else {
+                continue;
+            };
+            let (Role::Reduction(Reduce::Mean), Expr::Reduce(_, m_dims, m_body)) =
+                (self.role[m], &p.stmts[m].expr)
+            else {
+                continue;
+            };
+            if m_dims != q_dims || **m_body != *body {
+                continue;
+            }
+            let (Some(pm), Some(pq)) = (pass_of(self, m), pass_of(self, q)) else {
+                continue;
+            };
+            // The spread's pass must follow from the mean alone: everything else its body reads is ready
+            // before the mean's pass.
+            let mut ins = Vec::new();
+            let mut vals = Vec::new();
+            emit::refs(body, &mut ins, &mut vals);
+            let ready_before = |j: usize| {
+                self.role[j] == Role::Element
+                    || self.stages[..=pm].iter().any(|st| st.contains(&j))
+                    || self.reductions[..pm].iter().any(|r| r.contains(&j))
+            };
+            if pq != pm + 1 || !vals.iter().all(|&j| ready_before(j)) {
+                continue;
+            }
+            self.reductions[pq].retain(|&j| j != q);
+            self.reductions[pm].push(q);
+            self.moments.push((m, q));
+            if self.reductions[pq].is_empty() {
+                self.reductions.remove(pq);
+                // The scalars computed after the emptied pass now follow the mean's pass, in statement order.
+                let after = self.stages.remove(pq + 1);
+                self.stages[pq].extend(after);
+                self.stages[pq].sort_unstable();
+                let removed = self.need.remove(pq);
+                let merged = &mut self.need[pm];
+                for (to, from) in [
+                    (&mut merged.elems, removed.elems),
+                    (&mut merged.element_inputs, removed.element_inputs),
+                    (&mut merged.scalars, removed.scalars),
+                ] {
+                    to.extend(from);
+                    to.sort_unstable();
+                    to.dedup();
+                }
+            }
+        }
+    }
+
+    /// The moment pair whose mean or spread `j` is.
+    pub(crate) fn moment_of(&self, j: usize) -> Option<(usize, usize)> {
+        self.moments
+            .iter()
+            .copied()
+            .find(|&(m, q)| m == j || q == j)
     }
 
     /// The most inputs one pass reads per element (at least 1): what a step of loads in flight costs in
@@ -318,6 +396,24 @@ impl Passes {
             arg = arg.max(a);
         }
         (plain, arg)
+    }
+}
+
+/// `(m, b)` where `e` is `(b − m)²` (as a square or a product of two equal differences) and `m` a statement.
+fn squared_distance(e: &Expr) -> Option<(usize, &Expr)> {
+    fn diff(d: &Expr) -> Option<(usize, &Expr)> {
+        match d {
+            Expr::Binary(Binary::Sub, b, m) => match **m {
+                Expr::Value(m) => Some((m, &**b)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Binary(Binary::Pow, d, two) if matches!(**two, Expr::Const(c) if c == 2.0) => diff(d),
+        Expr::Binary(Binary::Mul, a, b) if a == b => diff(a),
+        _ => None,
     }
 }
 

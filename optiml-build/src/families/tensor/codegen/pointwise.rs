@@ -191,6 +191,7 @@ impl PointwiseSchedule {
                 max_blocks_per_sm: self.blocks_per_sm,
                 cluster: 1,
                 nonempty_mask: 0,
+                tree: None,
             }),
             schedule: describe,
         }

@@ -71,10 +71,10 @@ const SMEM_KIB: [u32; 5] = [0, 24, 46, 100, 220];
 const UNROLL: [u32; 4] = [1, 2, 4, 8];
 const BLOCKS_PER_SM: [u32; 5] = [0, 1, 2, 4, 8];
 /// Portable cluster sizes (at most 8 blocks need no opt-in).
-const CLUSTER: [u32; 4] = [1, 2, 4, 8];
+pub(crate) const CLUSTER: [u32; 4] = [1, 2, 4, 8];
 /// The most of a row (bytes of its cached inputs) [`RowSchedule::for_row`] gives one block of a cluster: 132
 /// SMs' shares then fit in the H200's 50 MiB L2, from which each pass re-reads what the registers do not hold.
-const BLOCK_SHARE: usize = 192 * 1024;
+pub(crate) const BLOCK_SHARE: usize = 192 * 1024;
 /// Row lengths the build compiles a default variant for (see [`RowSchedule::for_row`]): a row kernel's best
 /// schedule depends on the row length far more than on anything else, and one variant per factor of 8 keeps
 /// every row length within a factor of 2.8 of a variant's.
@@ -214,6 +214,7 @@ impl RowSchedule {
                 max_blocks_per_sm: self.blocks_per_sm,
                 cluster: self.cluster,
                 nonempty_mask: emit::nonempty_mask(p),
+                tree: None,
             }),
             schedule: describe,
         }

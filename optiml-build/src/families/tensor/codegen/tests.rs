@@ -284,6 +284,67 @@ fn stats(axis: usize, dtype: DType) -> Program {
     )
 }
 
+/// Batch norm in training mode over `x[n, c, h]`: statistics over `n` and `h`, around the kept `c`, with an
+/// affine weight and bias per channel.
+fn batch_norm(dtype: DType) -> Program {
+    let centred = || sub(x(0), v(0));
+    program(
+        &["n", "c", "h"],
+        vec![input("x", &[0, 1, 2]), input("w", &[1]), input("b", &[1])],
+        &[],
+        vec![
+            stmt("m", &[1], red(Reduce::Mean, &[0, 2], x(0))),
+            stmt(
+                "var",
+                &[1],
+                red(Reduce::Mean, &[0, 2], mul(centred(), centred())),
+            ),
+            out(
+                "y",
+                &[0, 1, 2],
+                add(
+                    mul(div(centred(), un(Unary::Sqrt, add(v(1), k(1e-5)))), x(1)),
+                    x(2),
+                ),
+            ),
+        ],
+        dtype,
+    )
+}
+
+/// `y = x / ‖x‖` over a 2-D tensor: a sum of every element, then a map.
+fn frobenius(dtype: DType) -> Program {
+    program(
+        &["i", "j"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt(
+                "norm",
+                &[],
+                un(Unary::Sqrt, red(Reduce::Sum, &[0, 1], mul(x(0), x(0)))),
+            ),
+            out("y", &[0, 1], div(x(0), v(0))),
+        ],
+        dtype,
+    )
+}
+
+/// A loss: the mean squared difference of two tensors, and their largest difference, as two scalars.
+fn mse(dtype: DType) -> Program {
+    let d = || sub(x(0), x(1));
+    program(
+        &["i", "j"],
+        vec![input("a", &[0, 1]), input("b", &[0, 1])],
+        &[],
+        vec![
+            out("mse", &[], red(Reduce::Mean, &[0, 1], mul(d(), d()))),
+            out("dmax", &[], red(Reduce::Max, &[0, 1], un(Unary::Abs, d()))),
+        ],
+        dtype,
+    )
+}
+
 /// Every supported test program, with its expected class.
 fn supported() -> Vec<(&'static str, Program, &'static str)> {
     let mut out = Vec::new();
@@ -303,6 +364,9 @@ fn supported() -> Vec<(&'static str, Program, &'static str)> {
             ("rms norm channels", rms_norm_channels(dtype), "columns"),
             ("stats dim 1", stats(1, dtype), "columns"),
             ("stats last", stats(2, dtype), "rows"),
+            ("batch norm", batch_norm(dtype), "tree"),
+            ("frobenius", frobenius(dtype), "tree"),
+            ("mse", mse(dtype), "tree"),
         ]);
     }
     out.push(("relu f16", relu(DType::F16), "pointwise"));
@@ -378,6 +442,52 @@ fn passes_share_independent_reductions() {
     assert_eq!(passes.cached, vec![0], "the weights do not vary per row");
 }
 
+#[test]
+fn mean_and_variance_fuse_into_one_pass_only_where_the_variance_measures_from_that_mean() {
+    // Layer norm: the variance of the mean's own body moves into the mean's pass; rstd follows it.
+    let p = lower(&layer_norm(DType::F32)).expect("lowers");
+    let mut passes = plan::Passes::new(&p, &[1]);
+    passes.fuse_moments(&p);
+    assert_eq!(passes.reductions, vec![vec![0, 1]]);
+    assert_eq!(passes.moments, vec![(0, 1)]);
+    assert_eq!(
+        passes.stages,
+        vec![vec![], vec![2]],
+        "rstd after the one pass"
+    );
+    assert_eq!(passes.count(), 2, "statistics, then the outputs");
+    assert_eq!(passes.moment_of(1), Some((0, 1)));
+    // A spread around another value than the body's own mean stays a second pass: Σ (2x − mean x)².
+    let other = program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt("mu", &[0], red(Reduce::Mean, &[1], x(0))),
+            out(
+                "q",
+                &[0],
+                red(
+                    Reduce::Sum,
+                    &[1],
+                    mul(sub(mul(k(2.0), x(0)), v(0)), sub(mul(k(2.0), x(0)), v(0))),
+                ),
+            ),
+        ],
+        DType::F32,
+    );
+    let p = lower(&other).expect("lowers");
+    let mut passes = plan::Passes::new(&p, &[1]);
+    passes.fuse_moments(&p);
+    assert_eq!(passes.reductions, vec![vec![0], vec![1]]);
+    assert!(passes.moments.is_empty());
+    // Softmax's sum reads the max but is no spread: untouched.
+    let p = lower(&softmax(DType::F32)).expect("lowers");
+    let mut passes = plan::Passes::new(&p, &[1]);
+    passes.fuse_moments(&p);
+    assert_eq!(passes.reductions, vec![vec![0], vec![2]]);
+}
+
 fn unsupported(p: &Program) -> Unsupported {
     match classify(p) {
         Err(e) => {
@@ -410,8 +520,20 @@ fn unsupported_programs_say_why() {
         vec![out("y", &[], red(Reduce::Sum, &[0], x(0)))],
         DType::F32,
     );
-    assert_eq!(unsupported(&total), Unsupported::ScalarReduction);
-    // Batch statistics over b and h of x[b, c, h].
+    assert_eq!(classify(&total).map(|s| s.class()), Ok("tree"));
+    // ... but not an argmax of everything.
+    let total_arg = program(
+        &["i"],
+        vec![input("x", &[0])],
+        &[],
+        vec![arg_out("y", &[], red(Reduce::Argmax, &[0], x(0)))],
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&total_arg),
+        Unsupported::TreeArg { .. }
+    ));
+    // Batch statistics over b and h of x[b, c, h]: a tree, walking h contiguously.
     let batch = program(
         &["b", "c", "h"],
         vec![input("x", &[0, 1, 2])],
@@ -419,8 +541,23 @@ fn unsupported_programs_say_why() {
         vec![out("m", &[1], red(Reduce::Mean, &[0, 2], x(0)))],
         DType::F32,
     );
+    let Ok(Shape::Tree(t)) = classify(&batch) else {
+        panic!("tree")
+    };
+    assert_eq!(
+        (t.outer_dims(), t.inner_dims(), &t.items[..]),
+        (&[0][..], &[2][..], &[1][..])
+    );
+    // ... but not where no reduced axis ends every tensor that has it: x[b, c, h] and z[h, b].
+    let crossed = program(
+        &["b", "c", "h"],
+        vec![input("x", &[0, 1, 2]), input("z", &[2, 0])],
+        &[],
+        vec![out("m", &[1], red(Reduce::Sum, &[0, 2], mul(x(0), x(1))))],
+        DType::F32,
+    );
     assert!(matches!(
-        unsupported(&batch),
+        unsupported(&crossed),
         Unsupported::SplitReducedAxes { .. }
     ));
     // Two reduced sets.
@@ -552,11 +689,45 @@ fn the_column_catalog_reaches_every_schedule_from_the_default() {
 }
 
 #[test]
+fn the_tree_catalog_reaches_every_schedule_from_the_default() {
+    reaches_the_whole_space::<TreeSchedule>();
+}
+
+#[test]
+fn a_tree_stores_one_partial_per_reduction_and_runs_once_per_pass_and_once_more() {
+    let arch = Arch::new(9, 0);
+    for (name, p, passes, partials) in [
+        // Mean and variance in one pass: count, mean and squared distance.
+        ("batch norm", batch_norm(DType::F32), 1, 3),
+        ("frobenius", frobenius(DType::F32), 1, 1),
+        ("mse", mse(DType::Bf16), 1, 2),
+    ] {
+        let c = classify(&p).expect("tree").default_candidate(arch);
+        let optiml_runtime::Launch::Program(l) = c.launch else {
+            panic!("{name}")
+        };
+        let t = l.tree.expect("a tree launch");
+        assert_eq!((t.passes, t.partials), (passes, partials), "{name}");
+        let s = TreeSchedule::default_for(arch);
+        let vec = emit::vec_width(p.dtype);
+        assert_eq!(t.tile, s.threads * s.unroll * vec, "{name}");
+        assert!(c.source.contains("float* ws, int stage, long long slices)"));
+    }
+}
+
+#[test]
 fn recorded_schedules_name_their_kernel() {
     let arch = Arch::new(9, 0);
     let pw = serde_json::to_value(PointwiseSchedule::default_for(arch)).expect("json");
     let rows = serde_json::to_value(RowSchedule::default_for(arch)).expect("json");
     let cols = serde_json::to_value(ColumnSchedule::default_for(arch)).expect("json");
+    let tree = serde_json::to_value(TreeSchedule::default_for(arch)).expect("json");
+    for other in [&pw, &rows, &cols] {
+        assert!(serde_json::from_value::<TreeSchedule>(other.clone()).is_err());
+    }
+    assert!(serde_json::from_value::<PointwiseSchedule>(tree.clone()).is_err());
+    assert!(serde_json::from_value::<RowSchedule>(tree.clone()).is_err());
+    assert!(serde_json::from_value::<ColumnSchedule>(tree).is_err());
     assert!(serde_json::from_value::<RowSchedule>(pw.clone()).is_err());
     assert!(serde_json::from_value::<ColumnSchedule>(pw.clone()).is_err());
     assert!(serde_json::from_value::<PointwiseSchedule>(rows.clone()).is_err());
@@ -602,15 +773,19 @@ fn candidates_follow_the_abi() {
         let args = &sig[sig.find("optiml_program(").expect("entry")..];
         let n_args = args.matches(',').count() + 1;
         let outputs = p.outputs().count();
+        // A tree's workspace, stage and slices follow.
+        let tree = if l.tree.is_some() { 3 } else { 0 };
+        assert_eq!(shape.class() == "tree", tree == 3, "{name}");
         assert_eq!(
             n_args,
-            p.inputs.len() + outputs + p.dims.len() + p.params.len(),
+            p.inputs.len() + outputs + p.dims.len() + p.params.len() + tree,
             "{name}: {sig}"
         );
         // Reductions that have no value over nothing forbid an empty reduced dimension.
-        if shape.class() != "pointwise" {
-            assert_ne!(l.nonempty_mask, 0, "{name}");
-        }
+        let needs_elements = shape.program().stmts.iter().any(
+            |s| matches!(s.expr, Expr::Reduce(op, ..) if !matches!(op, Reduce::Sum | Reduce::Prod)),
+        );
+        assert_eq!(l.nonempty_mask != 0, needs_elements, "{name}");
     }
 }
 
@@ -801,13 +976,13 @@ fn covering_rows() -> Vec<RowSchedule> {
 #[test]
 fn covering_row_schedules_compile_without_spills() {
     let mut jobs = Vec::new();
-    // Every covering schedule for the f32 program, every other one for the 16-bit one (keeps the test near a
-    // minute on two cores; the spread still takes every knob value).
-    for (p, every) in [(softmax(DType::F32), 1), (layer_norm(DType::Bf16), 2)] {
+    // The covering schedules alternate between the f32 and the 16-bit program, so each compiles once and the
+    // two together take every knob value (keeps the test near half a minute on two cores).
+    for (p, first) in [(softmax(DType::F32), 0), (layer_norm(DType::Bf16), 1)] {
         let Ok(Shape::Rows(shape)) = classify(&p) else {
             panic!("rows")
         };
-        for s in covering_rows().into_iter().step_by(every) {
+        for s in covering_rows().into_iter().skip(first).step_by(2) {
             let c = s.candidate(&shape);
             jobs.push((format!("{:?} {}", p.dtype, c.schedule), c.source));
         }
@@ -853,4 +1028,50 @@ fn covering_column_schedules_compile_without_spills() {
         }
     }
     assert_compiles(jobs);
+}
+
+#[test]
+fn long_rows_whose_statistics_fuse_take_a_tree() {
+    let rows = |p: Program| match classify(&p) {
+        Ok(Shape::Rows(s)) => s,
+        other => panic!("{other:?}"),
+    };
+    let (hopper, ampere) = (Arch::new(9, 0), Arch::new(8, 0));
+    let ln = rows(layer_norm(DType::F32));
+    // 8M elements: past a cluster's share, and mean and variance fuse: a tree of one row per item.
+    let t = TreeShape::for_long_rows(&ln, 1 << 23, hopper).expect("a tree");
+    assert_eq!((t.inner, &t.items[..]), (1, &[0][..]));
+    // Rows a cluster keeps close stay the row kernel's, unless there are no clusters.
+    assert!(TreeShape::for_long_rows(&ln, 1 << 17, hopper).is_none());
+    assert!(TreeShape::for_long_rows(&ln, 1 << 17, ampere).is_some());
+    // Softmax fuses nothing: the row kernel at every length.
+    let sm = rows(softmax(DType::F32));
+    assert!(TreeShape::for_long_rows(&sm, 1 << 23, hopper).is_none());
+    // The build's variants follow.
+    let classes: Vec<bool> = Shape::Rows(ln)
+        .default_candidates(hopper)
+        .iter()
+        .map(|(_, c)| c.source.contains("tree kernel"))
+        .collect();
+    assert_eq!(classes, [false, false, false, false, true, true]);
+}
+
+#[test]
+fn squares_and_cubes_are_multiplications_other_powers_powf() {
+    let source = |e: f64| {
+        let p = program(
+            &["i"],
+            vec![input("x", &[0])],
+            &[],
+            vec![out("y", &[0], bin(Binary::Pow, x(0), k(e)))],
+            DType::F32,
+        );
+        classify(&p)
+            .expect("pointwise")
+            .default_candidate(Arch::new(9, 0))
+            .source
+    };
+    assert!(!source(2.0).contains("powf("));
+    assert!(!source(3.0).contains("powf("));
+    assert!(source(2.5).contains("powf("));
 }
