@@ -20,8 +20,8 @@
 //! The combine order depends on the schedule and the shape only: repeated runs give the same bits.
 
 use super::classify::ColumnShape;
-use super::emit::{self, Code, Env};
-use super::plan::{self, Passes, Role};
+use super::emit::{self, Code};
+use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use super::rows::accumulate_at;
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
@@ -379,57 +379,27 @@ struct Kernel<'a> {
     unroll: u32,
 }
 
-struct ElementEnv<'a> {
-    k: &'a Kernel<'a>,
-}
-
-impl Env for ElementEnv<'_> {
-    fn input(&self, k: usize) -> String {
-        if self.k.passes.item_inputs.contains(&k) {
-            format!("si{k}")
-        } else {
-            format!("x{k}")
-        }
-    }
-    fn value(&self, j: usize) -> String {
-        if self.k.passes.role[j] == Role::Element {
-            format!("v{j}")
-        } else {
-            plan::scalar_ref(self.k.p, j)
-        }
-    }
-    fn fast(&self) -> bool {
-        self.k.p.dtype != DType::F32
-    }
-    fn invariant(&self, e: &Expr) -> bool {
-        let passes = self.k.passes;
-        emit::leaves_all(e, &|leaf| match leaf {
-            Expr::Input(k) => passes.item_inputs.contains(k),
-            Expr::Value(j) => passes.role[*j] != Role::Element,
-            _ => false,
-        })
-    }
-}
-
-/// Per-column values, computed once: divisions stay divisions.
-struct ScalarEnv<'a>(ElementEnv<'a>);
-
-impl Env for ScalarEnv<'_> {
-    fn input(&self, k: usize) -> String {
-        self.0.input(k)
-    }
-    fn value(&self, j: usize) -> String {
-        self.0.value(j)
-    }
-}
-
 /// `#pragma unroll` and the loop over a thread's columns (`e`), left open.
 fn open_columns(c: &mut Code) {
     c.line("#pragma unroll");
     c.open("for (int e = 0; e < OPTIML_V; ++e) {");
 }
 
+/// An element input's value: the current column's element.
+fn column_element(k: usize) -> String {
+    format!("x{k}")
+}
+
 impl Kernel<'_> {
+    /// The values at an element of this kernel.
+    fn env(&self) -> ElementEnv<'_> {
+        ElementEnv {
+            p: self.p,
+            passes: self.passes,
+            element: &column_element,
+        }
+    }
+
     fn is_c(&self, d: usize) -> bool {
         self.shape.reduced.contains(&d)
     }
@@ -801,7 +771,7 @@ impl Kernel<'_> {
         let exprs: Vec<&Expr> = stmts.iter().map(|&j| &self.p.stmts[j].expr).collect();
         let (items, mut scalars) = self.reads(&exprs);
         scalars.retain(|j| !stmts.contains(j));
-        let env = ScalarEnv(ElementEnv { k: self });
+        let env = ScalarEnv(self.env());
         open_columns(c);
         self.alias_reads(c, &items, &scalars);
         for &j in stmts {
@@ -1026,7 +996,7 @@ impl Kernel<'_> {
                 .collect()
         };
         let (items, scalars) = self.reads(&roots);
-        let env = ElementEnv { k: self };
+        let env = self.env();
         c.line("#pragma unroll");
         c.open(format!("for (int u = 0; u < {count}; ++u) {{"));
         if let Some(n) = bound {

@@ -34,7 +34,11 @@
 //! - Mean is the f32 sum divided by the element count; an empty reduced dimension is refused at launch for
 //!   mean, max, min, argmax and argmin (`nonempty_mask`), while sum and product give 0 and 1.
 //! - Reduction order: each thread folds its own elements in increasing order, then a warp xor butterfly, then the
-//!   warps' (or split threads') partials in order.
+//!   warps' (or split threads', or a cluster's blocks') partials in order. A tree folds its blocks' partials per
+//!   item in slice order; how many slices follows the shape and the schedule, never the GPU.
+//! - A tree computes a mean and the spread around it (`Σ (x − mean)²`) in one pass: each thread's tile values
+//!   are reduced to count, mean and squared distance, merged pairwise (Chan, Golub and LeVeque) in the same
+//!   fixed order. It rounds differently from two passes but is as stable (no cancellation between sums).
 
 mod classify;
 mod columns;

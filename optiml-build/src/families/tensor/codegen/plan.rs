@@ -417,6 +417,58 @@ fn squared_distance(e: &Expr) -> Option<(usize, &Expr)> {
     }
 }
 
+/// The values at an element of a reduction program, as every reduction generator names them: per-item inputs
+/// `si{k}`, element statements `v{j}`, scalars `s{j}` ([`scalar_ref`]); element inputs as the generator's
+/// `element` names them (an unpacked chunk's `x{k}[l]`, a column's `x{k}`, a per-tile value).
+pub(crate) struct ElementEnv<'a> {
+    /// The lowered program.
+    pub p: &'a Program,
+    /// Its passes.
+    pub passes: &'a Passes,
+    /// An element input's value at the current element.
+    pub element: &'a dyn Fn(usize) -> String,
+}
+
+impl emit::Env for ElementEnv<'_> {
+    fn input(&self, k: usize) -> String {
+        if self.passes.item_inputs.contains(&k) {
+            format!("si{k}")
+        } else {
+            (self.element)(k)
+        }
+    }
+    fn value(&self, j: usize) -> String {
+        if self.passes.role[j] == Role::Element {
+            format!("v{j}")
+        } else {
+            scalar_ref(self.p, j)
+        }
+    }
+    fn fast(&self) -> bool {
+        self.p.dtype != optiml_spec::DType::F32
+    }
+    fn invariant(&self, e: &Expr) -> bool {
+        let passes = self.passes;
+        emit::leaves_all(e, &|leaf| match leaf {
+            Expr::Input(k) => passes.item_inputs.contains(k),
+            Expr::Value(j) => passes.role[*j] != Role::Element,
+            _ => false,
+        })
+    }
+}
+
+/// Per-item values, computed once: divisions stay divisions, exp and log stay accurate.
+pub(crate) struct ScalarEnv<'a>(pub ElementEnv<'a>);
+
+impl emit::Env for ScalarEnv<'_> {
+    fn input(&self, k: usize) -> String {
+        self.0.input(k)
+    }
+    fn value(&self, j: usize) -> String {
+        self.0.value(j)
+    }
+}
+
 /// How a statement's value reads in an expression: integer (arg) scalars convert to f32.
 pub(crate) fn scalar_ref(p: &Program, j: usize) -> String {
     if p.stmts[j].elem == Elem::Float {

@@ -24,8 +24,8 @@
 //! on the schedule and the row length only: repeated runs give the same bits.
 
 use super::classify::RowShape;
-use super::emit::{self, Code, Env};
-use super::plan::{self, Passes, Role};
+use super::emit::{self, Code};
+use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch, ProgramLaunch};
@@ -277,60 +277,6 @@ struct Kernel<'a> {
     vt: &'static str,
 }
 
-/// The values at an element: element inputs from the unpacked chunk `x{k}[l]`, item inputs `si{k}`, element
-/// statements `v{j}`, scalars `s{j}`.
-struct ElementEnv<'a> {
-    k: &'a Kernel<'a>,
-}
-
-impl Env for ElementEnv<'_> {
-    fn input(&self, k: usize) -> String {
-        if self.k.passes.item_inputs.contains(&k) {
-            format!("si{k}")
-        } else {
-            format!("x{k}[l]")
-        }
-    }
-    fn value(&self, j: usize) -> String {
-        if self.k.passes.role[j] == Role::Element {
-            format!("v{j}")
-        } else {
-            plan::scalar_ref(self.k.p, j)
-        }
-    }
-    fn fast(&self) -> bool {
-        self.k.p.dtype != optiml_spec::DType::F32
-    }
-    fn invariant(&self, e: &Expr) -> bool {
-        let passes = self.k.passes;
-        emit::leaves_all(e, &|leaf| match leaf {
-            Expr::Input(k) => passes.item_inputs.contains(k),
-            Expr::Value(j) => passes.role[*j] != Role::Element,
-            _ => false,
-        })
-    }
-}
-
-/// Where a segment's chunks of one input come from.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Source {
-    Registers,
-    Shared { store: bool },
-    Global,
-}
-
-/// Per-row values, computed once: divisions stay divisions.
-struct ScalarEnv<'a>(ElementEnv<'a>);
-
-impl Env for ScalarEnv<'_> {
-    fn input(&self, k: usize) -> String {
-        self.0.input(k)
-    }
-    fn value(&self, j: usize) -> String {
-        self.0.value(j)
-    }
-}
-
 /// Where a segment's chunks are. Each step of a segment addresses its chunks from a base `ob` (elements past the
 /// thread's first one; absent for the register segment, whose offsets are all constants) with int offsets
 /// against an int bound `rr` (elements left from the base): the unrolled chunk offsets are then constants
@@ -346,7 +292,29 @@ struct Segment<'a> {
     offset: &'a str,
 }
 
+/// Where a segment's chunks of one input come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Registers,
+    Shared { store: bool },
+    Global,
+}
+
+/// An element input's value: element `l` of its unpacked chunk.
+fn chunk_element(k: usize) -> String {
+    format!("x{k}[l]")
+}
+
 impl Kernel<'_> {
+    /// The values at an element of this kernel.
+    fn env(&self) -> ElementEnv<'_> {
+        ElementEnv {
+            p: self.p,
+            passes: self.passes,
+            element: &chunk_element,
+        }
+    }
+
     fn is_c(&self, d: usize) -> bool {
         self.shape.reduced.contains(&d)
     }
@@ -556,7 +524,7 @@ impl Kernel<'_> {
     }
 
     fn scalars(&self, c: &mut Code, stmts: &[usize]) {
-        let env = ScalarEnv(ElementEnv { k: self });
+        let env = ScalarEnv(self.env());
         for &j in stmts {
             c.line(format!(
                 "const float s{j} = {};",
@@ -815,7 +783,7 @@ impl Kernel<'_> {
         let p = self.p;
         let need = &self.passes.need[pass];
         let is_final = self.passes.is_final(pass);
-        let env = ElementEnv { k: self };
+        let env = self.env();
         c.line(format!("const int o = {};", seg.offset));
         // Chunks past the row's end skip their elements (a branch, not a predicate per element): a row shorter
         // than the register cache costs only the chunks it has.

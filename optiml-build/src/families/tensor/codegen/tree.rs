@@ -15,8 +15,8 @@
 //! dimensions but no inner one are read once per tile.
 
 use super::classify::{RowShape, TreeShape};
-use super::emit::{self, Code, Env};
-use super::plan::{self, Passes, Role};
+use super::emit::{self, Code};
+use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use super::rows::{self, accumulate_at};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
@@ -151,55 +151,26 @@ struct Kernel<'a> {
     warps: u32,
 }
 
-/// The values at an element: chunked inputs `x{k}[l]`, inputs constant along a run `c{k}`, per-item inputs
-/// `si{k}`, element statements `v{j}`, scalars `s{j}`.
-struct ElementEnv<'a> {
-    k: &'a Kernel<'a>,
-}
+impl Kernel<'_> {
+    /// The values at an element of this kernel, the element inputs as `element` names them.
+    fn env<'b>(&'b self, element: &'b dyn Fn(usize) -> String) -> ElementEnv<'b> {
+        ElementEnv {
+            p: self.p,
+            passes: self.passes,
+            element,
+        }
+    }
 
-impl Env for ElementEnv<'_> {
-    fn input(&self, k: usize) -> String {
-        if self.k.passes.item_inputs.contains(&k) {
-            format!("si{k}")
-        } else if self.k.chunked(k) {
+    /// An element input's value: element `l` of its unpacked chunk, or for an input without the inner
+    /// dimensions its value for the tile.
+    fn element(&self, k: usize) -> String {
+        if self.chunked(k) {
             format!("x{k}[l]")
         } else {
             format!("c{k}")
         }
     }
-    fn value(&self, j: usize) -> String {
-        if self.k.passes.role[j] == Role::Element {
-            format!("v{j}")
-        } else {
-            plan::scalar_ref(self.k.p, j)
-        }
-    }
-    fn fast(&self) -> bool {
-        self.k.p.dtype != optiml_spec::DType::F32
-    }
-    fn invariant(&self, e: &Expr) -> bool {
-        let passes = self.k.passes;
-        emit::leaves_all(e, &|leaf| match leaf {
-            Expr::Input(k) => passes.item_inputs.contains(k),
-            Expr::Value(j) => passes.role[*j] != Role::Element,
-            _ => false,
-        })
-    }
-}
 
-/// Per-item values, computed once: divisions stay divisions.
-struct ScalarEnv<'a>(ElementEnv<'a>);
-
-impl Env for ScalarEnv<'_> {
-    fn input(&self, k: usize) -> String {
-        self.0.input(k)
-    }
-    fn value(&self, j: usize) -> String {
-        self.0.value(j)
-    }
-}
-
-impl Kernel<'_> {
     /// Whether input `k` has the inner (contiguous) dimensions: read in chunks, else once per tile.
     fn chunked(&self, k: usize) -> bool {
         let inner = self.shape.inner_dims();
@@ -389,7 +360,8 @@ impl Kernel<'_> {
     }
 
     fn scalars(&self, c: &mut Code, stmts: &[usize]) {
-        let env = ScalarEnv(ElementEnv { k: self });
+        let element = |k| self.element(k);
+        let env = ScalarEnv(self.env(&element));
         for &j in stmts {
             c.line(format!(
                 "const float s{j} = {};",
@@ -494,7 +466,8 @@ impl Kernel<'_> {
             }
             c.close("}");
         }
-        let env = ElementEnv { k: self };
+        let element = |k| self.element(k);
+        let env = self.env(&element);
         // Moment pairs: the thread's values of the tile first, then their own mean and squared distance (two
         // passes over registers), merged into the running ones once per tile.
         let pairs = if is_final {
