@@ -186,7 +186,13 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
         let lowered = shape.program().clone();
         let (l, f) = match shape {
             Shape::Pointwise(s) => {
-                evaluate(text, s, &lowered, spread::<PointwiseSchedule>(arch, per))
+                // The program's own default (what a build compiles) besides the spread.
+                let mut schedules = spread::<PointwiseSchedule>(arch, per);
+                let own = PointwiseSchedule::for_program(&s, arch);
+                if !schedules.contains(&own) {
+                    schedules.push(own);
+                }
+                evaluate(text, s, &lowered, schedules)
             }
             Shape::Rows(s) => {
                 // The row-length buckets' defaults (what a build compiles) besides the spread: a tree where
@@ -387,6 +393,76 @@ fn trees_across_launch_shapes() {
             .into_iter()
             .filter(|s| s.threads <= 512 && s.threads >= 256 && s.unroll >= 4 && s.blocks >= 528)
             .collect();
+        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
+        f.iter().for_each(|l| println!("REJECTED {l}"));
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The pointwise launch space at small KernelBench maps (12: diag(A)·B over 4096 × 4096; 88: minGPT gelu over
+/// 8192 × 8192, 256 MiB in and out), where a launch is tens of microseconds: the measurements behind the
+/// pointwise size buckets.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_maps_across_launch_shapes() {
+    let cases: &[(&str, &[usize])] = &[
+        ("diag(A) @ B", &[4096, 4096]),
+        ("minGPT new gelu", &[8192 * 8192]),
+    ];
+    let mut failures = Vec::new();
+    for (text, extents) in cases {
+        let spec = optiml_spec::parse(text).unwrap();
+        let optiml_spec::Family::Tensor(program) = &spec.family else {
+            panic!("{text} is not a tensor program");
+        };
+        let Shape::Pointwise(shape) = codegen::classify(program).unwrap() else {
+            panic!("{text} is not pointwise");
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(extents).unwrap();
+        let schedules: Vec<PointwiseSchedule> = PointwiseSchedule::space()
+            .into_iter()
+            .filter(|s| s.threads <= 512 && s.unroll <= 4)
+            .collect();
+        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
+        f.iter().for_each(|l| println!("REJECTED {l}"));
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A few launch shapes for maps heavy in transcendentals (softplus, swish) at a KernelBench map's size (a slice
+/// of 4096 × 393216): whether the small maps' choice (more resident threads, fewer loads each) serves them too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn heavy_maps_across_launch_shapes() {
+    let mut failures = Vec::new();
+    for text in ["softplus", "y[i] = x[i] * sigmoid(x[i])"] {
+        let spec = optiml_spec::parse(text).unwrap();
+        let optiml_spec::Family::Tensor(program) = &spec.family else {
+            panic!("{text} is not a tensor program");
+        };
+        let Shape::Pointwise(shape) = codegen::classify(program).unwrap() else {
+            panic!("{text} is not pointwise");
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(&[1024 * 393216]).unwrap();
+        let schedules: Vec<PointwiseSchedule> = [
+            (256, 2, 4),
+            (256, 4, 2),
+            (256, 4, 4),
+            (512, 2, 2),
+            (128, 8, 2),
+            (256, 8, 1),
+        ]
+        .into_iter()
+        .map(|(threads, blocks_per_sm, unroll)| PointwiseSchedule {
+            threads,
+            blocks_per_sm,
+            unroll,
+        })
+        .collect();
         let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
         f.iter().for_each(|l| println!("REJECTED {l}"));
         failures.extend(f);

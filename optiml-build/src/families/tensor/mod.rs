@@ -507,7 +507,7 @@ mod tests {
         let arch = Arch::new(9, 0);
         for (text, schedule) in [
             (
-                "selu",
+                "hardtanh, min -1, max 1",
                 serde_json::to_value(PointwiseSchedule::default_for(arch)),
             ),
             (

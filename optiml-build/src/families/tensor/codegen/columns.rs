@@ -162,8 +162,8 @@ impl ColumnSchedule {
             .iter()
             .enumerate()
             .any(|(j, s)| match (passes.role[j], &s.expr) {
-                (Role::Reduction(_), Expr::Reduce(_, _, body)) => transcendental(body),
-                (Role::Element, e) => transcendental(e),
+                (Role::Reduction(_), Expr::Reduce(_, _, body)) => emit::transcendental(body),
+                (Role::Element, e) => emit::transcendental(e),
                 _ => false,
             });
         // 16-bit elements are unpacked into one register each where they are used.
@@ -239,34 +239,6 @@ impl ColumnSchedule {
             }),
             schedule: describe,
         }
-    }
-}
-
-/// Whether `e` calls a function of several instructions and temporaries (exponentials, logarithms, …).
-fn transcendental(e: &Expr) -> bool {
-    use optiml_spec::program::{Binary, Unary};
-    match e {
-        Expr::Unary(op, a) => {
-            matches!(
-                op,
-                Unary::Exp
-                    | Unary::Log
-                    | Unary::Log1p
-                    | Unary::Expm1
-                    | Unary::Tanh
-                    | Unary::Erf
-                    | Unary::Sigmoid
-            ) || transcendental(a)
-        }
-        // A square or a cube is multiplications (`emit::expr`).
-        Expr::Binary(op, a, b) => {
-            (*op == Binary::Pow && emit::small_power(b).is_none())
-                || transcendental(a)
-                || transcendental(b)
-        }
-        Expr::Select(c, a, b) => transcendental(c) || transcendental(a) || transcendental(b),
-        Expr::Reduce(_, _, b) => transcendental(b),
-        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
     }
 }
 

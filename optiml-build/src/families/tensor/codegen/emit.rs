@@ -177,6 +177,33 @@ pub(crate) fn small_power(e: &Expr) -> Option<u32> {
     }
 }
 
+/// Whether `e` calls a function of several instructions and temporaries (exponentials, logarithms, …).
+pub(crate) fn transcendental(e: &Expr) -> bool {
+    match e {
+        Expr::Unary(op, a) => {
+            matches!(
+                op,
+                Unary::Exp
+                    | Unary::Log
+                    | Unary::Log1p
+                    | Unary::Expm1
+                    | Unary::Tanh
+                    | Unary::Erf
+                    | Unary::Sigmoid
+            ) || transcendental(a)
+        }
+        // A square or a cube is multiplications (`emit::expr`).
+        Expr::Binary(op, a, b) => {
+            (*op == Binary::Pow && small_power(b).is_none())
+                || transcendental(a)
+                || transcendental(b)
+        }
+        Expr::Select(c, a, b) => transcendental(c) || transcendental(a) || transcendental(b),
+        Expr::Reduce(_, _, b) => transcendental(b),
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+    }
+}
+
 /// The reduction struct of `optiml/program.cuh` combining `op`'s partial values (the sum for a mean).
 pub(crate) fn reduce_op(op: Reduce) -> &'static str {
     match op {

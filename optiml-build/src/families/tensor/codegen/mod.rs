@@ -77,10 +77,10 @@ impl Shape {
         }
     }
 
-    /// The candidate of the class's default schedule on `arch`.
+    /// The candidate of the class's default schedule for this program on `arch`.
     pub fn default_candidate(&self, arch: Arch) -> Candidate {
         match self {
-            Shape::Pointwise(s) => PointwiseSchedule::default_for(arch).candidate(s),
+            Shape::Pointwise(s) => PointwiseSchedule::for_program(s, arch).candidate(s),
             Shape::Rows(s) => RowSchedule::default_for(arch).candidate(s),
             Shape::Columns(s) => ColumnSchedule::default_for(arch).candidate(s),
             Shape::Tree(s) => TreeSchedule::default_for(arch).candidate(s),

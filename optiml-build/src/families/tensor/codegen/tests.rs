@@ -1075,3 +1075,27 @@ fn squares_and_cubes_are_multiplications_other_powers_powf() {
     assert!(!source(3.0).contains("powf("));
     assert!(source(2.5).contains("powf("));
 }
+
+#[test]
+fn maps_heavy_in_arithmetic_default_to_more_resident_blocks() {
+    let arch = Arch::new(9, 0);
+    let own = |p: Program| match classify(&p) {
+        Ok(Shape::Pointwise(s)) => PointwiseSchedule::for_program(&s, arch),
+        other => panic!("{other:?}"),
+    };
+    let base = PointwiseSchedule::default_for(arch);
+    assert_eq!(own(relu(DType::F32)), base);
+    assert_eq!(own(broadcast_mul(DType::F32)), base);
+    let heavy = own(gelu_tanh(DType::F32));
+    assert_eq!(heavy.blocks_per_sm, 2 * base.blocks_per_sm);
+    assert!(heavy.is_valid());
+    // A division counts too.
+    let softsign = program(
+        &["i"],
+        vec![input("x", &[0])],
+        &[],
+        vec![out("y", &[0], div(x(0), add(k(1.0), un(Unary::Abs, x(0)))))],
+        DType::F32,
+    );
+    assert_eq!(own(softsign), heavy);
+}
