@@ -227,7 +227,8 @@ impl fmt::Display for Unsupported {
 impl std::error::Error for Unsupported {}
 
 /// Classifies a program, or says why no generator covers it yet. Pointwise first (no reduction), then rows
-/// (every reduced axis innermost), then columns.
+/// (every reduced axis innermost), then columns, then a tree (no kept dimension, or reduced axes on both sides
+/// of a kept one).
 ///
 /// # Errors
 /// [`Unsupported`] with the reason.

@@ -117,7 +117,7 @@ impl TreeSchedule {
 
 impl TreeShape {
     /// The tree for rows of `row_len` elements of `shape`'s program, where it reads the data fewer times than
-    /// the row kernel: rows longer than a cluster's shared share holds ([`rows::BLOCK_SHARE`] per block, 8
+    /// the row kernel: rows longer than a cluster keeps close (192 KiB per block, 8
     /// blocks), which the row kernel reads from DRAM once per pass, of a program whose mean and variance fuse
     /// into one pass (group norm over 8 · 512 · 512 elements: two reads and a write instead of three reads and
     /// a write). `None` where the row kernel does as well.
