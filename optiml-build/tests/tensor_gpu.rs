@@ -16,6 +16,8 @@ use optiml_spec::program::Program;
 use std::path::PathBuf;
 
 /// `cargo-optiml` serves as the worker: built beside this test here, staged beside it on the GPU machine.
+/// `OPTIML_TEST_WORKER_WRAP` (a command line) runs it under a tool, such as `compute-sanitizer --tool memcheck
+/// --log-file cs.log --error-exitcode 9` (the tool must keep standard output, the worker's protocol, clean).
 fn worker() -> WorkerCommand {
     let built = PathBuf::from(env!("CARGO_BIN_EXE_cargo-optiml"));
     let program = if built.exists() {
@@ -25,9 +27,19 @@ fn worker() -> WorkerCommand {
             .expect("current exe")
             .with_file_name("cargo-optiml")
     };
-    WorkerCommand {
-        program,
-        args: Vec::new(),
+    let wrap = optiml_spec::env::var_os("OPTIML_TEST_WORKER_WRAP")
+        .map(|w| w.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut words = wrap.split_whitespace().map(std::ffi::OsString::from);
+    match words.next() {
+        Some(tool) => WorkerCommand {
+            program: PathBuf::from(tool),
+            args: words.chain([program.into_os_string()]).collect(),
+        },
+        None => WorkerCommand {
+            program,
+            args: Vec::new(),
+        },
     }
 }
 
@@ -176,6 +188,9 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
     let per = optiml_spec::env::var_os("OPTIML_TENSOR_SCHEDULES")
         .and_then(|v| v.to_str().and_then(|v| v.parse().ok()))
         .unwrap_or(5);
+    // `OPTIML_TENSOR_CLASS` (pointwise, rows, columns, tree) keeps the programs of one generator.
+    let class =
+        optiml_spec::env::var_os("OPTIML_TENSOR_CLASS").map(|c| c.to_string_lossy().into_owned());
     let (mut lines, mut failures) = (Vec::new(), Vec::new());
     for text in SPECS {
         let spec = optiml_spec::parse(text).unwrap();
@@ -183,6 +198,9 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
             panic!("{text} is not a tensor program");
         };
         let shape = codegen::classify(program).unwrap_or_else(|e| panic!("{text}: {e}"));
+        if class.as_deref().is_some_and(|c| c != shape.class()) {
+            continue;
+        }
         let lowered = shape.program().clone();
         let (l, f) = match shape {
             Shape::Pointwise(s) => {
