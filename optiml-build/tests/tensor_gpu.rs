@@ -43,6 +43,29 @@ fn worker() -> WorkerCommand {
     }
 }
 
+/// The generator shape of the tensor program `text` declares.
+fn shape_of(text: &str) -> Shape {
+    let spec = optiml_spec::parse(text).unwrap();
+    let optiml_spec::Family::Tensor(program) = &spec.family else {
+        panic!("{text} is not a tensor program");
+    };
+    codegen::classify(program).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Evaluates a sweep's `schedules` at `extents`, printing and collecting the rejections into `failures`.
+fn sweep<S: Evaluable<Shape = Extents>>(
+    name: &str,
+    spec: S::Spec,
+    program: &Program,
+    schedules: Vec<S>,
+    extents: Vec<usize>,
+    failures: &mut Vec<String>,
+) {
+    let (_, f) = evaluate_at(name, spec, program, schedules, extents);
+    f.iter().for_each(|l| println!("REJECTED {l}"));
+    failures.extend(f);
+}
+
 fn arch() -> Arch {
     let ctx = optiml_runtime::probe::context(0).expect("a CUDA device");
     optiml_runtime::probe::arch_of(&ctx).expect("its architecture")
@@ -193,11 +216,7 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
         optiml_spec::env::var_os("OPTIML_TENSOR_CLASS").map(|c| c.to_string_lossy().into_owned());
     let (mut lines, mut failures) = (Vec::new(), Vec::new());
     for text in SPECS {
-        let spec = optiml_spec::parse(text).unwrap();
-        let optiml_spec::Family::Tensor(program) = &spec.family else {
-            panic!("{text} is not a tensor program");
-        };
-        let shape = codegen::classify(program).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let shape = shape_of(text);
         if class.as_deref().is_some_and(|c| c != shape.class()) {
             continue;
         }
@@ -277,11 +296,7 @@ fn long_rows_across_clusters() {
     ];
     let mut failures = Vec::new();
     for (text, extents) in cases {
-        let spec = optiml_spec::parse(text).unwrap();
-        let optiml_spec::Family::Tensor(program) = &spec.family else {
-            panic!("{text} is not a tensor program");
-        };
-        let Shape::Rows(shape) = codegen::classify(program).unwrap() else {
+        let Shape::Rows(shape) = shape_of(text) else {
             panic!("{text} is not a row program");
         };
         let lowered = shape.program.clone();
@@ -309,11 +324,7 @@ fn long_rows_across_clusters() {
                 }
             }
         }
-        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
-        for line in &f {
-            println!("REJECTED {line}");
-        }
-        failures.extend(f);
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -325,15 +336,8 @@ fn long_rows_across_clusters() {
 fn maps_and_odd_rows_across_launch_shapes() {
     let arch = arch();
     let mut failures = Vec::new();
-    let spec = optiml_spec::parse("relu").unwrap();
-    let spec = match spec.family {
-        optiml_spec::Family::Tensor(_) => spec,
-        _ => optiml_spec::parse("y[i] = relu(x[i])").unwrap(),
-    };
-    let optiml_spec::Family::Tensor(program) = &spec.family else {
-        panic!("relu is not a tensor program");
-    };
-    let Shape::Pointwise(shape) = codegen::classify(program).unwrap() else {
+    // The index form: the word `relu` is still the elementwise family's.
+    let Shape::Pointwise(shape) = shape_of("y[i] = relu(x[i])") else {
         panic!("relu is not pointwise");
     };
     let lowered = shape.program.clone();
@@ -342,15 +346,9 @@ fn maps_and_odd_rows_across_launch_shapes() {
         .into_iter()
         .filter(|s| s.threads >= 256 && s.unroll >= 2)
         .collect();
-    let (_, f) = evaluate_at("relu", shape, &lowered, schedules, extents);
-    f.iter().for_each(|l| println!("REJECTED {l}"));
-    failures.extend(f);
+    sweep("relu", shape, &lowered, schedules, extents, &mut failures);
 
-    let spec = optiml_spec::parse("l1 norm over dim 1").unwrap();
-    let optiml_spec::Family::Tensor(program) = &spec.family else {
-        panic!("l1 norm is not a tensor program");
-    };
-    let Shape::Rows(shape) = codegen::classify(program).unwrap() else {
+    let Shape::Rows(shape) = shape_of("l1 norm over dim 1") else {
         panic!("l1 norm is not a row program");
     };
     let lowered = shape.program.clone();
@@ -377,9 +375,14 @@ fn maps_and_odd_rows_across_launch_shapes() {
             }
         }
     }
-    let (_, f) = evaluate_at("l1 norm", shape, &lowered, schedules, extents);
-    f.iter().for_each(|l| println!("REJECTED {l}"));
-    failures.extend(f);
+    sweep(
+        "l1 norm",
+        shape,
+        &lowered,
+        schedules,
+        extents,
+        &mut failures,
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -395,11 +398,7 @@ fn trees_across_launch_shapes() {
     ];
     let mut failures = Vec::new();
     for (text, extents) in cases {
-        let spec = optiml_spec::parse(text).unwrap();
-        let optiml_spec::Family::Tensor(program) = &spec.family else {
-            panic!("{text} is not a tensor program");
-        };
-        let shape = match codegen::classify(program).unwrap() {
+        let shape = match shape_of(text) {
             Shape::Tree(t) => t,
             // A long-row program's tree variant.
             Shape::Rows(r) => codegen::TreeShape::for_long_rows(&r, 1 << 23, arch()).unwrap(),
@@ -411,9 +410,7 @@ fn trees_across_launch_shapes() {
             .into_iter()
             .filter(|s| s.threads <= 512 && s.threads >= 256 && s.unroll >= 4 && s.blocks >= 528)
             .collect();
-        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
-        f.iter().for_each(|l| println!("REJECTED {l}"));
-        failures.extend(f);
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -430,11 +427,7 @@ fn small_maps_across_launch_shapes() {
     ];
     let mut failures = Vec::new();
     for (text, extents) in cases {
-        let spec = optiml_spec::parse(text).unwrap();
-        let optiml_spec::Family::Tensor(program) = &spec.family else {
-            panic!("{text} is not a tensor program");
-        };
-        let Shape::Pointwise(shape) = codegen::classify(program).unwrap() else {
+        let Shape::Pointwise(shape) = shape_of(text) else {
             panic!("{text} is not pointwise");
         };
         let lowered = shape.program.clone();
@@ -443,9 +436,7 @@ fn small_maps_across_launch_shapes() {
             .into_iter()
             .filter(|s| s.threads <= 512 && s.unroll <= 4)
             .collect();
-        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
-        f.iter().for_each(|l| println!("REJECTED {l}"));
-        failures.extend(f);
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -457,11 +448,7 @@ fn small_maps_across_launch_shapes() {
 fn heavy_maps_across_launch_shapes() {
     let mut failures = Vec::new();
     for text in ["softplus", "y[i] = x[i] * sigmoid(x[i])"] {
-        let spec = optiml_spec::parse(text).unwrap();
-        let optiml_spec::Family::Tensor(program) = &spec.family else {
-            panic!("{text} is not a tensor program");
-        };
-        let Shape::Pointwise(shape) = codegen::classify(program).unwrap() else {
+        let Shape::Pointwise(shape) = shape_of(text) else {
             panic!("{text} is not pointwise");
         };
         let lowered = shape.program.clone();
@@ -481,9 +468,7 @@ fn heavy_maps_across_launch_shapes() {
             unroll,
         })
         .collect();
-        let (_, f) = evaluate_at(text, shape, &lowered, schedules, extents);
-        f.iter().for_each(|l| println!("REJECTED {l}"));
-        failures.extend(f);
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -22,7 +22,6 @@
 use super::classify::ColumnShape;
 use super::emit::{self, Code};
 use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
-use super::rows::accumulate_at;
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch, ProgramLaunch};
@@ -992,31 +991,15 @@ impl Kernel<'_> {
             };
             c.line(format!("const float x{k} = IO::get(w_get({word}, e));"));
         }
-        for &j in &need.elems {
-            c.line(format!(
-                "const float v{j} = {};",
-                emit::expr(&p.stmts[j].expr, &env)
-            ));
-        }
-        if is_final {
-            for &j in &self.passes.element_outputs {
-                c.line(format!("y{}[e] = v{j};", self.out_ordinal(j)));
-            }
-        } else {
-            for &j in &self.passes.reductions[pass] {
-                let (Role::Reduction(op), Expr::Reduce(_, _, body)) =
-                    (self.passes.role[j], &p.stmts[j].expr)
-                else {
-                    continue;
-                };
-                c.line(accumulate_at(
-                    op,
-                    j,
-                    &emit::expr(body, &env),
-                    "((j0 + u) * OPTIML_S + sp)",
-                ));
-            }
-        }
+        self.passes.lane(
+            c,
+            p,
+            pass,
+            self.passes.reductions_of(pass),
+            &env,
+            &|j| format!("y{}[e]", self.out_ordinal(j)),
+            "((j0 + u) * OPTIML_S + sp)",
+        );
         c.close("}");
         if is_final {
             for &j in &self.passes.element_outputs {

@@ -349,6 +349,46 @@ impl Passes {
         }
     }
 
+    /// The reductions of pass `pass` (none for the final, writing pass).
+    pub(crate) fn reductions_of(&self, pass: usize) -> &[usize] {
+        self.reductions.get(pass).map_or(&[], Vec::as_slice)
+    }
+
+    /// One element's values in pass `pass`, where the element's inputs are in `env`: its element statements
+    /// `v{j}`, then in the final pass each element output stored to `out(j)`, else each reduction of `reds`
+    /// accumulated (`at`: the element's linear position, which arg reductions record).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lane(
+        &self,
+        c: &mut emit::Code,
+        p: &Program,
+        pass: usize,
+        reds: &[usize],
+        env: &dyn emit::Env,
+        out: &dyn Fn(usize) -> String,
+        at: &str,
+    ) {
+        for &j in &self.need[pass].elems {
+            c.line(format!(
+                "const float v{j} = {};",
+                emit::expr(&p.stmts[j].expr, env)
+            ));
+        }
+        if self.is_final(pass) {
+            for &j in &self.element_outputs {
+                c.line(format!("{} = v{j};", out(j)));
+            }
+            return;
+        }
+        for &j in reds {
+            let (Role::Reduction(op), Expr::Reduce(_, _, body)) = (self.role[j], &p.stmts[j].expr)
+            else {
+                continue;
+            };
+            c.line(accumulate_at(op, j, &emit::expr(body, env), at));
+        }
+    }
+
     /// The moment pair whose mean or spread `j` is.
     pub(crate) fn moment_of(&self, j: usize) -> Option<(usize, usize)> {
         self.moments
@@ -466,6 +506,21 @@ impl emit::Env for ScalarEnv<'_> {
     }
     fn value(&self, j: usize) -> String {
         self.0.value(j)
+    }
+}
+
+/// One element's contribution `b` at linear position `at` to reduction `j` (accumulator `a{j}`, index `i{j}`).
+pub(crate) fn accumulate_at(op: Reduce, j: usize, b: &str, at: &str) -> String {
+    match op {
+        Reduce::Sum | Reduce::Mean => format!("a{j} = a{j} + {b};"),
+        Reduce::Prod => format!("a{j} = a{j} * {b};"),
+        Reduce::Max => format!("a{j} = optiml_p::maxf(a{j}, {b});"),
+        Reduce::Min => format!("a{j} = optiml_p::minf(a{j}, {b});"),
+        // A thread meets its elements in increasing index order: a strict comparison keeps the first extreme.
+        Reduce::Argmax | Reduce::Argmin => format!(
+            "{{ const float t_ = {b}; if (optiml_p::arg_step<{}>(t_, a{j}, i{j})) {{ a{j} = t_; i{j} = {at}; }} }}",
+            op == Reduce::Argmax
+        ),
     }
 }
 

@@ -29,7 +29,7 @@ use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch, ProgramLaunch};
-use optiml_spec::program::{Expr, Program, Reduce};
+use optiml_spec::program::{Program, Reduce};
 
 /// How a row kernel maps rows to threads and where a row lives between passes: what the search transforms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -820,32 +820,20 @@ impl Kernel<'_> {
         c.line("#pragma unroll");
         c.open("for (int l = 0; l < IO::V; ++l) {");
         c.open("if (o + l < rr) {");
-        for &j in &need.elems {
-            c.line(format!(
-                "const float v{j} = {};",
-                emit::expr(&p.stmts[j].expr, &env)
-            ));
-        }
-        if is_final {
-            for &j in &self.passes.element_outputs {
-                c.line(format!("y{j}[l] = v{j};"));
-            }
+        let at = if seg.base.is_some() {
+            "(my0 + ob + o + l)"
         } else {
-            for &j in &self.passes.reductions[pass] {
-                let (Role::Reduction(op), Expr::Reduce(_, _, body)) =
-                    (self.passes.role[j], &p.stmts[j].expr)
-                else {
-                    continue;
-                };
-                let b = emit::expr(body, &env);
-                let at = if seg.base.is_some() {
-                    "(my0 + ob + o + l)"
-                } else {
-                    "(my0 + o + l)"
-                };
-                c.line(accumulate_at(op, j, &b, at));
-            }
-        }
+            "(my0 + o + l)"
+        };
+        self.passes.lane(
+            c,
+            p,
+            pass,
+            self.passes.reductions_of(pass),
+            &env,
+            &|j| format!("y{j}[l]"),
+            at,
+        );
         c.close("}");
         c.close("}");
         if is_final {
@@ -909,21 +897,6 @@ impl Kernel<'_> {
             c.line("cbuf ^= 1;");
         }
         self.passes.finish(c, reds);
-    }
-}
-
-/// One element's contribution `b` at linear position `at` to reduction `j` (accumulator `a{j}`, index `i{j}`).
-pub(crate) fn accumulate_at(op: Reduce, j: usize, b: &str, at: &str) -> String {
-    match op {
-        Reduce::Sum | Reduce::Mean => format!("a{j} = a{j} + {b};"),
-        Reduce::Prod => format!("a{j} = a{j} * {b};"),
-        Reduce::Max => format!("a{j} = optiml_p::maxf(a{j}, {b});"),
-        Reduce::Min => format!("a{j} = optiml_p::minf(a{j}, {b});"),
-        // A thread meets its elements in increasing index order: a strict comparison keeps the first extreme.
-        Reduce::Argmax | Reduce::Argmin => format!(
-            "{{ const float t_ = {b}; if (optiml_p::arg_step<{}>(t_, a{j}, i{j})) {{ a{j} = t_; i{j} = {at}; }} }}",
-            op == Reduce::Argmax
-        ),
     }
 }
 

@@ -17,7 +17,7 @@
 use super::classify::{RowShape, TreeShape};
 use super::emit::{self, Code};
 use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
-use super::rows::{self, accumulate_at};
+use super::rows;
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch, ProgramLaunch, TreeLaunch};
@@ -201,7 +201,8 @@ impl Kernel<'_> {
 
     /// Pass `pass`'s reductions that fold one value each (every one but the moment pairs').
     fn plain(&self, pass: usize) -> Vec<usize> {
-        self.passes.reductions[pass]
+        self.passes
+            .reductions_of(pass)
             .iter()
             .copied()
             .filter(|&j| self.passes.moment_of(j).is_none())
@@ -214,7 +215,7 @@ impl Kernel<'_> {
             .moments
             .iter()
             .copied()
-            .filter(|(m, _)| self.passes.reductions[pass].contains(m))
+            .filter(|(m, _)| self.passes.reductions_of(pass).contains(m))
             .collect()
     }
 
@@ -498,25 +499,16 @@ impl Kernel<'_> {
         c.line("#pragma unroll");
         c.open("for (int l = 0; l < IO::V; ++l) {");
         c.open("if (o + l < rr) {");
-        for &j in &need.elems {
-            c.line(format!(
-                "const float v{j} = {};",
-                emit::expr(&p.stmts[j].expr, &env)
-            ));
-        }
-        if is_final {
-            for &j in &self.passes.element_outputs {
-                c.line(format!("y{j}[l] = v{j};"));
-            }
-        } else {
-            for j in self.plain(pass) {
-                let (Role::Reduction(op), Expr::Reduce(_, _, body)) =
-                    (self.passes.role[j], &p.stmts[j].expr)
-                else {
-                    continue;
-                };
-                c.line(accumulate_at(op, j, &emit::expr(body, &env), "0"));
-            }
+        self.passes.lane(
+            c,
+            p,
+            pass,
+            &self.plain(pass),
+            &env,
+            &|j| format!("y{j}[l]"),
+            "0",
+        );
+        if !is_final {
             for &(m, _) in &pairs {
                 let Expr::Reduce(_, _, body) = &p.stmts[m].expr else {
                     continue;
