@@ -139,8 +139,8 @@ def check(ours_out, torch_out, out_dir):
 
 
 def correct(row):
-    """Correct: agrees with PyTorch, and where both spellings lower to one program, they give the same bits (the
-    five words the elementwise family still owns are other kernels, so there only PyTorch's check counts)."""
+    """Correct: agrees with PyTorch, and where both spellings lower to one program, they give the same bits
+    (spellings that lower to different programs are other kernels, so there only PyTorch's check counts)."""
     return row["agrees_with_torch"] and (row["spellings_agree"] or not row["words_equals_index"])
 
 

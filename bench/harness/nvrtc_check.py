@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Compile-check the optiml CUDA templates with NVRTC (no GPU needed).
 
-For every supported matmul tiling config x flag combination and every
-elementwise op, compile to CUBIN for each arch with `--ptxas-options=-v`,
+For every supported matmul tiling config x flag combination, compile to CUBIN for each arch with `--ptxas-options=-v`,
 parse the ptxas log and report registers / spill stores / spill loads /
 stack frame / static shared memory. Fails (exit 1) on any compile error,
 any spill, any non-zero stack frame, or static smem > 48 KiB.
@@ -25,7 +24,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 FAMILIES = os.path.join(ROOT, "optiml-build", "src", "families")
 MATMUL_CUDA = os.path.join(FAMILIES, "matmul", "cuda")
-ELEMENTWISE_CUDA = os.path.join(FAMILIES, "elementwise", "cuda")
 DEFAULT_LIB = os.path.join(ROOT, ".tools", "nvrtc", "nvidia", "cu13", "lib", "libnvrtc.so.13")
 # The templates #include "optiml/epilogue.cuh"; optiml-build hands it to NVRTC in memory, the harness
 # checkers point NVRTC at the repository's copy (every checker adds INCLUDE_OPT to its options).
@@ -154,9 +152,6 @@ def mm_defines(t, f):
             "-DOPTIML_HAS_BIAS=%d" % hbias, "-DOPTIML_ACT=%d" % act]
 
 
-EW_CASES = [(op, 0) for op in range(1, 6)] + [(op, b) for op in (6, 7) for b in (1, 2)]
-
-
 _NV = None
 
 
@@ -198,7 +193,6 @@ def main():
     nv = Nvrtc(lib)
     print("NVRTC %d.%d, archs %s, %d workers" % (nv.version + (",".join(archs), args.jobs)))
     mm_src = open(os.path.join(MATMUL_CUDA, "matmul_f32.cu")).read()
-    ew_src = open(os.path.join(ELEMENTWISE_CUDA, "elementwise_f32.cu")).read()
 
     base = ["--std=c++17", "--ptxas-options=-v", INCLUDE_OPT]
     dd = ["-default-device"]
@@ -219,13 +213,6 @@ def main():
         specs.append((label + " no-dd", mm_src, "optiml_matmul", base + extra + mm_defines(DEFAULT_TILING, f)))
         specs.append((label + " cp0", mm_src, "optiml_matmul",
                       base + dd + extra + ["-DOPTIML_CP_ASYNC=0"] + mm_defines(DEFAULT_TILING, f)))
-    for op, b in EW_CASES:
-        for th in ([256] if args.quick else [128, 256, 512]):
-            label = "ew op%d bin%d t%d" % (op, b, th)
-            defs = ["-DOPTIML_OP=%d" % op, "-DOPTIML_BINARY=%d" % b, "-DOPTIML_THREADS=%d" % th]
-            specs.append((label, ew_src, "optiml_elementwise", base + dd + extra + defs))
-            if th == 256:
-                specs.append((label + " no-dd", ew_src, "optiml_elementwise", base + extra + defs))
     if args.filter:
         specs = [sp for sp in specs if re.search(args.filter, sp[0])]
 

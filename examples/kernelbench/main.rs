@@ -17,8 +17,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The operators in plain words. Five words (relu, sigmoid, tanh, swish, gelu) are still the elementwise
-/// family's; every other one lowers to the same program as its index form below.
+/// The operators in plain words; each lowers to the same program as its index form below.
 mod words {
     use optiml::cudarc::driver::CudaSlice;
 

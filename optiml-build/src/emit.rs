@@ -98,11 +98,7 @@ mod tests {
                 smem_bytes: 0,
                 split_k: 4,
             },
-            Launch::Elementwise {
-                threads: 256,
-                per_thread: 4,
-                blocks_per_sm: 8,
-            },
+            Launch::Retired,
             Launch::Wgmma {
                 tile_m: 256,
                 tile_n: 128,

@@ -205,11 +205,11 @@ pub fn now_rfc3339() -> String {
     )
 }
 
-/// One search's problem, as its family states it: a matmul shape bucket, or the length an elementwise map is tuned
-/// at (its winner serves every length).
+/// One search's problem, as its family states it: a matmul shape bucket, or a tensor program's extents (with the
+/// bucket its winner serves).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// The problem size in the family's terms (`[batch, m, n, k]` for a matmul, `[n]` for an elementwise map).
+    /// The problem size in the family's terms (`[batch, m, n, k]` for a matmul, a program's extents).
     pub dims: Vec<usize>,
     /// The key the runtime picks the winner by; `None`: the winner serves every size.
     pub bucket: Option<[u64; 4]>,

@@ -286,7 +286,7 @@ fn transforms_lists_the_catalog() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("| elementwise | grid-stride | more-blocks-per-sm | memory |"),
+        stdout.contains("| tensor | pointwise | more-blocks-per-sm | memory | 1.05× |"),
         "{stdout}"
     );
     assert!(

@@ -8,15 +8,11 @@
 #![allow(clippy::unwrap_used)]
 
 use optiml_build::experts::Candidate;
-use optiml_build::families::elementwise;
 use optiml_build::families::matmul::{half as matmul16, simt_f32 as matmul, tf32 as matmul_tf32};
 use optiml_build::nvrtc;
 use optiml_build::search::Tunable;
 use optiml_runtime::Arch;
-use optiml_spec::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, MatmulSpec, Operand,
-    Precision, UnaryOp,
-};
+use optiml_spec::{Activation, DType, Dim, MatmulSpec, Precision};
 use std::collections::HashSet;
 
 const ARCHS: [Arch; 2] = [Arch::new(8, 0), Arch::new(9, 0)];
@@ -157,29 +153,6 @@ fn covering_jobs() -> Vec<(matmul::Schedule, MatmulSpec)> {
     jobs
 }
 
-fn elementwise_specs() -> Vec<ElementwiseSpec> {
-    let mut ops: Vec<ElementwiseOp> = [
-        UnaryOp::Relu,
-        UnaryOp::Gelu,
-        UnaryOp::Silu,
-        UnaryOp::Sigmoid,
-        UnaryOp::Tanh,
-    ]
-    .map(ElementwiseOp::Unary)
-    .to_vec();
-    for b in [BinaryOp::Add, BinaryOp::Mul] {
-        for o in [Operand::Tensor, Operand::Scalar] {
-            ops.push(ElementwiseOp::Binary(b, o));
-        }
-    }
-    ops.into_iter()
-        .map(|op| ElementwiseSpec {
-            op,
-            n: Dim::Runtime,
-        })
-        .collect()
-}
-
 type Job = (String, Candidate, Arch);
 
 /// Compiles every job on all cores; returns one line per failure (error, spill, or missing output).
@@ -267,13 +240,6 @@ fn every_generated_variant_compiles_without_spills() {
                     arch,
                 ));
             }
-        }
-        for spec in elementwise_specs() {
-            jobs.push((
-                format!("elementwise {:?}", spec.op),
-                elementwise::Schedule::default_for(arch).candidate(&spec),
-                arch,
-            ));
         }
     }
     assert_compiled(&jobs, started);

@@ -204,6 +204,58 @@ fn evaluate_at<S: Evaluable<Shape = Extents>>(
     (lines, failures)
 }
 
+/// The elementwise phrases (a map, a sum of two tensors, a scaled tensor) are flat programs: their default
+/// candidate passes the gate and is timed, and the same kernel writing only half its output is rejected.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not() {
+    let arch = arch();
+    for text in ["y = gelu(x)", "z = x + y", "y = x * s"] {
+        let Shape::Pointwise(shape) = shape_of(text) else {
+            panic!("{text} is not pointwise");
+        };
+        let program = shape.program.clone();
+        let extents = dispatch(&program);
+        let good = Shape::Pointwise(shape.clone()).default_candidate(arch);
+        let mut evaluator = GpuEvaluator::<PointwiseSchedule>::new(
+            optiml_build::nvrtc::load().expect("NVRTC"),
+            EvalSetup {
+                name: text.into(),
+                plan: gate::test_plan(&program, &[]),
+                spec: shape,
+                arch,
+                dispatch: Extents::new(&extents).unwrap(),
+                timing: TimingPlan::default(),
+                worker: worker(),
+                device: 0,
+                compile_threads: 4,
+                seed: 9,
+                ncu: None,
+            },
+        )
+        .expect("an evaluator on GPU 0");
+        let (outcome, _) = evaluator.evaluate_candidate(&good);
+        let Outcome::Measured(m) = outcome else {
+            panic!("{text}: {outcome:?}")
+        };
+        println!("{text}: {:.4} ms", m.time_ms);
+        let total = "const long long total = n0;";
+        assert!(good.source.contains(total), "{text}: the loop bound moved");
+        let half = optiml_build::experts::Candidate {
+            source: good
+                .source
+                .replace(total, "const long long total = n0 / 2;"),
+            schedule: "broken: half the output".into(),
+            ..good
+        };
+        let (broken, _) = evaluator.evaluate_candidate(&half);
+        assert!(
+            matches!(&broken, Outcome::Rejected(why) if why.starts_with("gate:")),
+            "{text}: {broken:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_target_program_passes_the_gate_across_its_schedule_space() {
@@ -336,7 +388,6 @@ fn long_rows_across_clusters() {
 fn maps_and_odd_rows_across_launch_shapes() {
     let arch = arch();
     let mut failures = Vec::new();
-    // The index form: the word `relu` is still the elementwise family's.
     let Shape::Pointwise(shape) = shape_of("y[i] = relu(x[i])") else {
         panic!("relu is not pointwise");
     };
@@ -435,6 +486,36 @@ fn small_maps_across_launch_shapes() {
         let schedules: Vec<PointwiseSchedule> = PointwiseSchedule::space()
             .into_iter()
             .filter(|s| s.threads <= 512 && s.unroll <= 4)
+            .collect();
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The pointwise launch space at the full KernelBench map size (4096 × 393216 f32, 6 GiB in and out), for a light
+/// map (relu) and heavy ones (sigmoid, exact gelu): where the default reaches the copy bandwidth, and whether
+/// more bytes in flight per SM (more blocks, deeper unroll) close the gap to PyTorch's eager maps.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn full_size_maps_across_launch_shapes() {
+    let mut failures = Vec::new();
+    for text in [
+        "y[i] = relu(x[i])",
+        "y[i] = sigmoid(x[i])",
+        "y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))",
+    ] {
+        let Shape::Pointwise(shape) = shape_of(text) else {
+            panic!("{text} is not pointwise");
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(&[4096 * 393216]).unwrap();
+        let schedules: Vec<PointwiseSchedule> = PointwiseSchedule::space()
+            .into_iter()
+            .filter(|s| {
+                [256, 512].contains(&s.threads)
+                    && [2, 4, 8].contains(&s.blocks_per_sm)
+                    && [2, 4, 8].contains(&s.unroll)
+            })
             .collect();
         sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }

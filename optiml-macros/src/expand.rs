@@ -109,29 +109,6 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 })
             }
         }
-        Family::Elementwise(e) => {
-            let (x, out) = (arg(Role::X), arg(Role::Out));
-            let y = match arg(Role::Y) {
-                Some(id) => quote!(::core::option::Option::Some(#id)),
-                None => quote!(::core::option::Option::None),
-            };
-            let n = match (arg(Role::N), e.n) {
-                (Some(id), _) => {
-                    quote!(::core::option::Option::Some(::optiml::runtime::dim(#name, "n", #id)?))
-                }
-                (None, Dim::Fixed(v)) => {
-                    let v = v as usize;
-                    quote!(::core::option::Option::Some(#v))
-                }
-                (None, Dim::Runtime) => quote!(::core::option::Option::None),
-            };
-            let s = scalar(Role::Scalar, 0.0);
-            quote! {
-                ::optiml::runtime::elementwise::launch(&KERNEL, stream, ::optiml::runtime::elementwise::ElementwiseArgs {
-                    x: #x, y: #y, out: #out, n: #n, s: #s,
-                })
-            }
-        }
         Family::Tensor(program) => program_call(program, binding, &name),
     };
     quote! {

@@ -46,15 +46,10 @@ pub enum Launch {
         /// workspace (the launcher may use fewer splits for a shape where these would not pay).
         split_k: u32,
     },
-    /// A grid-stride elementwise map.
-    Elementwise {
-        /// Threads per block.
-        threads: u32,
-        /// Elements each thread handles per loop step (the vector width).
-        per_thread: u32,
-        /// Resident blocks per SM the grid is sized for.
-        blocks_per_sm: u32,
-    },
+    /// Index 1 held the elementwise family's grid-stride map, which flat tensor programs replaced. The slot
+    /// stays so that every later variant keeps its index in stored manifests; nothing builds it, and the
+    /// launchers refuse it.
+    Retired,
     // Variants are appended: cache manifests store this enum by variant index (bincode).
     /// A warp-specialised tensor-core matmul (`wgmma`, sm_90a only): a persistent grid of at most one block per
     /// multiprocessor walks the `tile_m × tile_n` tiles of every batch item; one producer warpgroup fills a ring
@@ -235,7 +230,7 @@ impl Launch {
                 ..
             } => Arch::specific(arch.major, arch.minor),
             Launch::Matmul { .. }
-            | Launch::Elementwise { .. }
+            | Launch::Retired
             | Launch::Matmul16 { .. }
             | Launch::Program(_) => arch,
         }
@@ -254,7 +249,7 @@ impl Launch {
                 ..
             } => smem_bytes,
             Launch::Program(p) => p.smem_bytes,
-            Launch::Elementwise { .. }
+            Launch::Retired
             | Launch::Matmul16 {
                 kernel: Kernel16::Simt,
                 ..
@@ -265,9 +260,8 @@ impl Launch {
     /// Threads per block of the module's entry point.
     pub fn threads(&self) -> u32 {
         match *self {
-            Launch::Matmul { threads, .. }
-            | Launch::Wgmma { threads, .. }
-            | Launch::Elementwise { threads, .. } => threads,
+            Launch::Matmul { threads, .. } | Launch::Wgmma { threads, .. } => threads,
+            Launch::Retired => 0,
             Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(w),
                 ..
@@ -340,13 +334,7 @@ impl Launch {
                     "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, kernel: {kernel} }}"
                 )
             }
-            Launch::Elementwise {
-                threads,
-                per_thread,
-                blocks_per_sm,
-            } => format!(
-                "::optiml::runtime::Launch::Elementwise {{ threads: {threads}, per_thread: {per_thread}, blocks_per_sm: {blocks_per_sm} }}"
-            ),
+            Launch::Retired => "::optiml::runtime::Launch::Retired".to_string(),
             Launch::Program(ProgramLaunch {
                 threads,
                 smem_bytes,
@@ -400,7 +388,7 @@ impl Launch {
                     with_gemv
                 }
             }
-            Launch::Elementwise { .. } | Launch::Program(_) => none,
+            Launch::Retired | Launch::Program(_) => none,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! * [`probe`] finds the CUDA driver and devices without panicking when there is none;
 //! * [`KernelModule`] holds a kernel's compiled variants (CUBIN per architecture, PTX as the fallback) and loads
 //!   the right one once per CUDA context;
-//! * [`matmul`], [`elementwise`] and [`program`] check a launch's arguments against its dimensions and launch it, so a wrong
+//! * [`matmul`] and [`program`] check a launch's arguments against its dimensions and launch it, so a wrong
 //!   length is an [`Error`], never an out-of-bounds access.
 //!
 //! ```no_run
@@ -22,7 +22,6 @@ pub use half;
 
 mod arch;
 mod check;
-pub mod elementwise;
 mod error;
 mod kernel;
 mod launch;

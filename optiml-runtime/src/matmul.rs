@@ -289,7 +289,7 @@ fn launch_checked<T: Element>(
             args,
             (bm, bn, threads, smem_bytes),
         ),
-        Launch::Elementwise { .. } | Launch::Program(_) => Err(Error::NoVariant {
+        Launch::Retired | Launch::Program(_) => Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
             available: "a non-matmul variant".into(),

@@ -3,6 +3,6 @@
 use optiml::cudarc::driver::CudaSlice;
 
 #[optiml::kernel("relu")]
-pub fn relu(x: &CudaSlice<f32>, input: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+pub fn relu(x: &CudaSlice<f32>, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
 
 fn main() {}

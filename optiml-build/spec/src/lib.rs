@@ -30,10 +30,7 @@ pub mod signature;
 
 pub use error::{Errors, SpecError};
 pub use key::{KernelId, sha256_hex};
-pub use model::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulNames,
-    MatmulSpec, Operand, Precision, Spec, UnaryOp,
-};
+pub use model::{Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec};
 pub use parse::parse;
 pub use signature::{Access, Binding, Kind, Param, Role, bind};
 

@@ -22,8 +22,6 @@ pub struct Spec {
 pub enum Family {
     /// `C = act(alpha · op(A) · op(B) + beta · C + bias)`, optionally over a batch.
     Matmul(MatmulSpec),
-    /// `out[i] = f(x[i])` or `out[i] = x[i] ⊕ y[i]` / `x[i] ⊕ s`.
-    Elementwise(ElementwiseSpec),
     /// Any other operator: a tensor program in index notation or the plain words that lower to one.
     Tensor(Program),
 }
@@ -212,91 +210,6 @@ pub struct MatmulNames {
     pub k: String,
 }
 
-/// Unary elementwise maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum UnaryOp {
-    /// `max(v, 0)`.
-    Relu,
-    /// Exact GELU.
-    Gelu,
-    /// `v · sigmoid(v)` (swish).
-    Silu,
-    /// `1 / (1 + e^-v)`.
-    Sigmoid,
-    /// Hyperbolic tangent.
-    Tanh,
-}
-
-impl UnaryOp {
-    /// What it means, in float64: the reference every kernel's output is checked against.
-    pub fn apply(self, v: f64) -> f64 {
-        match self {
-            UnaryOp::Relu => reference::relu(v),
-            UnaryOp::Gelu => reference::gelu(v),
-            UnaryOp::Silu => reference::silu(v),
-            UnaryOp::Sigmoid => reference::sigmoid(v),
-            UnaryOp::Tanh => v.tanh(),
-        }
-    }
-
-    /// The canonical name.
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Relu => "relu",
-            UnaryOp::Gelu => "gelu",
-            UnaryOp::Silu => "silu",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Tanh => "tanh",
-        }
-    }
-}
-
-/// Binary elementwise operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum BinaryOp {
-    /// `x + rhs`.
-    Add,
-    /// `x · rhs`.
-    Mul,
-}
-
-impl BinaryOp {
-    /// The canonical name.
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Mul => "mul",
-        }
-    }
-}
-
-/// The right-hand side of a binary elementwise operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Operand {
-    /// A second tensor `y` of the same length.
-    Tensor,
-    /// A run-time scalar `s: f32`.
-    Scalar,
-}
-
-/// What an elementwise kernel computes per element.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ElementwiseOp {
-    /// `out = f(x)`.
-    Unary(UnaryOp),
-    /// `out = x ⊕ rhs`.
-    Binary(BinaryOp, Operand),
-}
-
-/// An elementwise map over `n` elements.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ElementwiseSpec {
-    /// The operation.
-    pub op: ElementwiseOp,
-    /// Number of elements; at run time it defaults to the output's length.
-    pub n: Dim,
-}
-
 impl Spec {
     /// The canonical text of the spec: one spelling per meaning, stable across releases
     /// (it is hashed into every cache key).
@@ -338,32 +251,15 @@ impl Spec {
                 s.push_str(&format!(" m={} n={} k={}", m.m, m.n, m.k));
                 s
             }
-            Family::Elementwise(e) => {
-                let op = match e.op {
-                    ElementwiseOp::Unary(u) => u.name().to_string(),
-                    ElementwiseOp::Binary(b, Operand::Tensor) => format!("{} tensor", b.name()),
-                    ElementwiseOp::Binary(b, Operand::Scalar) => format!("{} scalar", b.name()),
-                };
-                format!("elementwise {op} {dtype} n={}", e.n)
-            }
             Family::Tensor(p) => format!("program {}", p.canonical()),
         }
     }
 
-    /// A short human name of the family, for messages ("batched matmul", "elementwise relu").
+    /// A short human name of the family, for messages ("batched matmul", "tensor program").
     pub fn family_name(&self) -> String {
         match &self.family {
             Family::Matmul(m) if m.batched => "batched matmul".into(),
             Family::Matmul(_) => "matmul".into(),
-            Family::Elementwise(e) => match e.op {
-                ElementwiseOp::Unary(u) => format!("elementwise {}", u.name()),
-                ElementwiseOp::Binary(b, Operand::Tensor) => {
-                    format!("elementwise {} (tensor)", b.name())
-                }
-                ElementwiseOp::Binary(b, Operand::Scalar) => {
-                    format!("elementwise {} (scalar)", b.name())
-                }
-            },
             Family::Tensor(_) => "tensor program".into(),
         }
     }

@@ -7,8 +7,7 @@
 
 use crate::error::SpecError;
 use crate::model::{
-    Activation, BinaryOp, DType, Dim, ElementwiseOp, ElementwiseSpec, Family, Layout, MatmulNames,
-    MatmulSpec, Operand, Precision, Spec, UnaryOp,
+    Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec,
 };
 use crate::program::{Program, notation, words};
 
@@ -132,6 +131,84 @@ fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
             k: name(k),
         })),
     })
+}
+
+/// The elementwise maps of the phrase vocabulary (`relu`, `x + y`, `x * s` …). They lower to tensor programs
+/// ([`ElementwiseOp::program`]); the names of the program (`x`, `y`, `out`, `s`, `n`) are the ones these specs
+/// have always taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnaryOp {
+    Relu,
+    /// Exact GELU.
+    Gelu,
+    /// `v · sigmoid(v)` (swish).
+    Silu,
+    Sigmoid,
+    Tanh,
+}
+
+impl UnaryOp {
+    /// The right side of `out[n] = …` in index notation.
+    fn notation(self) -> &'static str {
+        match self {
+            UnaryOp::Relu => "relu(x[n])",
+            UnaryOp::Gelu => "0.5 * x[n] * (1 + erf(x[n] / sqrt(2)))",
+            UnaryOp::Silu => "x[n] * sigmoid(x[n])",
+            UnaryOp::Sigmoid => "sigmoid(x[n])",
+            UnaryOp::Tanh => "tanh(x[n])",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BinaryOp {
+    Add,
+    Mul,
+}
+
+impl BinaryOp {
+    fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Mul => "mul",
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Mul => "*",
+        }
+    }
+}
+
+/// The right-hand side of a binary map: a second tensor `y` or a run-time scalar `s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operand {
+    Tensor,
+    Scalar,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ElementwiseOp {
+    Unary(UnaryOp),
+    Binary(BinaryOp, Operand),
+}
+
+impl ElementwiseOp {
+    /// The map as a flat tensor program over `n` elements, `n` fixed when the spec gave it.
+    fn program(self, n: Dim, dtype: DType) -> Result<Program, SpecError> {
+        let rhs = match self {
+            ElementwiseOp::Unary(u) => u.notation().to_string(),
+            ElementwiseOp::Binary(b, Operand::Tensor) => format!("x[n] {} y[n]", b.symbol()),
+            ElementwiseOp::Binary(b, Operand::Scalar) => format!("x[n] {} s", b.symbol()),
+        };
+        let mut text = format!("out[n] = {rhs}, {}", dtype.name());
+        if let Dim::Fixed(v) = n {
+            text.push_str(&format!(", n={v}"));
+        }
+        notation::parse(&text)
+    }
 }
 
 /// The matmul and elementwise phrase parser.
@@ -669,18 +746,12 @@ impl Draft {
         {
             self.matmul_family()?
         } else if self.elementwise.is_some() || !self.unary.is_empty() || !self.binary.is_empty() {
-            self.elementwise_family()?
+            Family::Tensor(self.elementwise_program(dtype)?)
         } else {
             return Err(SpecError::NoFamily);
         };
         if dtype != DType::F32 {
             let word = &self.dtypes[0].1;
-            if let Family::Elementwise(_) = family {
-                return Err(SpecError::Unsupported {
-                    what: format!("`{word}` elements in an elementwise map"),
-                    hint: "elementwise maps are f32 so far; bf16 and f16 are matmul dtypes".into(),
-                });
-            }
             if let Some(tf32) = &self.tf32 {
                 return Err(SpecError::Ambiguous {
                     what: format!("`{tf32}` with `{word}` elements"),
@@ -801,7 +872,8 @@ impl Draft {
         }))
     }
 
-    fn elementwise_family(&self) -> Result<Family, SpecError> {
+    /// The elementwise map the phrases name, as the tensor program computing it.
+    fn elementwise_program(&self, dtype: DType) -> Result<Program, SpecError> {
         if let Some(word) = &self.tf32 {
             return Err(SpecError::NotForFamily {
                 word: word.clone(),
@@ -888,7 +960,7 @@ impl Draft {
                 }
             }
         }
-        Ok(Family::Elementwise(ElementwiseSpec { op, n }))
+        op.program(n, dtype)
     }
 }
 
@@ -1173,17 +1245,28 @@ mod tests {
         let relu = parse("relu, f32").unwrap();
         assert_eq!(parse("elementwise relu").unwrap(), relu);
         assert_eq!(parse("y = relu(x)").unwrap(), relu);
-        assert_eq!(relu.canonical(), "elementwise relu f32 n=?");
+        // The phrases lower to the program their index form gives, named as the maps always were.
+        assert_eq!(relu, parse("out[n] = relu(x[n])").unwrap());
+        assert_eq!(relu.canonical(), "program out0[d0] = max(in0[d0], 0), f32");
         assert_eq!(parse("swish").unwrap(), parse("silu f32").unwrap());
+        assert_eq!(
+            parse("gelu").unwrap(),
+            parse("out[n] = 0.5 * x[n] * (1 + erf(x[n] / sqrt(2)))").unwrap()
+        );
         let add = parse("add, f32").unwrap();
         assert_eq!(parse("z = x + y").unwrap(), add);
-        assert_eq!(add.canonical(), "elementwise add tensor f32 n=?");
+        assert_eq!(add, parse("out[n] = x[n] + y[n]").unwrap());
         let scaled = parse("mul by a scalar").unwrap();
         assert_eq!(parse("y = x * s").unwrap(), scaled);
-        assert_eq!(scaled.canonical(), "elementwise mul scalar f32 n=?");
+        assert_eq!(scaled, parse("out[n] = x[n] * s").unwrap());
         assert_eq!(
             parse("sigmoid, n=4096").unwrap().canonical(),
-            "elementwise sigmoid f32 n=4096"
+            "program out0[d0] = sigmoid(in0[d0]), f32, d0=4096"
+        );
+        // 16-bit storage, as every program.
+        assert_eq!(
+            parse("relu, bf16").unwrap(),
+            parse("out[n] = relu(x[n]), bf16").unwrap()
         );
     }
 
@@ -1232,10 +1315,6 @@ mod tests {
         ));
         assert!(matches!(
             parse("matmul, f64"),
-            Err(SpecError::Unsupported { .. })
-        ));
-        assert!(matches!(
-            parse("relu, bf16"),
             Err(SpecError::Unsupported { .. })
         ));
         assert!(matches!(

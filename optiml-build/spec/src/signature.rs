@@ -1,12 +1,12 @@
 //! Checks a bodyless `fn` signature against a [`Spec`] and says which parameter plays which role.
 //!
-//! Parameters are matched by name, in any order (`a, b, c, batch, m, n, k, alpha, beta, bias` for a matmul;
-//! `x, y, out, s, n` for an elementwise map), so the generated function keeps the order the user wrote. Types are
+//! Parameters are matched by name, in any order (`a, b, c, batch, m, n, k, alpha, beta, bias` for a matmul; a
+//! tensor program's own names, such as `x, y, out, s, n` for an elementwise map), so the generated function keeps the order the user wrote. Types are
 //! checked against the dtype and against what the kernel does with each buffer: a buffer the kernel writes must be
 //! `&mut`, one it only reads must not be.
 
 use crate::error::Errors;
-use crate::model::{DType, Dim, ElementwiseOp, Family, Operand, Spec};
+use crate::model::{DType, Dim, Family, Spec};
 use crate::program::{Elem, Program};
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +25,7 @@ pub enum Role {
     Batch,
     /// Rows of `C`.
     M,
-    /// Columns of `C`; also the element count of an elementwise map.
+    /// Columns of `C`.
     N,
     /// Matmul reduction dimension.
     K,
@@ -33,14 +33,6 @@ pub enum Role {
     Alpha,
     /// Matmul scale of the old `C`.
     Beta,
-    /// Elementwise input.
-    X,
-    /// Elementwise second tensor input.
-    Y,
-    /// Elementwise output.
-    Out,
-    /// Elementwise scalar operand.
-    Scalar,
     /// A tensor program's input: an index into its inputs.
     Input(u16),
     /// A tensor program's output: an index into its statements.
@@ -113,7 +105,6 @@ impl Binding {
 /// A parameter the spec asks for.
 struct Expected {
     name: String,
-    aliases: &'static [&'static str],
     role: Role,
     kind: Kind,
     optional: bool,
@@ -143,7 +134,6 @@ impl From<DType> for ElemType {
 fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
     let buf = |name: &str, role, access| Expected {
         name: name.into(),
-        aliases: &[],
         role,
         kind: Kind::Buffer(access),
         optional: false,
@@ -153,7 +143,6 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
     let mut dim = |name: &str, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
         Dim::Runtime => out.push(Expected {
             name: name.into(),
-            aliases: &[],
             role,
             kind: Kind::Dim,
             optional,
@@ -214,7 +203,6 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
                 if on {
                     out.push(Expected {
                         name: name.into(),
-                        aliases: &[],
                         role,
                         kind: Kind::Scalar,
                         optional: false,
@@ -222,31 +210,6 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
                     });
                 }
             }
-        }
-        Family::Elementwise(e) => {
-            out.push(Expected {
-                aliases: &["input"],
-                ..buf("x", Role::X, Access::Read)
-            });
-            match e.op {
-                ElementwiseOp::Binary(_, Operand::Tensor) => {
-                    out.push(buf("y", Role::Y, Access::Read))
-                }
-                ElementwiseOp::Binary(_, Operand::Scalar) => out.push(Expected {
-                    name: "s".into(),
-                    aliases: &["scalar", "alpha"],
-                    role: Role::Scalar,
-                    kind: Kind::Scalar,
-                    optional: false,
-                    elem: spec.dtype.into(),
-                }),
-                ElementwiseOp::Unary(_) => {}
-            }
-            out.push(Expected {
-                aliases: &["output", "z"],
-                ..buf("out", Role::Out, Access::Write)
-            });
-            dim("n", Role::N, e.n, &mut out, true);
         }
     }
     (out, fixed)
@@ -272,7 +235,6 @@ fn program_params(program: &Program) -> (Vec<Expected>, Vec<(String, u64)>) {
     for (i, t) in program.inputs.iter().enumerate() {
         out.push(Expected {
             name: t.name.clone(),
-            aliases: &[],
             role: Role::Input(index(i)),
             kind: Kind::Buffer(Access::Read),
             optional: false,
@@ -282,7 +244,6 @@ fn program_params(program: &Program) -> (Vec<Expected>, Vec<(String, u64)>) {
     for (i, s) in program.outputs() {
         out.push(Expected {
             name: s.name.clone(),
-            aliases: &[],
             role: Role::Output(index(i)),
             kind: Kind::Buffer(Access::Write),
             optional: false,
@@ -294,7 +255,6 @@ fn program_params(program: &Program) -> (Vec<Expected>, Vec<(String, u64)>) {
             Dim::Fixed(v) => fixed.push((d.name.clone(), v)),
             Dim::Runtime => out.push(Expected {
                 name: d.name.clone(),
-                aliases: &[],
                 role: Role::Extent(index(i)),
                 kind: Kind::Dim,
                 optional: true,
@@ -305,7 +265,6 @@ fn program_params(program: &Program) -> (Vec<Expected>, Vec<(String, u64)>) {
     for (i, name) in program.params.iter().enumerate() {
         out.push(Expected {
             name: name.clone(),
-            aliases: &[],
             role: Role::Param(index(i)),
             kind: Kind::Scalar,
             optional: false,
@@ -423,10 +382,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
         };
         let name = ident.ident.to_string();
         let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
-        let Some(e) = expect
-            .iter()
-            .find(|e| e.name == name || e.aliases.contains(&name.as_str()))
-        else {
+        let Some(e) = expect.iter().find(|e| e.name == name) else {
             let message = if name == "stream" {
                 "do not declare the stream: the generated function takes `stream: &CudaStream` first by itself"
                     .to_string()
@@ -446,10 +402,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
             continue;
         };
         if params.iter().any(|p: &Param| p.role == e.role) {
-            errors.push_spanned(
-                &ident.ident,
-                format!("`{name}` is given twice (as `{}` and `{name}`)", e.name),
-            );
+            errors.push_spanned(&ident.ident, format!("`{name}` is given twice"));
             continue;
         }
         if let Err(msg) = check_type(&pat.ty, e, &name) {
@@ -624,27 +577,32 @@ mod tests {
     }
 
     #[test]
-    fn elementwise_n_is_optional_and_aliases_work() {
+    fn elementwise_maps_take_x_y_out_s_and_an_optional_n() {
         let spec = parse("relu").unwrap();
-        assert!(
-            bind(
-                &spec,
-                &sig("fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);")
-            )
-            .is_ok()
+        for ok in [
+            "fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);",
+            "fn r(out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: usize);",
+        ] {
+            assert!(bind(&spec, &sig(ok)).is_ok(), "{ok}");
+        }
+        let e = err(
+            "relu",
+            "fn r(input: &CudaSlice<f32>, out: &mut CudaSlice<f32>);",
         );
-        assert!(
-            bind(
-                &spec,
-                &sig("fn r(input: &CudaSlice<f32>, output: &mut CudaSlice<f32>, n: usize);")
-            )
-            .is_ok()
-        );
+        assert!(e.contains("unexpected parameter `input`"), "{e}");
+        assert!(e.contains("`x: &CudaSlice<f32>`"), "{e}");
         let e = err(
             "y = x * s",
             "fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);",
         );
         assert!(e.contains("missing parameter `s: f32`"), "{e}");
+        assert!(
+            bind(
+                &parse("elementwise add of two tensors, bf16").unwrap(),
+                &sig("fn r(x: &CudaSlice<bf16>, y: &CudaSlice<bf16>, out: &mut CudaSlice<bf16>);")
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! Adding a family: a folder with a type implementing [`Family`], one line in [`FAMILIES`] and one arm in
 //! [`of`] (the compiler asks for it when the spec grows a variant), and a launcher in `optiml-runtime`.
 
-pub mod elementwise;
 pub mod matmul;
 pub mod tensor;
 
@@ -108,14 +107,12 @@ pub trait Family: Sync {
 }
 
 /// Every family, in the order listings show them.
-pub static FAMILIES: &[&dyn Family] =
-    &[&matmul::Matmul, &elementwise::Elementwise, &tensor::Tensor];
+pub static FAMILIES: &[&dyn Family] = &[&matmul::Matmul, &tensor::Tensor];
 
 /// The family that generates `spec`'s kernels.
 pub fn of(spec: &Spec) -> &'static dyn Family {
     match spec.family {
         optiml_spec::Family::Matmul(_) => &matmul::Matmul,
-        optiml_spec::Family::Elementwise(_) => &elementwise::Elementwise,
         optiml_spec::Family::Tensor(_) => &tensor::Tensor,
     }
 }
@@ -396,13 +393,6 @@ mod tests {
             ),
             "256×1024×1024×1024 (batch×m×n×k)"
         );
-        let map = schedule(serde_json::to_value(
-            <elementwise::Schedule as Tunable>::default_for(arch),
-        ));
-        assert_eq!(
-            tuned_for(Some(&map), None, Some("n=67108864")),
-            "n=67108864"
-        );
         let rows = schedule(serde_json::to_value(
             <tensor::codegen::RowSchedule as Tunable>::default_for(arch),
         ));
@@ -429,10 +419,10 @@ mod tests {
             let searched = family.searched_catalog(&spec);
             // The default candidate's schedule, as a log records it, read back through the family.
             let schedule = match &spec.family {
-                optiml_spec::Family::Elementwise(_) => {
-                    serde_json::to_value(<elementwise::Schedule as Tunable>::default_for(arch))
-                }
-                optiml_spec::Family::Tensor(_) => unreachable!("no program among the specs above"),
+                // A map is a flat program: the pointwise generator's.
+                optiml_spec::Family::Tensor(_) => serde_json::to_value(
+                    <tensor::codegen::PointwiseSchedule as Tunable>::default_for(arch),
+                ),
                 optiml_spec::Family::Matmul(_) => match text {
                     "matmul, f32" => serde_json::to_value(
                         <matmul::simt_f32::Schedule as Tunable>::default_for(arch),

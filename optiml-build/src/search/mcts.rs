@@ -577,7 +577,7 @@ mod tests {
 
     #[test]
     fn the_same_search_tunes_another_family() {
-        use crate::families::elementwise::Schedule as Ew;
+        use crate::families::tensor::codegen::PointwiseSchedule as Ew;
         // Bandwidth rises with resident threads up to a full SM (2048), and 256-thread blocks are best.
         struct Bandwidth;
         impl Evaluator<Ew> for Bandwidth {
@@ -595,6 +595,7 @@ mod tests {
         let root = Ew {
             threads: 1024,
             blocks_per_sm: 1,
+            unroll: 4,
         };
         let log = Search::new(Config::default(), &proposer, &DeterministicJudge)
             .run(root, &mut Bandwidth)

@@ -589,11 +589,20 @@ fn wrong_lengths_are_errors_and_launch_nothing() {
     let x = up(&s, &random(&mut r, 10, 0));
     let mut out = poisoned(&s, 11);
     let e = k::relu(&s, &x, &mut out).unwrap_err();
-    assert!(matches!(e, optiml::Error::LengthMismatch { .. }), "{e}");
+    assert!(
+        matches!(e, optiml::Error::BufferLength { arg: "out", .. }),
+        "{e}"
+    );
     let e = k::gelu(&s, &x, &mut out, 11).unwrap_err();
-    assert!(matches!(e, optiml::Error::Shape { arg: "x", .. }), "{e}");
+    assert!(
+        matches!(e, optiml::Error::BufferLength { arg: "x", .. }),
+        "{e}"
+    );
     let e = k::scale(&s, &x, 2.0, &mut out).unwrap_err();
-    assert!(matches!(e, optiml::Error::LengthMismatch { .. }), "{e}");
+    assert!(
+        matches!(e, optiml::Error::BufferLength { arg: "out", .. }),
+        "{e}"
+    );
     // Negative dimension through a signed parameter type.
     let bias = up(&s, &random(&mut r, n, 0));
     let e = k::matmul_bias_relu(&s, kk as u32, m as u32, -1, &bias, &a, &b, &mut c).unwrap_err();
@@ -688,17 +697,23 @@ fn elementwise_maps() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn prefix_and_empty_launches() {
+fn exact_lengths_and_empty_launches() {
     let s = stream();
     let mut r = rng();
     let x = random(&mut r, 1000, 0);
     let mut out = poisoned(&s, 1000);
-    // n smaller than the buffers: the tail stays untouched.
-    k::gelu(&s, &up(&s, &x), &mut out, 777).unwrap();
-    let got = down(&s, &out);
-    assert!(got[..777].iter().all(|v| v.is_finite()));
-    assert!(got[777..].iter().all(|v| v.is_nan()), "wrote past n");
-    k::gelu(&s, &up(&s, &x), &mut out, 0).unwrap();
+    // A map's `n` names every buffer's length: a prefix is an error, not a partial launch.
+    let e = k::gelu(&s, &up(&s, &x), &mut out, 777).unwrap_err();
+    assert!(
+        matches!(e, optiml::Error::BufferLength { arg: "x", .. }),
+        "{e}"
+    );
+    assert!(
+        down(&s, &out).iter().all(|v| v.is_nan()),
+        "a rejected launch wrote"
+    );
+    k::gelu(&s, &up(&s, &x), &mut out, 1000).unwrap();
+    assert!(down(&s, &out).iter().all(|v| v.is_finite()));
     let mut c = poisoned(&s, 4);
     let one = up(&s, &[1.0]);
     k::bmm(&s, &one, &one, &mut c, 0, 2, 2, 1).unwrap();

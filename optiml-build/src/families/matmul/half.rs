@@ -386,7 +386,7 @@ mod tests {
         let s = optiml_spec::parse(text).unwrap();
         match &s.family {
             optiml_spec::Family::Matmul(m) => Spec16::new(m, s.dtype).unwrap(),
-            optiml_spec::Family::Elementwise(_) | optiml_spec::Family::Tensor(_) => unreachable!(),
+            optiml_spec::Family::Tensor(_) => unreachable!(),
         }
     }
 

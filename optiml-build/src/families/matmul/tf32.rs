@@ -344,7 +344,7 @@ mod tests {
                 trans_b,
                 ..m
             },
-            optiml_spec::Family::Elementwise(_) | optiml_spec::Family::Tensor(_) => unreachable!(),
+            optiml_spec::Family::Tensor(_) => unreachable!(),
         }
     }
 

@@ -5,6 +5,8 @@
 
 pub mod codegen;
 pub mod gate;
+#[cfg(test)]
+mod migrate_tests;
 
 use super::{Catalog, Family, is_schedule_of, read_schedule};
 use crate::config::{Dims, KernelSettings};

@@ -734,15 +734,6 @@ fn recorded_schedules_name_their_kernel() {
     assert!(serde_json::from_value::<ColumnSchedule>(rows).is_err());
     assert!(serde_json::from_value::<PointwiseSchedule>(cols.clone()).is_err());
     assert!(serde_json::from_value::<RowSchedule>(cols).is_err());
-    // Nor is any of them the elementwise family's.
-    assert!(serde_json::from_value::<crate::families::elementwise::Schedule>(pw.clone()).is_err());
-    assert!(
-        serde_json::from_value::<PointwiseSchedule>(
-            serde_json::to_value(crate::families::elementwise::Schedule::default_for(arch))
-                .expect("json")
-        )
-        .is_err()
-    );
 }
 
 // ---------------------------------------------------------------- candidates
