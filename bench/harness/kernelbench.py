@@ -217,8 +217,8 @@ def main():
         n = prob["problem"]
         if only and n not in only:
             continue
-        row = {k: prob.get(k) for k in ("problem", "name", "spec", "spec_index", "optiml_ms", "min_bytes",
-                                         "words_equals_index", "spellings_agree")}
+        row = {k: prob.get(k) for k in ("problem", "name", "spec", "spec_index", "optiml_ms", "optiml_host_us",
+                                         "min_bytes", "words_equals_index", "spellings_agree")}
         if prob.get("error"):
             row.update({"correct": False, "error": prob["error"]})
             rows.append(row)

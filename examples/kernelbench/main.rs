@@ -614,7 +614,7 @@ fn run(
     let spellings_agree = std::fs::read(&index_samples)? == std::fs::read(out_dir.join(&samples))?;
     std::fs::remove_file(&index_samples)?;
     let stream = h.stream.clone();
-    let t = h.time(runs, || Ok((p.run[0])(&stream, &inputs, &mut out)?))?;
+    let (t, host_us) = h.time(runs, || Ok((p.run[0])(&stream, &inputs, &mut out)?))?;
     let bytes: usize = p
         .inputs
         .iter()
@@ -635,6 +635,7 @@ fn run(
         "optiml_ms": t.median_ms,
         "optiml_min_ms": t.min_ms,
         "optiml_max_ms": t.max_ms,
+        "optiml_host_us": host_us,
         "min_bytes": bytes,
     }))
 }
