@@ -522,6 +522,137 @@ fn full_size_maps_across_launch_shapes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The whole schedule space of six programs, measured once each on the GPU and written as exhaustive search logs
+/// (`<label>.jsonl.gz` in `OPTIML_LANDSCAPES`, default `target/landscapes`): four pointwise maps (relu and exact
+/// gelu over 2²⁶ elements, minGPT's gelu over 8192², diag(a)·B over 4096 × 4096) and two reduction trees (batch
+/// norm and a Frobenius normalisation at the gate's dispatch size). `tensor_search_replay.rs` replays MCTS and random search over them
+/// offline. The row and column spaces (thousands of schedules each) are too large to measure whole in one call.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn landscapes_of_six_programs() {
+    let dir = optiml_spec::env::var_os("OPTIML_LANDSCAPES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/landscapes"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // `OPTIML_LANDSCAPES_ONLY=relu,diag` measures those only.
+    let only = optiml_spec::env::var_os("OPTIML_LANDSCAPES_ONLY")
+        .map(|o| o.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let wanted = |label: &str| only.is_empty() || only.split(',').any(|o| o == label);
+    let maps: [(&str, &str, usize); 4] = [
+        ("relu", "y[i] = relu(x[i])", 1 << 26),
+        (
+            "gelu",
+            "y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))",
+            1 << 26,
+        ),
+        ("mingpt-gelu", "minGPT new gelu", 8192 * 8192),
+        ("diag", "diag(A) @ B", 4096),
+    ];
+    for (label, text, n) in maps.into_iter().filter(|m| wanted(m.0)) {
+        let Shape::Pointwise(shape) = shape_of(text) else {
+            panic!("{text} is not pointwise");
+        };
+        let program = shape.program.clone();
+        let extents = if program.dims.len() == 2 {
+            vec![n, n]
+        } else {
+            vec![n]
+        };
+        landscape::<PointwiseSchedule>(&dir, label, shape, &program, extents);
+    }
+    let trees = [
+        ("batch-norm", "batch norm, training mode, eps 1e-5"),
+        ("frobenius", "frobenius norm"),
+    ];
+    for (label, text) in trees.into_iter().filter(|t| wanted(t.0)) {
+        let Shape::Tree(shape) = shape_of(text) else {
+            panic!("{text} is not a tree");
+        };
+        let program = shape.program.clone();
+        let extents = dispatch(&program);
+        landscape::<TreeSchedule>(&dir, label, shape, &program, extents);
+    }
+}
+
+/// Measures every schedule of `S`'s space for one program (the default first) and writes the log.
+fn landscape<S: Evaluable<Shape = Extents>>(
+    dir: &std::path::Path,
+    label: &str,
+    spec: S::Spec,
+    program: &Program,
+    extents: Vec<usize>,
+) {
+    use optiml_build::search::{self, Config, DeterministicJudge, Header, Method, Signals};
+    use std::io::Write;
+    let arch = arch();
+    let mut evaluator = GpuEvaluator::<S>::new(
+        optiml_build::nvrtc::load().expect("NVRTC"),
+        EvalSetup {
+            name: label.into(),
+            plan: gate::test_plan(program, &[]),
+            spec,
+            arch,
+            dispatch: Extents::new(&extents).unwrap(),
+            timing: TimingPlan::default(),
+            worker: worker(),
+            device: 0,
+            compile_threads: 8,
+            seed: 11,
+            ncu: None,
+        },
+    )
+    .expect("an evaluator on GPU 0");
+    let root = S::default_for(arch);
+    let space: Vec<S> = S::space().into_iter().filter(|s| *s != root).collect();
+    let config = Config {
+        budget: space.len() + 1,
+        time_limit: std::time::Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let started = std::time::Instant::now();
+    let log = search::exhaustive(&config, &DeterministicJudge, root, &space, &mut evaluator)
+        .expect("the exhaustive run");
+    let header = Header {
+        kernel: label.into(),
+        spec: program.canonical(),
+        arch: arch.to_string(),
+        device: "NVIDIA H200".into(),
+        shape: format!("{extents:?}"),
+        method: Method::Exhaustive,
+        seed: None,
+        config: search::config_value(&config),
+        started_at: String::new(),
+        signals: Signals::Derived,
+    };
+    let jsonl = search::records(&header, &log, started.elapsed().as_secs_f64())
+        .and_then(|r| r.to_jsonl())
+        .expect("the log as JSON lines");
+    let path = dir.join(format!("{label}.jsonl.gz"));
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::best(),
+    );
+    gz.write_all(jsonl.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    let rejected = log
+        .steps
+        .iter()
+        .filter(|s| matches!(s.outcome, Outcome::Rejected(_)))
+        .count();
+    println!(
+        "landscape {label}: {} schedules, {rejected} rejected, best {:.4} ms ({}), default {:.4} ms, {:.0} s",
+        log.steps.len(),
+        log.best_measurement.time_ms,
+        log.best.describe(),
+        log.steps[0]
+            .outcome
+            .measured()
+            .map_or(f64::NAN, |m| m.time_ms),
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// A few launch shapes for maps heavy in transcendentals (softplus, swish) at a KernelBench map's size (a slice
 /// of 4096 × 393216): whether the small maps' choice (more resident threads, fewer loads each) serves them too.
 #[test]
