@@ -12,6 +12,13 @@ pub struct Header {
     pub text: &'static str,
 }
 
+/// The defaults of the options every matmul template reads (the layout and epilogue flags, the 16-bit element
+/// type) and the names of the element-type codes (`OPTIML_DTYPE_BF16`, `OPTIML_DTYPE_F16`).
+pub const DEFAULTS: Header = Header {
+    name: "optiml/defaults.cuh",
+    text: include_str!("optiml/defaults.cuh"),
+};
+
 /// The activations (relu, gelu, silu) in their exact (CUDA-core) and fast (tensor-core) forms, and the
 /// `OPTIML_ACT_*` names of the `OPTIML_ACT` option.
 pub const EPILOGUE: Header = Header {
@@ -35,7 +42,7 @@ pub const PROGRAM: Header = Header {
 };
 
 /// Every shared header.
-pub const HEADERS: &[Header] = &[EPILOGUE, SM90, PROGRAM];
+pub const HEADERS: &[Header] = &[DEFAULTS, EPILOGUE, SM90, PROGRAM];
 
 /// The headers `source` includes, by name: what a family must list among the sources its version hashes.
 pub fn included_by(source: &str) -> Vec<&'static Header> {

@@ -72,9 +72,9 @@ impl Spec16 {
     fn macros(&self) -> Vec<(&'static str, Def)> {
         let mut macros = vec![(
             "OPTIML_DTYPE",
-            Def::Int(match self.elem {
-                Half::Bf16 => 0,
-                Half::F16 => 1,
+            Def::Name(match self.elem {
+                Half::Bf16 => "OPTIML_DTYPE_BF16",
+                Half::F16 => "OPTIML_DTYPE_F16",
             }),
         )];
         macros.extend(super::spec_macros(&self.matmul));
@@ -423,7 +423,7 @@ mod tests {
             }
         );
         for want in [
-            "#define OPTIML_DTYPE 1",
+            "#define OPTIML_DTYPE OPTIML_DTYPE_F16",
             "#define OPTIML_TRANS_A 1",
             "#define OPTIML_HAS_BIAS 1",
             "#define OPTIML_ACT OPTIML_ACT_GELU",

@@ -75,14 +75,24 @@ impl Family for Matmul {
         let Some(class) = Class::of(spec) else {
             return super::of(spec).sources(spec);
         };
-        // Every template includes the epilogue header, the `wgmma` ones the sm_90 header too.
-        let (epilogue, sm90) = (crate::cuda::EPILOGUE.text, crate::cuda::SM90.text);
+        // Every template includes the defaults and epilogue headers, the `wgmma` ones the sm_90 header too.
+        let (defaults, epilogue, sm90) = (
+            crate::cuda::DEFAULTS.text,
+            crate::cuda::EPILOGUE.text,
+            crate::cuda::SM90.text,
+        );
         let templates: Vec<&'static str> = match class {
-            Class::F32(_) => vec![simt_f32::TEMPLATE, simt_f32::GEMV_TEMPLATE, epilogue],
+            Class::F32(_) => vec![
+                simt_f32::TEMPLATE,
+                simt_f32::GEMV_TEMPLATE,
+                defaults,
+                epilogue,
+            ],
             Class::Tf32(_) => vec![
                 tf32::WGMMA_TEMPLATE,
                 tf32::MMA_TEMPLATE,
                 simt_f32::GEMV_TEMPLATE,
+                defaults,
                 epilogue,
                 sm90,
             ],
@@ -91,6 +101,7 @@ impl Family for Matmul {
                 half::SIMT_TEMPLATE,
                 half::MMA_TEMPLATE,
                 half::GEMV_TEMPLATE,
+                defaults,
                 epilogue,
                 sm90,
             ],

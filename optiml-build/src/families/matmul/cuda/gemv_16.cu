@@ -6,7 +6,7 @@
 // modes; what differs is 8 elements per 16-byte load and the conversions.
 //
 // Compiled by NVRTC; specialised ONLY through preprocessor macros defined
-// before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, 16-bit conversions in
+// before this text. The optiml/ headers (defaults.cuh, epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, 16-bit conversions in
 // inline PTX. It may be concatenated into one translation unit with
 // matmul_wgmma_16.cu and matmul16_simt.cu, before or after them: the shared
 // flags use the same #ifndef defaults, and everything defined here is named
@@ -22,7 +22,7 @@
 //       const float* bias, int batch, int M, int N, int K,
 //       long long strideA, long long strideB, long long strideC,  // elements
 //       float alpha, float beta)
-//   A, B, C hold raw 16-bit patterns: bf16 (OPTIML_DTYPE 0) or fp16 (1).
+//   A, B, C hold raw 16-bit patterns: bf16 (OPTIML_DTYPE_BF16) or fp16 (OPTIML_DTYPE_F16).
 // computes, like the matmul kernels, C[z] (M x N, ldc = N) =
 // epilogue(op(A[z]) * op(B[z])) but only for the matrix-vector cases N == 1
 // or M == 1 (anything else: the kernel returns without writing; the launcher
@@ -132,24 +132,7 @@
 //                        when UNROLL > 4 or COL_TX > 16)
 // Derived (read-only): OPTIML_G16_DOT_ROWS, OPTIML_G16_COL_COLS (tile sizes).
 
-#ifndef OPTIML_DTYPE
-#define OPTIML_DTYPE 0
-#endif
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_GEMV_THREADS
 #define OPTIML_GEMV_THREADS 512
@@ -183,8 +166,8 @@
 #define OPTIML_G16_DOT_ROWS (OPTIML_GEMV_THREADS / 32)
 #define OPTIML_G16_COL_COLS (4 * OPTIML_GEMV_COL_TX)
 
-#if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
-#error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
+#if OPTIML_DTYPE != OPTIML_DTYPE_BF16 && OPTIML_DTYPE != OPTIML_DTYPE_F16
+#error "OPTIML_DTYPE must be OPTIML_DTYPE_BF16 or OPTIML_DTYPE_F16"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -219,7 +202,7 @@
 // conversions (bf16 uses plain bit operations, which the emulation runs as
 // they are). Never defined by optiml.
 __device__ __forceinline__ float optiml_g16_from16(unsigned short u) {
-#if OPTIML_DTYPE == 0
+#if OPTIML_DTYPE == OPTIML_DTYPE_BF16
     return __uint_as_float((unsigned)u << 16);  // exact: the bits move to the upper half
 #elif defined(OPTIML_G16_EMU)
     return optiml_g16_emu_h2f(u);
@@ -231,7 +214,7 @@ __device__ __forceinline__ float optiml_g16_from16(unsigned short u) {
 }
 // The two elements of a 32-bit word (lo at the lower address).
 __device__ __forceinline__ void optiml_g16_unpack(unsigned w, float& lo, float& hi) {
-#if OPTIML_DTYPE == 0
+#if OPTIML_DTYPE == OPTIML_DTYPE_BF16
     lo = __uint_as_float(w << 16);
     hi = __uint_as_float(w & 0xFFFF0000u);
 #elif defined(OPTIML_G16_EMU)
@@ -244,9 +227,9 @@ __device__ __forceinline__ void optiml_g16_unpack(unsigned w, float& lo, float& 
 #endif
 }
 __device__ __forceinline__ unsigned short optiml_g16_to16(float x) {
-#if OPTIML_DTYPE == 1 && defined(OPTIML_G16_EMU)
+#if OPTIML_DTYPE == OPTIML_DTYPE_F16 && defined(OPTIML_G16_EMU)
     return optiml_g16_emu_f2h(x);
-#elif OPTIML_DTYPE == 1
+#elif OPTIML_DTYPE == OPTIML_DTYPE_F16
     unsigned short r;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
     return r;

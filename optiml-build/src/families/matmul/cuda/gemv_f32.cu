@@ -3,7 +3,7 @@
 // become a second entry of that template.
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros defined before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library.
+// macros defined before this text. The optiml/ headers (defaults.cuh, epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library.
 // Every function is explicitly annotated so the file also compiles with
 // nvcc (bench/harness/gemv/gemv_harness.cu includes it) and with or without
 // NVRTC's -default-device.
@@ -123,21 +123,7 @@
 #define OPTIML_GEMV_DOT_ROWS ((OPTIML_GEMV_THREADS / 32) * OPTIML_GEMV_RPW / OPTIML_GEMV_KSPLIT)
 #define OPTIML_GEMV_COL_COLS (4 * OPTIML_GEMV_COL_TX)
 
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)

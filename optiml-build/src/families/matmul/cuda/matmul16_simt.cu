@@ -5,7 +5,7 @@
 // Correctness for every shape first, speed second.
 //
 // Compiled by NVRTC; specialised ONLY through preprocessor macros defined
-// before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, 16-bit conversions in
+// before this text. The optiml/ headers (defaults.cuh, epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, 16-bit conversions in
 // inline PTX. Every function is annotated so the file also compiles with nvcc
 // (bench/harness/simt16/harness.cu includes it) and with or without NVRTC's
 // -default-device. Any arch >= sm_70 (bf16 output rounding uses the sm_80
@@ -17,7 +17,7 @@
 //       const float* bias, int batch, int M, int N, int K,
 //       long long strideA, long long strideB, long long strideC,  // elements
 //       float alpha, float beta)
-//   A, B, C hold raw 16-bit patterns: bf16 (OPTIML_DTYPE 0) or fp16 (1).
+//   A, B, C hold raw 16-bit patterns: bf16 (OPTIML_DTYPE_BF16) or fp16 (OPTIML_DTYPE_F16).
 //   grid  = (ceil(N / 64), ceil(M / 64), min(batch, 65535)), block = 256 (1-D),
 //   dynamic shared memory = 0 (static: 2 x 16 x 68 floats = 8704 bytes).
 //   ANY grid (x, y, z) >= 1 is also correct: blocks walk batch items
@@ -57,36 +57,19 @@
 // special case in the inner loop.
 //
 // Macros (all optional):
-//   OPTIML_DTYPE      0 bf16 (default), 1 fp16
+//   OPTIML_DTYPE      OPTIML_DTYPE_BF16 (default) or OPTIML_DTYPE_F16 (optiml/defaults.cuh)
 //   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: as above (OPTIML_ACT_NONE)
 
-#ifndef OPTIML_DTYPE
-#define OPTIML_DTYPE 0
-#endif
 // The entry point's name: the companion of the tensor-core kernel in one module, or the module's own
 // optiml_matmul on GPUs without wgmma.
 #ifndef OPTIML_SIMT16_ENTRY
 #define OPTIML_SIMT16_ENTRY optiml_matmul16_simt
 #endif
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
-#if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
-#error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
+#if OPTIML_DTYPE != OPTIML_DTYPE_BF16 && OPTIML_DTYPE != OPTIML_DTYPE_F16
+#error "OPTIML_DTYPE must be OPTIML_DTYPE_BF16 or OPTIML_DTYPE_F16"
 #endif
 
 // Fixed geometry (the launcher relies on 64 x 64 tiles and 256 threads).
@@ -102,7 +85,7 @@
 __device__ __forceinline__ float optiml_s16_from16(unsigned short u) {
 #if defined(OPTIML_SIMT16_EMU)
     return optiml_emu_from16(u);
-#elif OPTIML_DTYPE == 0
+#elif OPTIML_DTYPE == OPTIML_DTYPE_BF16
     float r;  // bf16 -> f32 is exact: the bits move to the upper half
     asm("mov.b32 %0, {%2, %1};" : "=f"(r) : "h"(u), "h"((unsigned short)0));
     return r;
@@ -116,7 +99,7 @@ __device__ __forceinline__ float optiml_s16_from16(unsigned short u) {
 __device__ __forceinline__ unsigned short optiml_s16_to16(float x) {
 #if defined(OPTIML_SIMT16_EMU)
     return optiml_emu_to16(x);
-#elif OPTIML_DTYPE == 0
+#elif OPTIML_DTYPE == OPTIML_DTYPE_BF16
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     unsigned short r;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));

@@ -1,7 +1,7 @@
 // optiml: batched SGEMM template, fp32 FFMA (no tensor cores), row-major.
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros defined before this text. One #include (optiml/epilogue.cuh, which NVRTC
+// macros defined before this text. The optiml/ headers (defaults.cuh, epilogue.cuh, which NVRTC
 // gets in memory; nvcc needs -I optiml-build/src/cuda), no standard library.
 // Every function is explicitly annotated so the file also compiles with
 // nvcc (bench/harness/matmul_harness.cu includes it) and with or without
@@ -143,21 +143,7 @@
 #define OPTIML_MIN_BLOCKS (512 / OPTIML_THREADS)
 #endif
 #endif
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
 #ifndef OPTIML_SPLIT_K

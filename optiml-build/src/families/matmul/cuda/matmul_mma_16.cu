@@ -5,7 +5,7 @@
 // entry: same ABI, same semantics, same epilogue formulas.
 //
 // Compiled by NVRTC; specialised ONLY through preprocessor macros defined
-// before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library; everything the CUDA
+// before this text. The optiml/ headers (defaults.cuh, epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library; everything the CUDA
 // headers would provide is inline PTX. Every function is annotated, so the
 // file also compiles with nvcc (bench/harness/mma16/harness.cu includes it)
 // and with or without NVRTC's -default-device. The text may follow other
@@ -18,7 +18,7 @@
 //       const float* bias, int batch, int M, int N, int K,
 //       long long strideA, long long strideB, long long strideC,  // elements
 //       float alpha, float beta)
-//   A, B, C hold raw 16-bit patterns: bf16 (OPTIML_DTYPE 0) or fp16 (1).
+//   A, B, C hold raw 16-bit patterns: bf16 (OPTIML_DTYPE_BF16) or fp16 (OPTIML_DTYPE_F16).
 //
 // Launch (the Rust launcher computes exactly this):
 //   grid  = (ceil(N / BN), ceil(M / BM), min(batch, 65535))
@@ -119,7 +119,7 @@
 // the k loop); prefer BK = 32.
 //
 // Macros (all optional):
-//   OPTIML_DTYPE           0 bf16 (default), 1 fp16
+//   OPTIML_DTYPE           OPTIML_DTYPE_BF16 (default) or OPTIML_DTYPE_F16 (optiml/defaults.cuh)
 //   OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS, OPTIML_ACT: as above (OPTIML_ACT_NONE)
 //   OPTIML_MMA16_ENTRY     the entry point's name (default optiml_matmul)
 //   OPTIML_M16_BM, _BN     block tile (multiples of WM / WN; 128, 128)
@@ -138,24 +138,7 @@
 // or multiples of 64), and THREADS a multiple of those chunk counts
 // (static_asserts below).
 
-#ifndef OPTIML_DTYPE
-#define OPTIML_DTYPE 0
-#endif
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_MMA16_ENTRY
 #define OPTIML_MMA16_ENTRY optiml_matmul
@@ -191,8 +174,8 @@
 // Dynamic shared memory of one block, bytes (see the header).
 #define OPTIML_M16_SMEM_BYTES (2 * OPTIML_M16_STAGES * OPTIML_M16_BK * (OPTIML_M16_BM + OPTIML_M16_BN))
 
-#if OPTIML_DTYPE != 0 && OPTIML_DTYPE != 1
-#error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
+#if OPTIML_DTYPE != OPTIML_DTYPE_BF16 && OPTIML_DTYPE != OPTIML_DTYPE_F16
+#error "OPTIML_DTYPE must be OPTIML_DTYPE_BF16 or OPTIML_DTYPE_F16"
 #endif
 #if (OPTIML_TRANS_A != 0 && OPTIML_TRANS_A != 1) || (OPTIML_TRANS_B != 0 && OPTIML_TRANS_B != 1)
 #error "OPTIML_TRANS_A / OPTIML_TRANS_B must be 0 or 1"
@@ -347,7 +330,7 @@ __device__ __forceinline__ void optiml_m16_ldsm4_t(unsigned& r0, unsigned& r1, u
 __device__ __forceinline__ void optiml_m16_mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
 #if defined(OPTIML_M16_EMU)
     optiml_emu_m16_mma(d, a, b);
-#elif OPTIML_DTYPE == 0
+#elif OPTIML_DTYPE == OPTIML_DTYPE_BF16
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -364,7 +347,7 @@ __device__ __forceinline__ void optiml_m16_mma(float (&d)[4], const unsigned (&a
 __device__ __forceinline__ float optiml_m16_from16(unsigned short u) {
 #if defined(OPTIML_M16_EMU)
     return optiml_emu_m16_from16(u);
-#elif OPTIML_DTYPE == 0
+#elif OPTIML_DTYPE == OPTIML_DTYPE_BF16
     float r;  // exact: the bits move to the upper half
     asm("mov.b32 %0, {%2, %1};\n" : "=f"(r) : "h"(u), "h"((unsigned short)0));
     return r;
@@ -377,7 +360,7 @@ __device__ __forceinline__ float optiml_m16_from16(unsigned short u) {
 __device__ __forceinline__ unsigned short optiml_m16_to16(float x) {
 #if defined(OPTIML_M16_EMU)
     return optiml_emu_m16_to16(x);
-#elif OPTIML_DTYPE == 0
+#elif OPTIML_DTYPE == OPTIML_DTYPE_BF16
     unsigned short r;
     asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
     return r;
@@ -391,7 +374,7 @@ __device__ __forceinline__ unsigned short optiml_m16_to16(float x) {
 __device__ __forceinline__ unsigned optiml_m16_pack2(float lo, float hi) {
 #if defined(OPTIML_M16_EMU)
     return (unsigned)optiml_emu_m16_to16(lo) | ((unsigned)optiml_emu_m16_to16(hi) << 16);
-#elif OPTIML_DTYPE == 0
+#elif OPTIML_DTYPE == OPTIML_DTYPE_BF16
     unsigned r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;

@@ -2,7 +2,7 @@
 // (mma.sync m16n8k8, sm_80+; also the legacy tensor-core path on sm_90).
 //
 // Compiled by NVRTC at build time; specialised ONLY through preprocessor
-// macros defined before this text. One #include (optiml/epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, inline
+// macros defined before this text. The optiml/ headers (defaults.cuh, epilogue.cuh: in memory for NVRTC, -I optiml-build/src/cuda for nvcc), no standard library, inline
 // PTX for everything the CUDA headers would provide. Every function is
 // annotated so the file also compiles with nvcc (bench/harness/tf32_harness.cu
 // includes it) and with or without NVRTC's -default-device.
@@ -178,21 +178,7 @@
 #ifndef OPTIML_ZFILL
 #define OPTIML_ZFILL 1
 #endif
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 
 // Byte counts usable by a host program that includes this file (and mirrored

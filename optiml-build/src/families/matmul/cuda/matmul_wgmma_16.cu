@@ -3,7 +3,7 @@
 // (cp.async.bulk.tensor) loads into 128-byte-swizzled shared memory, both
 // wgmma operands from shared-memory descriptors (SS form) in ALL four layouts
 // (the 16-bit wgmma has the transpose immediates imm-trans-a / imm-trans-b).
-// One #include (optiml/epilogue.cuh; -I optiml-build/src/cuda for nvcc), inline PTX only: NVRTC compiles it as is
+// The optiml/ headers (defaults.cuh, epilogue.cuh, sm90.cuh; -I optiml-build/src/cuda for nvcc), inline PTX only: NVRTC compiles it as is
 // (-arch=sm_90a). See bench/harness/wgmma16/WGMMA16_NOTES.md for the design,
 // the layouts and the descriptor math (measured on the H200 in
 // bench/results/2026-11-30-h200-tensor-core-prototypes.md).
@@ -77,27 +77,10 @@
 //                      in case the GPU probe says the reading is wrong)
 //   OPTIML_SETMAXNREG, OPTIML_PRODUCER_REGS, OPTIML_CONSUMER_REGS
 
-#ifndef OPTIML_DTYPE
-#define OPTIML_DTYPE 0
-#endif
 #ifndef OPTIML_C_F32
 #define OPTIML_C_F32 0
 #endif
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_BN
 #define OPTIML_BN 256
@@ -135,9 +118,9 @@
 #ifndef OPTIML_KERNEL
 #define OPTIML_KERNEL optiml_matmul
 #endif
-#if OPTIML_DTYPE == 0
+#if OPTIML_DTYPE == OPTIML_DTYPE_BF16
 #define OPTIML_WG_T "bf16"
-#elif OPTIML_DTYPE == 1
+#elif OPTIML_DTYPE == OPTIML_DTYPE_F16
 #define OPTIML_WG_T "f16"
 #else
 #error "OPTIML_DTYPE must be 0 (bf16) or 1 (fp16)"
@@ -179,9 +162,9 @@
 
 // 16-bit element types of the ABI: the CUDA types when their headers were
 // included first (nvcc harness), else 2-byte storage (NVRTC: no headers).
-#if OPTIML_DTYPE == 0 && defined(__CUDA_BF16_TYPES_EXIST__)
+#if OPTIML_DTYPE == OPTIML_DTYPE_BF16 && defined(__CUDA_BF16_TYPES_EXIST__)
 typedef __nv_bfloat16 optiml_t16;
-#elif OPTIML_DTYPE == 1 && defined(__CUDA_FP16_TYPES_EXIST__)
+#elif OPTIML_DTYPE == OPTIML_DTYPE_F16 && defined(__CUDA_FP16_TYPES_EXIST__)
 typedef __half optiml_t16;
 #else
 typedef unsigned short optiml_t16;
@@ -397,7 +380,7 @@ __device__ __forceinline__ float epilogue(float acc, float alpha, float beta, fl
 // 16-bit conversions (rn), PTX only (no cuda_bf16.h under NVRTC)
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {  // lo at the lower address
     unsigned r;
-#if OPTIML_DTYPE == 0
+#if OPTIML_DTYPE == OPTIML_DTYPE_BF16
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
 #else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
@@ -405,7 +388,7 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {  // lo at the lo
     return r;
 }
 __device__ __forceinline__ float from16(unsigned short u) {
-#if OPTIML_DTYPE == 0
+#if OPTIML_DTYPE == OPTIML_DTYPE_BF16
     return __uint_as_float((unsigned)u << 16);
 #else
     float r;

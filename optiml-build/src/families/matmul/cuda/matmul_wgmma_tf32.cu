@@ -3,7 +3,7 @@
 // Generated for specs that allow TF32 on sm_90 (optiml-build/src/experts/
 // matmul_tf32.rs); bench/harness/wgmma_harness.cu includes it too, and
 // bench/harness/WGMMA_NOTES.md has the design, the shared-memory layouts and
-// the descriptor math worked out. One #include (optiml/epilogue.cuh), inline PTX only, so NVRTC
+// the descriptor math worked out. The optiml/ headers (defaults.cuh, epilogue.cuh, sm90.cuh), inline PTX only, so NVRTC
 // compiles it as is (-arch=sm_90a); macros specialise it. The launcher
 // (optiml-runtime/src/matmul.rs, Launch::Wgmma) builds the tensor maps.
 //
@@ -108,21 +108,7 @@
 // dynamic, plus 16 * STAGES bytes of static mbarriers.
 // Default QN 256, 2 consumers, 4 stages: 197632 B dynamic, 384 threads.
 
-#ifndef OPTIML_TRANS_A
-#define OPTIML_TRANS_A 0
-#endif
-#ifndef OPTIML_TRANS_B
-#define OPTIML_TRANS_B 0
-#endif
-#ifndef OPTIML_HAS_ALPHA
-#define OPTIML_HAS_ALPHA 0
-#endif
-#ifndef OPTIML_HAS_BETA
-#define OPTIML_HAS_BETA 0
-#endif
-#ifndef OPTIML_HAS_BIAS
-#define OPTIML_HAS_BIAS 0
-#endif
+#include "optiml/defaults.cuh"  // OPTIML_DTYPE, OPTIML_TRANS_A/B, OPTIML_HAS_ALPHA/BETA/BIAS
 #include "optiml/epilogue.cuh"  // OPTIML_ACT and the activations
 #ifndef OPTIML_QN
 #ifdef OPTIML_BM
