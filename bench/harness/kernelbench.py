@@ -83,6 +83,8 @@ def forward(problem, p):
         52: lambda x: torch.argmin(x, dim=1),
         53: lambda x: torch.min(x, dim=1)[0],
         88: gelu_tanh,
+        94: lambda x, t: torch.mean((x - t) ** 2),
+        96: F.smooth_l1_loss,
     }[problem]
 
 

@@ -1,8 +1,9 @@
-//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53 and 88), each operator declared as a user would write it:
-//! once in plain words (`words`) and once in index notation (`index`), both through `#[optiml::kernel]`. Times
-//! the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both spellings give the same output,
-//! and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`, which times PyTorch eager and
-//! `torch.compile` on the same inputs in the same device call, checks the samples and writes the table.
+//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53, 88, and the losses 94 and 96), each operator declared as a
+//! user would write it: once in plain words (`words`) and once in index notation (`index`), both through
+//! `#[optiml::kernel]`. Times the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both
+//! spellings give the same output, and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`,
+//! which times PyTorch eager and `torch.compile` on the same inputs in the same device call, checks the samples
+//! and writes the table.
 //!
 //! ```text
 //! cargo run --release -p optiml-examples --example kernelbench -- --out DIR [--only 19,23] [--runs 20]
@@ -120,6 +121,10 @@ mod words {
     pub fn p53(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, d0: usize, d1: usize, d2: usize);
     #[optiml::kernel("minGPT new gelu")]
     pub fn p88(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("mse loss")]
+    pub fn p94(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("smooth l1 loss")]
+    pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
 }
 
 /// The same operators in index notation, with other names than the plain words use: renaming changes nothing.
@@ -215,6 +220,12 @@ mod index {
     pub fn p53(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, j: usize, k: usize);
     #[optiml::kernel("y[i] = 0.5 * x[i] * (1 + tanh(sqrt(2 / pi) * (x[i] + 0.044715 * x[i]^3)))")]
     pub fn p88(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y = mean(i) (x[i] - t[i])^2")]
+    pub fn p94(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel(
+        "y = mean(i) where(abs(x[i] - t[i]) < 1, 0.5 * (x[i] - t[i])^2, abs(x[i] - t[i]) - 0.5)"
+    )]
+    pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
 }
 
 /// Launches one spelling of a problem's kernel on the harness's buffers.
@@ -269,6 +280,24 @@ macro_rules! map {
     };
 }
 
+/// A loss of predictions and targets of [`LOSS`]'s shape, to one value (KernelBench's 94 and 96).
+macro_rules! loss {
+    ($n:expr, $name:expr, $w:literal, $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![LOSS.to_vec(), LOSS.to_vec()],
+            output: (vec![], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], &x[1], f32_out(y)),
+                |s, x, y| index::$f(s, &x[0], &x[1], f32_out(y)),
+            ],
+        }
+    };
+}
+
 /// A problem on one 2-D tensor `[r, c]` reduced or normalised along `c`.
 macro_rules! rows {
     ($n:expr, $name:expr, $w:literal, $shape:expr, $f:ident) => {
@@ -316,6 +345,7 @@ const NORM4: [usize; 4] = [112, 64, 512, 512];
 /// Problem 33's input (batch norm), a smaller batch than the other norms'.
 const BN4: [usize; 4] = [64, 64, 512, 512];
 const R3: [usize; 3] = [128, 4096, 4095];
+const LOSS: [usize; 2] = [32768, 32768];
 
 fn problems() -> Vec<Problem> {
     vec![
@@ -526,6 +556,8 @@ fn problems() -> Vec<Problem> {
             false
         ),
         map!(88, "MinGPTNewGelu", "minGPT new gelu", [8192, 8192], p88),
+        loss!(94, "MSELoss", "mse loss", p94),
+        loss!(96, "HuberLoss", "smooth l1 loss", p96),
     ]
 }
 
@@ -691,6 +723,10 @@ fn index_text(number: u32) -> &'static str {
         52 => "y[b, k] = argmin(j) x[b, j, k]",
         53 => "y[b, k] = min(j) x[b, j, k]",
         88 => "y[i] = 0.5 * x[i] * (1 + tanh(sqrt(2 / pi) * (x[i] + 0.044715 * x[i]^3)))",
+        94 => "y = mean(i) (x[i] - t[i])^2",
+        96 => {
+            "y = mean(i) where(abs(x[i] - t[i]) < 1, 0.5 * (x[i] - t[i])^2, abs(x[i] - t[i]) - 0.5)"
+        }
         _ => "",
     }
 }

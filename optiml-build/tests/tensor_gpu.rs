@@ -101,6 +101,8 @@ const SPECS: &[&str] = &[
     "frobenius norm",
     "batch norm, training mode, bf16",
     "y = mean(i, j) (a[i, j] - b[i, j])^2",
+    "mse loss",
+    "smooth l1 loss",
     "y[i] = relu(x[i])",
     "y[i] = x[i] * sigmoid(x[i])",
     "softmax over the last axis, bf16",
@@ -150,6 +152,33 @@ fn evaluate<S: Evaluable<Shape = Extents>>(
     evaluate_at(name, spec, program, schedules, dispatch(program))
 }
 
+/// An evaluator of one program's `S` schedules on GPU 0: its gate, with `extents` as the dispatch size.
+fn evaluator<S: Evaluable<Shape = Extents>>(
+    name: &str,
+    spec: S::Spec,
+    program: &Program,
+    extents: &[usize],
+    seed: u64,
+) -> GpuEvaluator<S> {
+    GpuEvaluator::<S>::new(
+        optiml_build::nvrtc::load().expect("NVRTC"),
+        EvalSetup {
+            name: name.into(),
+            plan: gate::test_plan(program, &[]),
+            spec,
+            arch: arch(),
+            dispatch: Extents::new(extents).unwrap(),
+            timing: TimingPlan::default(),
+            worker: worker(),
+            device: 0,
+            compile_threads: 8,
+            seed,
+            ncu: None,
+        },
+    )
+    .expect("an evaluator on GPU 0")
+}
+
 /// [`evaluate`] at the dispatch size `extents`.
 fn evaluate_at<S: Evaluable<Shape = Extents>>(
     name: &str,
@@ -158,24 +187,7 @@ fn evaluate_at<S: Evaluable<Shape = Extents>>(
     schedules: Vec<S>,
     extents: Vec<usize>,
 ) -> (Vec<String>, Vec<String>) {
-    let arch = arch();
-    let mut evaluator = GpuEvaluator::<S>::new(
-        optiml_build::nvrtc::load().expect("NVRTC"),
-        EvalSetup {
-            name: name.into(),
-            plan: gate::test_plan(program, &[]),
-            spec,
-            arch,
-            dispatch: Extents::new(&extents).unwrap(),
-            timing: TimingPlan::default(),
-            worker: worker(),
-            device: 0,
-            compile_threads: 8,
-            seed: 7,
-            ncu: None,
-        },
-    )
-    .expect("an evaluator on GPU 0");
+    let mut evaluator = evaluator::<S>(name, spec, program, &extents, 7);
     let bytes = min_bytes(program, &extents);
     let (mut lines, mut failures) = (Vec::new(), Vec::new());
     for s in schedules {
@@ -217,23 +229,7 @@ fn elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not() {
         let program = shape.program.clone();
         let extents = dispatch(&program);
         let good = Shape::Pointwise(shape.clone()).default_candidate(arch);
-        let mut evaluator = GpuEvaluator::<PointwiseSchedule>::new(
-            optiml_build::nvrtc::load().expect("NVRTC"),
-            EvalSetup {
-                name: text.into(),
-                plan: gate::test_plan(&program, &[]),
-                spec: shape,
-                arch,
-                dispatch: Extents::new(&extents).unwrap(),
-                timing: TimingPlan::default(),
-                worker: worker(),
-                device: 0,
-                compile_threads: 4,
-                seed: 9,
-                ncu: None,
-            },
-        )
-        .expect("an evaluator on GPU 0");
+        let mut evaluator = evaluator::<PointwiseSchedule>(text, shape, &program, &extents, 9);
         let (outcome, _) = evaluator.evaluate_candidate(&good);
         let Outcome::Measured(m) = outcome else {
             panic!("{text}: {outcome:?}")
@@ -472,10 +468,38 @@ fn trees_across_launch_shapes() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_maps_across_launch_shapes() {
-    let cases: &[(&str, &[usize])] = &[
-        ("diag(A) @ B", &[4096, 4096]),
-        ("minGPT new gelu", &[8192 * 8192]),
-    ];
+    sweep_maps(
+        &[
+            ("diag(A) @ B", &[4096, 4096]),
+            ("minGPT new gelu", &[8192 * 8192]),
+        ],
+        |s| s.threads <= 512 && s.unroll <= 4,
+    );
+}
+
+/// The pointwise launch space at the full KernelBench map size (4096 × 393216 f32, 6 GiB in and out), for a light
+/// map (relu) and heavy ones (sigmoid, exact gelu): where the default reaches the copy bandwidth, and whether
+/// more bytes in flight per SM (more blocks, deeper unroll) close the gap to PyTorch's eager maps.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn full_size_maps_across_launch_shapes() {
+    let full: &[usize] = &[4096 * 393216];
+    sweep_maps(
+        &[
+            ("y[i] = relu(x[i])", full),
+            ("y[i] = sigmoid(x[i])", full),
+            ("y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))", full),
+        ],
+        |s| {
+            [256, 512].contains(&s.threads)
+                && [2, 4, 8].contains(&s.blocks_per_sm)
+                && [2, 4, 8].contains(&s.unroll)
+        },
+    );
+}
+
+/// Sweeps the pointwise schedules `keep` selects for each map of `cases` (spec text, extents).
+fn sweep_maps(cases: &[(&str, &[usize])], keep: fn(&PointwiseSchedule) -> bool) {
     let mut failures = Vec::new();
     for (text, extents) in cases {
         let Shape::Pointwise(shape) = shape_of(text) else {
@@ -485,37 +509,7 @@ fn small_maps_across_launch_shapes() {
         let extents = lowered.extents(extents).unwrap();
         let schedules: Vec<PointwiseSchedule> = PointwiseSchedule::space()
             .into_iter()
-            .filter(|s| s.threads <= 512 && s.unroll <= 4)
-            .collect();
-        sweep(text, shape, &lowered, schedules, extents, &mut failures);
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// The pointwise launch space at the full KernelBench map size (4096 × 393216 f32, 6 GiB in and out), for a light
-/// map (relu) and heavy ones (sigmoid, exact gelu): where the default reaches the copy bandwidth, and whether
-/// more bytes in flight per SM (more blocks, deeper unroll) close the gap to PyTorch's eager maps.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn full_size_maps_across_launch_shapes() {
-    let mut failures = Vec::new();
-    for text in [
-        "y[i] = relu(x[i])",
-        "y[i] = sigmoid(x[i])",
-        "y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))",
-    ] {
-        let Shape::Pointwise(shape) = shape_of(text) else {
-            panic!("{text} is not pointwise");
-        };
-        let lowered = shape.program.clone();
-        let extents = lowered.extents(&[4096 * 393216]).unwrap();
-        let schedules: Vec<PointwiseSchedule> = PointwiseSchedule::space()
-            .into_iter()
-            .filter(|s| {
-                [256, 512].contains(&s.threads)
-                    && [2, 4, 8].contains(&s.blocks_per_sm)
-                    && [2, 4, 8].contains(&s.unroll)
-            })
+            .filter(keep)
             .collect();
         sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }
@@ -525,8 +519,9 @@ fn full_size_maps_across_launch_shapes() {
 /// The whole schedule space of six programs, measured once each on the GPU and written as exhaustive search logs
 /// (`<label>.jsonl.gz` in `OPTIML_LANDSCAPES`, default `target/landscapes`): four pointwise maps (relu and exact
 /// gelu over 2²⁶ elements, minGPT's gelu over 8192², diag(a)·B over 4096 × 4096) and two reduction trees (batch
-/// norm and a Frobenius normalisation at the gate's dispatch size). `tensor_search_replay.rs` replays MCTS and random search over them
-/// offline. The row and column spaces (thousands of schedules each) are too large to measure whole in one call.
+/// norm and a Frobenius normalisation at the gate's dispatch size). `tensor_search_replay.rs` replays MCTS and
+/// random search over them offline. The row and column spaces (thousands of schedules each) are too large to
+/// measure whole in one call.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn landscapes_of_six_programs() {
@@ -586,23 +581,7 @@ fn landscape<S: Evaluable<Shape = Extents>>(
     use optiml_build::search::{self, Config, DeterministicJudge, Header, Method, Signals};
     use std::io::Write;
     let arch = arch();
-    let mut evaluator = GpuEvaluator::<S>::new(
-        optiml_build::nvrtc::load().expect("NVRTC"),
-        EvalSetup {
-            name: label.into(),
-            plan: gate::test_plan(program, &[]),
-            spec,
-            arch,
-            dispatch: Extents::new(&extents).unwrap(),
-            timing: TimingPlan::default(),
-            worker: worker(),
-            device: 0,
-            compile_threads: 8,
-            seed: 11,
-            ncu: None,
-        },
-    )
-    .expect("an evaluator on GPU 0");
+    let mut evaluator = evaluator::<S>(label, spec, program, &extents, 11);
     let root = S::default_for(arch);
     let space: Vec<S> = S::space().into_iter().filter(|s| *s != root).collect();
     let config = Config {

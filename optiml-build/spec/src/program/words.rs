@@ -12,7 +12,7 @@
 //! ```
 //!
 //! # Names
-//! - The input is `x` and the output `y`. An affine weight is `w` and a bias `b`; the vector of `diag(a) @ B` is
+//! - The input is `x` and the output `y`; a loss's targets are `t`. An affine weight is `w` and a bias `b`; the vector of `diag(a) @ B` is
 //!   `a` (first, as in KernelBench's `forward(A, B)`) and the matrix `x`; a run-time scalar is `s`.
 //!   Intermediates: `m` (a max or a mean), `e` (exponentials), `l` (log-sum-exp), `v` (a variance), `norm`.
 //! - Pointwise maps are flat: one dimension `n` (the rank of the tensor does not change them, so a rank phrase is
@@ -108,6 +108,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("rms norm", "rms norm over dim 1 of a 4-D tensor, eps 1e-5"),
     ("rms norm", "rmsnorm over the last axis"),
     ("frobenius norm", "frobenius norm"),
+    ("mse loss", "mse loss"),
+    ("huber loss", "smooth l1 loss"),
     ("l1 norm", "l1 norm over dim 1"),
     ("l2 norm", "l2 norm along rows"),
     (
@@ -148,6 +150,8 @@ enum Op {
     GroupNorm,
     RmsNorm,
     Frobenius,
+    Mse,
+    Huber,
     L1Norm,
     L2Norm,
     LayerNorm,
@@ -202,6 +206,8 @@ impl Op {
             Op::GroupNorm => "group norm",
             Op::RmsNorm => "rms norm",
             Op::Frobenius => "frobenius norm",
+            Op::Mse => "mse loss",
+            Op::Huber => "huber loss",
             Op::L1Norm => "l1 norm",
             Op::L2Norm => "l2 norm",
             Op::LayerNorm => "layer norm",
@@ -225,7 +231,7 @@ impl Op {
             | Op::Swish
             | Op::GeluTanh
             | Op::Selu => &[Rank],
-            Op::HardSigmoid | Op::Softsign | Op::Frobenius => &[Rank],
+            Op::HardSigmoid | Op::Softsign | Op::Frobenius | Op::Mse | Op::Huber => &[Rank],
             Op::Gelu => &[Rank, Approx],
             Op::LeakyRelu => &[Rank, Slope],
             Op::Elu => &[Rank, Alpha],
@@ -459,6 +465,17 @@ const PHRASES: &[(&str, Meaning)] = {
         ("frobenius normalization", O(Op::Frobenius, None)),
         ("frobenius normalisation", O(Op::Frobenius, None)),
         ("frobenius normalize", O(Op::Frobenius, None)),
+        ("mse loss", O(Op::Mse, None)),
+        ("mseloss", O(Op::Mse, None)),
+        ("mse", O(Op::Mse, None)),
+        ("mean squared error", O(Op::Mse, None)),
+        ("mean squared error loss", O(Op::Mse, None)),
+        ("mean square error", O(Op::Mse, None)),
+        ("huber loss", O(Op::Huber, None)),
+        ("huberloss", O(Op::Huber, None)),
+        ("smooth l1 loss", O(Op::Huber, None)),
+        ("smoothl1loss", O(Op::Huber, None)),
+        ("smooth l1", O(Op::Huber, None)),
         ("l1 norm", O(Op::L1Norm, None)),
         ("l1norm", O(Op::L1Norm, None)),
         ("l1 normalization", O(Op::L1Norm, None)),
@@ -1161,6 +1178,11 @@ fn build(
             flat(&format!("clamp(x[n], {}, {})", num(lo), num(hi)))
         }
         Op::Frobenius => "norm = sqrt(sum(n) x[n] ^ 2); y[n] = x[n] / norm".to_string(),
+        // Losses over every element of the predictions `x` and targets `t` (PyTorch's default reduction, the
+        // mean), to a one-element `y`. Huber with delta 1 and smooth L1 with beta 1 are the same function.
+        Op::Mse => "y = mean(n) (x[n] - t[n]) ^ 2".to_string(),
+        Op::Huber => "y = mean(n) where(abs(x[n] - t[n]) < 1, 0.5 * (x[n] - t[n]) ^ 2, abs(x[n] - t[n]) - 0.5)"
+            .to_string(),
         Op::BatchNorm | Op::InstanceNorm | Op::GroupNorm => {
             channel_norm(op, implied_rank, &a, bad)?
         }
@@ -1478,6 +1500,24 @@ mod tests {
             "o[i, j] = v[i] * mat[i, j]",
         ),
         ("relu", "o[i] = max(inp[i], 0)"),
+        ("mse loss", "loss = mean(i) (p[i] - q[i])^2"),
+        ("MSELoss", "loss = mean(i) (p[i] - q[i])^2"),
+        (
+            "mean squared error, bf16",
+            "loss = mean(i) (p[i] - q[i])^2, bf16",
+        ),
+        (
+            "smooth_l1_loss",
+            "loss = mean(i) where(abs(p[i] - q[i]) < 1, 0.5 * (p[i] - q[i])^2, abs(p[i] - q[i]) - 0.5)",
+        ),
+        (
+            "smooth l1 loss",
+            "loss = mean(i) where(abs(p[i] - q[i]) < 1, 0.5 * (p[i] - q[i])^2, abs(p[i] - q[i]) - 0.5)",
+        ),
+        (
+            "HuberLoss",
+            "loss = mean(i) where(abs(p[i] - q[i]) < 1, 0.5 * (p[i] - q[i])^2, abs(p[i] - q[i]) - 0.5)",
+        ),
         ("ReLU, fp16", "o[i] = max(inp[i], 0), half"),
         ("elementwise relu", "o[i] = max(inp[i], 0)"),
         (
