@@ -145,4 +145,33 @@ mod tests {
             assert_eq!(squeeze(&spelled), squeeze(&format!("{launch:?}")), "{text}");
         }
     }
+    /// Cache manifests store a launch by its variant's index (bincode): a variant must never move. `Retired` holds
+    /// index 1, where the elementwise map was.
+    #[test]
+    fn launch_kinds_keep_their_stored_index() {
+        let index = |l: &Launch| {
+            let bytes = bincode::serde::encode_to_vec(l, bincode::config::standard()).unwrap();
+            bytes[0]
+        };
+        let kinds = every_kind();
+        assert_eq!(
+            kinds[..4].iter().map(index).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        let program = Launch::Program(optiml_runtime::ProgramLaunch {
+            threads: 256,
+            smem_bytes: 0,
+            items_mask: 1,
+            items_per_block: 4096,
+            max_blocks_per_sm: 2,
+            cluster: 1,
+            nonempty_mask: 0,
+            tree: None,
+        });
+        assert_eq!(index(&program), 4);
+        assert_eq!(
+            (Launch::Retired.threads(), Launch::Retired.smem_bytes()),
+            (0, 0)
+        );
+    }
 }
