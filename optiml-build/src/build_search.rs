@@ -125,7 +125,9 @@ pub(crate) fn run(
             continue;
         }
         let generator = families::generator_version(&kernel.spec);
-        match tune::store(cache, kernel, arch, &generator, &buckets, &[]) {
+        // Without its defaults the entry still serves every shape (by its nearest tuned variant).
+        let defaults = crate::engine::compiled_defaults(nvrtc, kernel, arch).unwrap_or_default();
+        match tune::store(cache, kernel, arch, &generator, &buckets, &[], &defaults) {
             Ok(entry) => {
                 resolved[i].entry = entry;
                 let speedups: Vec<String> = buckets

@@ -166,6 +166,57 @@ pub fn resolve(
     Ok(done)
 }
 
+/// One of a family's untuned variants, compiled: the shape bucket it serves (`None`: every shape), its candidate
+/// and its compiled images.
+pub struct Untuned {
+    /// The bucket.
+    pub shape: Option<[u64; 4]>,
+    /// The candidate.
+    pub candidate: crate::experts::Candidate,
+    /// Its PTX and CUBIN.
+    pub compiled: nvrtc::Compiled,
+}
+
+impl Untuned {
+    /// The variant to store.
+    pub fn variant(&self) -> NewVariant<'_> {
+        NewVariant {
+            shape: self.shape,
+            ..NewVariant::default_for(&self.candidate, &self.compiled)
+        }
+    }
+}
+
+/// The family's untuned variants of `kernel` on `arch` (one per shape bucket where the family has buckets),
+/// compiled: shape buckets often share a schedule, and each distinct source compiles once.
+///
+/// # Errors
+/// The first compile that fails.
+pub fn compiled_defaults(
+    nvrtc: &nvrtc::Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+) -> Result<Vec<Untuned>, nvrtc::CompileFailure> {
+    let mut out: Vec<Untuned> = Vec::new();
+    for (shape, candidate) in families::default_candidates(&kernel.spec, arch) {
+        let compiled = match out.iter().find(|u| u.candidate.source == candidate.source) {
+            Some(u) => u.compiled.clone(),
+            None => nvrtc::compile(
+                nvrtc,
+                &format!("{}_{arch}.cu", kernel.name),
+                &candidate.source,
+                candidate.launch.image_arch(arch),
+            )?,
+        };
+        out.push(Untuned {
+            shape,
+            candidate,
+            compiled,
+        });
+    }
+    Ok(out)
+}
+
 fn generate(
     kernel: &FoundKernel,
     index: usize,
@@ -174,36 +225,12 @@ fn generate(
     nvrtc: &nvrtc::Nvrtc,
     cache: &Cache,
 ) -> Result<Resolved, Error> {
-    let candidates = families::default_candidates(&kernel.spec, arch);
-    // Shape buckets often share a schedule: each distinct source compiles once.
-    let mut compiled: Vec<(&str, nvrtc::Compiled)> = Vec::new();
-    for (_, candidate) in &candidates {
-        if compiled.iter().any(|(s, _)| *s == candidate.source) {
-            continue;
-        }
-        let c = nvrtc::compile(
-            nvrtc,
-            &format!("{}_{arch}.cu", kernel.name),
-            &candidate.source,
-            candidate.launch.image_arch(arch),
-        )
-        .map_err(|source| Error::Compile {
-            kernel: kernel.name.clone(),
-            arch,
-            source,
-        })?;
-        compiled.push((&candidate.source, c));
-    }
-    let variants: Vec<NewVariant<'_>> = candidates
-        .iter()
-        .filter_map(|(shape, candidate)| {
-            let (_, c) = compiled.iter().find(|(s, _)| *s == candidate.source)?;
-            Some(NewVariant {
-                shape: *shape,
-                ..NewVariant::default_for(candidate, c)
-            })
-        })
-        .collect();
+    let defaults = compiled_defaults(nvrtc, kernel, arch).map_err(|source| Error::Compile {
+        kernel: kernel.name.clone(),
+        arch,
+        source,
+    })?;
+    let variants: Vec<NewVariant<'_>> = defaults.iter().map(Untuned::variant).collect();
     let entry = cache
         .store(inputs, &variants, false)
         .map_err(Error::Cache)?;

@@ -142,7 +142,7 @@ pub fn carry_over(
         }
     }
     if !passed.is_empty() {
-        let variants: Vec<NewVariant<'_>> = passed
+        let mut variants: Vec<NewVariant<'_>> = passed
             .iter()
             .map(|p| NewVariant {
                 candidate: &p.candidate,
@@ -152,6 +152,9 @@ pub fn carry_over(
                 log: Some(&p.log),
             })
             .collect();
+        // The buckets no carried variant holds keep this generator's defaults, as a new tuned entry does.
+        let defaults = crate::engine::compiled_defaults(nvrtc, kernel, arch).unwrap_or_default();
+        variants.extend(crate::tune::untuned_besides(&defaults, &variants));
         carried.entry = Some(cache.store(&inputs, &variants, false)?);
     }
     Ok(Some(carried))

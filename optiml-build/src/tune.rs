@@ -531,7 +531,9 @@ pub fn kept_variants(
 }
 
 /// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket) with the `kept` variants of the
-/// entry it replaces.
+/// entry it replaces, then the family's untuned bucket `defaults` (`crate::engine::compiled_defaults`) of every
+/// bucket no tuned variant holds: a row kernel tuned for one row length keeps its defaults for the others.
+/// Tuned variants come first, so that a call as near a tuned shape as a default's bucket takes the tuned one.
 ///
 /// # Errors
 /// [`CacheError`] when the entry cannot be written.
@@ -542,9 +544,10 @@ pub fn store(
     generator: &str,
     buckets: &[Bucket],
     kept: &[Kept],
+    defaults: &[crate::engine::Untuned],
 ) -> Result<Entry, CacheError> {
     let inputs = KeyInputs::of(kernel, arch, generator);
-    let variants: Vec<NewVariant<'_>> = buckets
+    let mut variants: Vec<NewVariant<'_>> = buckets
         .iter()
         .map(|b| NewVariant {
             candidate: &b.winner.0,
@@ -561,7 +564,21 @@ pub fn store(
             log: (!k.log.is_empty()).then_some(k.log.as_slice()),
         }))
         .collect();
+    variants.extend(untuned_besides(defaults, &variants));
     cache.store(&inputs, &variants, true)
+}
+
+/// The defaults of the buckets `tuned` leaves free: only those of a family with buckets (a default serving every
+/// shape would shadow no tuned variant, and a matmul keeps what it was tuned for alone).
+pub fn untuned_besides<'a>(
+    defaults: &'a [crate::engine::Untuned],
+    tuned: &[NewVariant<'_>],
+) -> Vec<NewVariant<'a>> {
+    defaults
+        .iter()
+        .filter(|d| d.shape.is_some() && !tuned.iter().any(|t| t.shape == d.shape))
+        .map(crate::engine::Untuned::variant)
+        .collect()
 }
 
 #[cfg(test)]
@@ -569,7 +586,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tuning_some_shapes_keeps_the_other_buckets() {
+    fn tuning_some_shapes_keeps_the_other_buckets_and_the_free_buckets_defaults() {
         let root = std::env::temp_dir().join(format!("optiml-kept-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
@@ -629,6 +646,7 @@ mod tests {
             &generator,
             &[bucket(1, a), bucket(2, b)],
             &[],
+            &[],
         )
         .unwrap();
         // Retune `a` only: `b`'s winner, files and log survive; `a`'s old winner does not.
@@ -636,9 +654,33 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].shape, b);
         assert_eq!(kept[0].compiled.cubin, vec![2; 4]);
-        let second = store(&cache, &kernel, arch, &generator, &[bucket(3, a)], &kept).unwrap();
+        // The family's untuned defaults: the one of a bucket a tuned variant holds, and one serving every
+        // shape, stay out; the one of a free bucket goes in, after the tuned ones.
+        let c = [1, 64, 64, 64];
+        let untuned = |tag: u8, shape| crate::engine::Untuned {
+            shape,
+            candidate: candidate(tag),
+            compiled: compiled(tag),
+        };
+        let defaults = [untuned(7, Some(a)), untuned(8, None), untuned(9, Some(c))];
+        let second = store(
+            &cache,
+            &kernel,
+            arch,
+            &generator,
+            &[bucket(3, a)],
+            &kept,
+            &defaults,
+        )
+        .unwrap();
         let shapes: Vec<_> = second.manifest.variants.iter().map(|v| v.shape).collect();
-        assert_eq!(shapes, [Some(a), Some(b)]);
+        assert_eq!(shapes, [Some(a), Some(b), Some(c)]);
+        let free = &second.manifest.variants[2];
+        assert!(free.tuning.is_none());
+        assert_eq!(
+            crate::fs::read(&second.file(&format!("{}.cubin", free.stem))).unwrap(),
+            vec![9; 4]
+        );
         let lookup = |dir: &Entry, shape| {
             let v = dir
                 .manifest

@@ -273,7 +273,9 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     }
                     _ => Vec::new(),
                 };
-                let entry = tune::store(&cache, kernel, arch, &generator, &buckets, &kept)?;
+                let defaults = crate::engine::compiled_defaults(nvrtc, kernel, arch)?;
+                let entry =
+                    tune::store(&cache, kernel, arch, &generator, &buckets, &kept, &defaults)?;
                 eprintln!(
                     "stored `{}` for {arch}: {} variant(s){} in `{}`",
                     kernel.name,
