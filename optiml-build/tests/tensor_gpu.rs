@@ -113,15 +113,17 @@ const SPECS: &[&str] = &[
 ];
 
 /// A dispatch size of about 2²⁴ elements: reduced dimensions 4096 (2048 in 4-D programs), the others sharing
-/// the rest.
+/// the rest. A program that reduces every dimension (a Frobenius norm, a loss) shrinks its largest one: it kept
+/// the build's 2²⁶ elements, whose float64 reference the gate computes in full for every candidate (the likely
+/// reason the Frobenius landscape did not finish in 120 s on the H200).
 fn dispatch(p: &Program) -> Vec<usize> {
     let mut e = optiml_build::families::tensor::default_extents(p);
     let total: usize = e.iter().product::<usize>().max(1);
     let shrink = (total / (1 << 24)).max(1);
     let reduced = p.reduced_dims();
-    if let Some(o) =
-        (0..e.len()).find(|&i| !reduced.contains(&i) && p.dims[i].size == optiml_spec::Dim::Runtime)
-    {
+    let runtime = |i: &usize| p.dims[*i].size == optiml_spec::Dim::Runtime;
+    let kept = (0..e.len()).find(|i| !reduced.contains(i) && runtime(i));
+    if let Some(o) = kept.or_else(|| (0..e.len()).filter(runtime).max_by_key(|&i| e[i])) {
         e[o] = (e[o] / shrink).max(1);
     }
     e
