@@ -126,7 +126,9 @@ pub(crate) fn run(
         }
         let generator = families::generator_version(&kernel.spec);
         // Without its defaults the entry still serves every shape (by its nearest tuned variant).
-        let defaults = crate::engine::compiled_defaults(nvrtc, kernel, arch).unwrap_or_default();
+        let taken: Vec<Option<[u64; 4]>> = buckets.iter().map(|b| b.shape).collect();
+        let defaults =
+            crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken).unwrap_or_default();
         match tune::store(cache, kernel, arch, &generator, &buckets, &[], &defaults) {
             Ok(entry) => {
                 resolved[i].entry = entry;

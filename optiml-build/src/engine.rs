@@ -197,8 +197,37 @@ pub fn compiled_defaults(
     kernel: &FoundKernel,
     arch: Arch,
 ) -> Result<Vec<Untuned>, nvrtc::CompileFailure> {
+    compiled_defaults_of(nvrtc, kernel, arch, |_| true)
+}
+
+/// The untuned bucket variants a tuned entry of `kernel` keeps beside its tuned variants, which hold the shapes
+/// `taken`: those of the family's shape buckets that are free, compiled (none for a family whose default serves
+/// every shape, so nothing is compiled for it).
+///
+/// # Errors
+/// The first compile that fails.
+pub fn free_bucket_defaults(
+    nvrtc: &nvrtc::Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    taken: &[Option<[u64; 4]>],
+) -> Result<Vec<Untuned>, nvrtc::CompileFailure> {
+    compiled_defaults_of(nvrtc, kernel, arch, |shape| {
+        shape.is_some() && !taken.contains(&shape)
+    })
+}
+
+fn compiled_defaults_of(
+    nvrtc: &nvrtc::Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    keep: impl Fn(Option<[u64; 4]>) -> bool,
+) -> Result<Vec<Untuned>, nvrtc::CompileFailure> {
     let mut out: Vec<Untuned> = Vec::new();
     for (shape, candidate) in families::default_candidates(&kernel.spec, arch) {
+        if !keep(shape) {
+            continue;
+        }
         let compiled = match out.iter().find(|u| u.candidate.source == candidate.source) {
             Some(u) => u.compiled.clone(),
             None => nvrtc::compile(

@@ -152,8 +152,11 @@ pub fn carry_over(
                 log: Some(&p.log),
             })
             .collect();
-        // The buckets no carried variant holds keep this generator's defaults, as a new tuned entry does.
-        let defaults = crate::engine::compiled_defaults(nvrtc, kernel, arch).unwrap_or_default();
+        // The buckets no carried variant holds keep this generator's defaults, as a new tuned entry does; without
+        // them (a compile failure) the entry still serves every shape by its nearest carried variant.
+        let taken: Vec<Option<[u64; 4]>> = passed.iter().map(|p| p.shape).collect();
+        let defaults =
+            crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken).unwrap_or_default();
         variants.extend(crate::tune::untuned_besides(&defaults, &variants));
         carried.entry = Some(cache.store(&inputs, &variants, false)?);
     }

@@ -531,7 +531,7 @@ pub fn kept_variants(
 }
 
 /// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket) with the `kept` variants of the
-/// entry it replaces, then the family's untuned bucket `defaults` (`crate::engine::compiled_defaults`) of every
+/// entry it replaces, then the family's untuned bucket `defaults` (`crate::engine::free_bucket_defaults`) of every
 /// bucket no tuned variant holds: a row kernel tuned for one row length keeps its defaults for the others.
 /// Tuned variants come first, so that a call as near a tuned shape as a default's bucket takes the tuned one.
 ///

@@ -273,7 +273,12 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     }
                     _ => Vec::new(),
                 };
-                let defaults = crate::engine::compiled_defaults(nvrtc, kernel, arch)?;
+                let taken: Vec<Option<[u64; 4]>> = buckets
+                    .iter()
+                    .map(|b| b.shape)
+                    .chain(kept.iter().map(|k| Some(k.shape)))
+                    .collect();
+                let defaults = crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken)?;
                 let entry =
                     tune::store(&cache, kernel, arch, &generator, &buckets, &kept, &defaults)?;
                 eprintln!(
