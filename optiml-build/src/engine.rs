@@ -212,9 +212,13 @@ pub fn free_bucket_defaults(
     arch: Arch,
     taken: &[Option<[u64; 4]>],
 ) -> Result<Vec<Untuned>, nvrtc::CompileFailure> {
-    compiled_defaults_of(nvrtc, kernel, arch, |shape| {
-        shape.is_some() && !taken.contains(&shape)
-    })
+    compiled_defaults_of(nvrtc, kernel, arch, |shape| is_free(shape, taken))
+}
+
+/// Whether a default for `shape` belongs beside tuned variants holding `taken`: a bucket's, and a free one (a
+/// default serving every shape would shadow the tuned variants, and a matmul keeps what it was tuned for alone).
+fn is_free(shape: Option<[u64; 4]>, taken: &[Option<[u64; 4]>]) -> bool {
+    shape.is_some() && !taken.contains(&shape)
 }
 
 fn compiled_defaults_of(
@@ -276,6 +280,14 @@ mod tests {
     use super::*;
     use crate::cache::Tuning;
     use crate::search::Measurement;
+
+    #[test]
+    fn only_free_buckets_take_a_default_beside_tuned_variants() {
+        let (a, c) = ([256, 1024, 1024, 1024], [1, 64, 64, 64]);
+        assert!(is_free(Some(c), &[Some(a)]));
+        assert!(!is_free(Some(a), &[Some(a)]));
+        assert!(!is_free(None, &[Some(a)]));
+    }
 
     #[test]
     fn a_tuned_entry_wins_over_a_default_read_earlier() {

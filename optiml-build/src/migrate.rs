@@ -157,7 +157,7 @@ pub fn carry_over(
         let taken: Vec<Option<[u64; 4]>> = passed.iter().map(|p| p.shape).collect();
         let defaults =
             crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken).unwrap_or_default();
-        variants.extend(crate::tune::untuned_besides(&defaults, &variants));
+        variants.extend(defaults.iter().map(crate::engine::Untuned::variant));
         carried.entry = Some(cache.store(&inputs, &variants, false)?);
     }
     Ok(Some(carried))

@@ -531,9 +531,10 @@ pub fn kept_variants(
 }
 
 /// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket) with the `kept` variants of the
-/// entry it replaces, then the family's untuned bucket `defaults` (`crate::engine::free_bucket_defaults`) of every
-/// bucket no tuned variant holds: a row kernel tuned for one row length keeps its defaults for the others.
-/// Tuned variants come first, so that a call as near a tuned shape as a default's bucket takes the tuned one.
+/// entry it replaces, then `defaults`, the family's untuned variants of the buckets no tuned variant holds
+/// (`crate::engine::free_bucket_defaults`): a row kernel tuned for one row length keeps its defaults for the
+/// others. Tuned variants come first, so that a call as near a tuned shape as a default's bucket takes the tuned
+/// one.
 ///
 /// # Errors
 /// [`CacheError`] when the entry cannot be written.
@@ -564,21 +565,8 @@ pub fn store(
             log: (!k.log.is_empty()).then_some(k.log.as_slice()),
         }))
         .collect();
-    variants.extend(untuned_besides(defaults, &variants));
+    variants.extend(defaults.iter().map(crate::engine::Untuned::variant));
     cache.store(&inputs, &variants, true)
-}
-
-/// The defaults of the buckets `tuned` leaves free: only those of a family with buckets (a default serving every
-/// shape would shadow no tuned variant, and a matmul keeps what it was tuned for alone).
-pub fn untuned_besides<'a>(
-    defaults: &'a [crate::engine::Untuned],
-    tuned: &[NewVariant<'_>],
-) -> Vec<NewVariant<'a>> {
-    defaults
-        .iter()
-        .filter(|d| d.shape.is_some() && !tuned.iter().any(|t| t.shape == d.shape))
-        .map(crate::engine::Untuned::variant)
-        .collect()
 }
 
 #[cfg(test)]
@@ -654,15 +642,13 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].shape, b);
         assert_eq!(kept[0].compiled.cubin, vec![2; 4]);
-        // The family's untuned defaults: the one of a bucket a tuned variant holds, and one serving every
-        // shape, stay out; the one of a free bucket goes in, after the tuned ones.
+        // The default of a free bucket goes in, after the tuned variants.
         let c = [1, 64, 64, 64];
-        let untuned = |tag: u8, shape| crate::engine::Untuned {
-            shape,
-            candidate: candidate(tag),
-            compiled: compiled(tag),
-        };
-        let defaults = [untuned(7, Some(a)), untuned(8, None), untuned(9, Some(c))];
+        let defaults = [crate::engine::Untuned {
+            shape: Some(c),
+            candidate: candidate(9),
+            compiled: compiled(9),
+        }];
         let second = store(
             &cache,
             &kernel,
