@@ -1,7 +1,8 @@
 //! Checks a bodyless `fn` signature against a [`Spec`] and says which parameter plays which role.
 //!
 //! Parameters are matched by name, in any order (`a, b, c, batch, m, n, k, alpha, beta, bias` for a matmul; a
-//! tensor program's own names, such as `x, y, out, s, n` for an elementwise map), so the generated function keeps the order the user wrote. Types are
+//! tensor program's own names, such as `x, y, out, s, n` for an elementwise map), so the generated function
+//! keeps the order the user wrote. Types are
 //! checked against the dtype and against what the kernel does with each buffer: a buffer the kernel writes must be
 //! `&mut`, one it only reads must not be.
 
@@ -140,12 +141,12 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
         elem: spec.dtype.into(),
     };
     let mut fixed = Vec::new();
-    let mut dim = |name: &str, role, d: Dim, out: &mut Vec<Expected>, optional| match d {
+    let mut dim = |name: &str, role, d: Dim, out: &mut Vec<Expected>| match d {
         Dim::Runtime => out.push(Expected {
             name: name.into(),
             role,
             kind: Kind::Dim,
-            optional,
+            optional: false,
             elem: spec.dtype.into(),
         }),
         Dim::Fixed(v) => fixed.push((name.to_string(), v)),
@@ -191,11 +192,11 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
                 });
             }
             if m.batched {
-                dim(&batch_name, Role::Batch, m.batch, &mut out, false);
+                dim(&batch_name, Role::Batch, m.batch, &mut out);
             }
-            dim(&mm, Role::M, m.m, &mut out, false);
-            dim(&nn, Role::N, m.n, &mut out, false);
-            dim(&kk, Role::K, m.k, &mut out, false);
+            dim(&mm, Role::M, m.m, &mut out);
+            dim(&nn, Role::N, m.n, &mut out);
+            dim(&kk, Role::K, m.k, &mut out);
             for (on, name, role) in [
                 (m.alpha, "alpha", Role::Alpha),
                 (m.beta, "beta", Role::Beta),
