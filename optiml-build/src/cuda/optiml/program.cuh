@@ -265,6 +265,49 @@ template <bool MAX> __device__ __forceinline__ void warp_arg(float& v, long long
     }
 }
 
+// Online softmax statistics (Milakov and Gimelshein): `(m, s)` with `m` the largest of a set of values and `s`
+// the sum of e^(v - m) over it; the empty set is (-inf, 0). A merge rescales the smaller max's sum and adds it to
+// the other's in one fma, so it is symmetric bit for bit: a warp's xor butterfly leaves every lane the same
+// pair, and a fold in a fixed order repeats. Equal maxima (the infinities included) add the sums unscaled.
+__device__ __forceinline__ void online_merge(float& m, float& s, float mb, float sb) {
+    if (mb == m) {
+        s = s + sb;
+        return;
+    }
+    const bool b = mb > m;
+    const float hi = b ? mb : m, lo = b ? m : mb, shi = b ? sb : s, slo = b ? s : sb;
+    s = __fmaf_rn(slo, expf(lo - hi), shi);
+    m = hi;
+}
+// One chunk of values into a thread's pair: its max first, then the sum rescaled once if the max grew, then the
+// chunk's exponentials, which are independent of each other (a value at a time would chain every exponential
+// behind the previous comparison). Slots past the row's end hold -inf and add 0. FAST for 16-bit programs,
+// whose other exponentials are __expf too.
+template <bool FAST, int V> __device__ __forceinline__ void online_chunk(float& m, float& s, const float (&v)[V]) {
+    float cm = v[0];
+#pragma unroll
+    for (int l = 1; l < V; ++l) cm = fmaxf(cm, v[l]);
+    if (cm > m) {
+        s = s * (FAST ? __expf(m - cm) : expf(m - cm));
+        m = cm;
+    }
+    // A pair still at -inf (every value so far -inf) has nothing to add: -inf - -inf would make it NaN.
+    if (m == -inf_f()) return;
+    float e[V];
+#pragma unroll
+    for (int l = 0; l < V; ++l) e[l] = FAST ? __expf(v[l] - m) : expf(v[l] - m);
+#pragma unroll
+    for (int l = 0; l < V; ++l) s = s + e[l];
+}
+__device__ __forceinline__ void warp_online(float& m, float& s) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float om = __shfl_xor_sync(0xFFFFFFFFu, m, o);
+        const float os = __shfl_xor_sync(0xFFFFFFFFu, s, o);
+        online_merge(m, s, om, os);
+    }
+}
+
 // Moments: (count, mean, summed squared distance to the mean) of a set of values, merged pairwise (Chan, Golub
 // and LeVeque): as stable as two passes over the data, in one. The first operand's set comes first; a merge
 // with an empty set changes nothing.

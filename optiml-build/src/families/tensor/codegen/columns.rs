@@ -1549,6 +1549,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 template <class U> U __shfl_xor_sync(unsigned, U, int) { std::abort(); }
 template <class U> void __stwb(U* p, U v) { *p = v; }

@@ -8,7 +8,7 @@
 //! pass writes the element outputs.
 
 use super::emit;
-use optiml_spec::program::{Binary, Elem, Expr, Program, Reduce};
+use optiml_spec::program::{Binary, Elem, Expr, Program, Reduce, Unary};
 
 /// What a statement is per item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +56,10 @@ pub(crate) struct Passes {
     /// mean of a body and `q` the sum or mean of the body's squared distance to `m`. Empty unless a generator
     /// asks for the fusion.
     pub moments: Vec<(usize, usize)>,
+    /// Max and shifted exponential sum computed together in one pass ([`Passes::fuse_online`]): `(m, s)`
+    /// where `m` is the max of a body and `s` the sum or mean of `exp(body − m)`. Empty unless a generator
+    /// asks for the fusion.
+    pub online: Vec<(usize, usize)>,
 }
 
 impl Passes {
@@ -90,6 +94,24 @@ impl Passes {
     ) {
         let mut arg_slot = 0;
         for (slot, &j) in reds.iter().enumerate() {
+            if let Some((m, s)) = self.online_of(j) {
+                // The pair merges on the max's turn; both partials sit in their own slots.
+                let s_slot = reds.iter().position(|&r| r == s);
+                if let (true, Some(s_slot)) = (j == m, s_slot) {
+                    c.line(format!(
+                        "a{m} = {}; a{s} = {};",
+                        at("red_f", slot, "0"),
+                        at("red_f", s_slot, "0")
+                    ));
+                    c.line("#pragma unroll");
+                    c.line(format!(
+                        "for (int w = 1; w < {parts}; ++w) optiml_p::online_merge(a{m}, a{s}, {}, {});",
+                        at("red_f", slot, "w"),
+                        at("red_f", s_slot, "w")
+                    ));
+                }
+                continue;
+            }
             match self.role[j] {
                 Role::Reduction(op) if op.is_arg() => {
                     c.line(format!("a{j} = {};", at("red_f", slot, "0")));
@@ -281,6 +303,7 @@ impl Passes {
             item_inputs,
             cached,
             moments: Vec::new(),
+            online: Vec::new(),
         }
     }
 
@@ -290,8 +313,6 @@ impl Passes {
     /// which is as stable as the two passes and reads the data once instead of twice. A pass left without
     /// reductions is removed.
     pub(crate) fn fuse_moments(&mut self, p: &Program) {
-        let pass_of =
-            |passes: &Self, j: usize| passes.reductions.iter().position(|r| r.contains(&j));
         for q in 0..p.stmts.len() {
             let (Role::Reduction(Reduce::Sum | Reduce::Mean), Expr::Reduce(_, q_dims, q_body)) =
                 (self.role[q], &p.stmts[q].expr)
@@ -309,32 +330,77 @@ impl Passes {
             if m_dims != q_dims || **m_body != *body {
                 continue;
             }
-            let (Some(pm), Some(pq)) = (pass_of(self, m), pass_of(self, q)) else {
+            let Some((pm, pq)) = self.joinable(m, q, body) else {
                 continue;
             };
-            // The spread's pass must follow from the mean alone: everything else its body reads is ready
-            // before the mean's pass.
-            let mut ins = Vec::new();
-            let mut vals = Vec::new();
-            emit::refs(body, &mut ins, &mut vals);
-            let ready_before = |j: usize| {
-                self.role[j] == Role::Element
-                    || self.stages[..=pm].iter().any(|st| st.contains(&j))
-                    || self.reductions[..pm].iter().any(|r| r.contains(&j))
+            self.moments.push((m, q));
+            self.join(pm, pq, q, true);
+        }
+    }
+
+    /// Moves each sum (or mean) `s = Σ exp(b − m)` into the pass of the max `m = max b` it is shifted by, as a
+    /// pair in [`online`](Self::online), when nothing else holds it back: the generator then keeps a running
+    /// max and a sum rescaled whenever the max grows (Milakov and Gimelshein's online softmax), merged pairwise,
+    /// and reads the data once instead of twice. A pass left without reductions is removed.
+    pub(crate) fn fuse_online(&mut self, p: &Program) {
+        for s in 0..p.stmts.len() {
+            let (Role::Reduction(Reduce::Sum | Reduce::Mean), Expr::Reduce(_, s_dims, s_body)) =
+                (self.role[s], &p.stmts[s].expr)
+            else {
+                continue;
             };
-            if pq != pm + 1 || !vals.iter().all(|&j| ready_before(j)) {
+            let Some((m, body)) = shifted_exp(p, &self.role, s_body) else {
+                continue;
+            };
+            let (Role::Reduction(Reduce::Max), Expr::Reduce(_, m_dims, m_body)) =
+                (self.role[m], &p.stmts[m].expr)
+            else {
+                continue;
+            };
+            if m_dims != s_dims || element_root(p, &self.role, m_body) != body {
                 continue;
             }
-            self.reductions[pq].retain(|&j| j != q);
-            self.reductions[pm].push(q);
-            self.moments.push((m, q));
-            if self.reductions[pq].is_empty() {
-                self.reductions.remove(pq);
-                // The scalars computed after the emptied pass now follow the mean's pass, in statement order.
-                let after = self.stages.remove(pq + 1);
-                self.stages[pq].extend(after);
-                self.stages[pq].sort_unstable();
-                let removed = self.need.remove(pq);
+            let Some((pm, ps)) = self.joinable(m, s, body) else {
+                continue;
+            };
+            self.online.push((m, s));
+            // The max's pass already evaluates the body (its own); the sum's elements, which read the max,
+            // belong to no pass before the max is known.
+            self.join(pm, ps, s, false);
+        }
+    }
+
+    /// `(pm, pq)`, the passes of reductions `m` and `q`, where `q` (whose body reads `m` beside `body`) can
+    /// join `m`'s pass: `q`'s pass follows `m`'s and waits for nothing else, everything else `body` reads being
+    /// ready before `m`'s pass.
+    fn joinable(&self, m: usize, q: usize, body: &Expr) -> Option<(usize, usize)> {
+        let pass_of = |j: usize| self.reductions.iter().position(|r| r.contains(&j));
+        let (pm, pq) = (pass_of(m)?, pass_of(q)?);
+        let mut ins = Vec::new();
+        let mut vals = Vec::new();
+        emit::refs(body, &mut ins, &mut vals);
+        let ready_before = |j: usize| {
+            self.role[j] == Role::Element
+                || self.stages[..=pm].iter().any(|st| st.contains(&j))
+                || self.reductions[..pm].iter().any(|r| r.contains(&j))
+        };
+        (pq == pm + 1 && vals.iter().all(|&j| ready_before(j))).then_some((pm, pq))
+    }
+
+    /// Moves reduction `q` from pass `pq` (`pm + 1`) into pass `pm`, removing `pq` if that leaves it empty
+    /// (merging its needs into `pm`'s where `merge_needs`), and keeps on chip only the inputs that two passes
+    /// still read.
+    fn join(&mut self, pm: usize, pq: usize, q: usize, merge_needs: bool) {
+        self.reductions[pq].retain(|&j| j != q);
+        self.reductions[pm].push(q);
+        if self.reductions[pq].is_empty() {
+            self.reductions.remove(pq);
+            // The scalars computed after the emptied pass now follow the joined pass, in statement order.
+            let after = self.stages.remove(pq + 1);
+            self.stages[pq].extend(after);
+            self.stages[pq].sort_unstable();
+            let removed = self.need.remove(pq);
+            if merge_needs {
                 let merged = &mut self.need[pm];
                 for (to, from) in [
                     (&mut merged.elems, removed.elems),
@@ -347,6 +413,9 @@ impl Passes {
                 }
             }
         }
+        let need = &self.need;
+        self.cached
+            .retain(|k| need.iter().filter(|n| n.element_inputs.contains(k)).count() >= 2);
     }
 
     /// The reductions of pass `pass` (none for the final, writing pass).
@@ -385,8 +454,31 @@ impl Passes {
             else {
                 continue;
             };
-            c.line(accumulate_at(op, j, &emit::expr(body, env), at));
+            match self.online_of(j) {
+                // The pair takes the max's body a chunk at a time ([`Passes::online_in`]); the sum's own body
+                // is that body's shifted exponential.
+                Some((m, _)) if m == j => c.line(format!("ob{m}[l] = {};", emit::expr(body, env))),
+                Some(_) => {}
+                None => c.line(accumulate_at(op, j, &emit::expr(body, env), at)),
+            }
         }
+    }
+
+    /// The online pairs `(m, s)` of pass `pass`: a generator declares each chunk's values `ob{m}[IO::V]`
+    /// (`-inf` where the chunk ends early), lets [`lane`](Self::lane) fill them, then folds the chunk into
+    /// `a{m}`, `a{s}` with `optiml_p::online_chunk`.
+    pub(crate) fn online_in(&self, pass: usize) -> Vec<(usize, usize)> {
+        let reds = self.reductions_of(pass);
+        self.online
+            .iter()
+            .copied()
+            .filter(|(m, _)| reds.contains(m))
+            .collect()
+    }
+
+    /// The online pair whose max or sum `j` is.
+    pub(crate) fn online_of(&self, j: usize) -> Option<(usize, usize)> {
+        self.online.iter().copied().find(|&(m, s)| m == j || s == j)
     }
 
     /// The moment pair whose mean or spread `j` is.
@@ -453,6 +545,31 @@ fn squared_distance(e: &Expr) -> Option<(usize, &Expr)> {
     match e {
         Expr::Binary(Binary::Pow, d, two) if matches!(**two, Expr::Const(c) if c == 2.0) => diff(d),
         Expr::Binary(Binary::Mul, a, b) if a == b => diff(a),
+        _ => None,
+    }
+}
+
+/// The expression an element statement's value stands for, following `Value`s of element statements.
+fn element_root<'a>(p: &'a Program, role: &[Role], mut e: &'a Expr) -> &'a Expr {
+    while let Expr::Value(j) = e {
+        if role[*j] != Role::Element {
+            break;
+        }
+        e = &p.stmts[*j].expr;
+    }
+    e
+}
+
+/// `(m, b)` where `e` is `exp(b − m)` (through element statements) and `m` a statement.
+fn shifted_exp<'a>(p: &'a Program, role: &[Role], e: &'a Expr) -> Option<(usize, &'a Expr)> {
+    let Expr::Unary(Unary::Exp, a) = element_root(p, role, e) else {
+        return None;
+    };
+    let Expr::Binary(Binary::Sub, b, m) = element_root(p, role, a) else {
+        return None;
+    };
+    match **m {
+        Expr::Value(m) if role[m] != Role::Element => Some((m, element_root(p, role, b))),
         _ => None,
     }
 }

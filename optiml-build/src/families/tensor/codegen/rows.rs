@@ -22,9 +22,13 @@
 //! Reductions: each thread folds its elements in chunk order, then the warp combines with an xor butterfly, then
 //! (a block per row) every thread folds the warps' partials in warp order from shared memory. The order depends
 //! on the schedule and the row length only: repeated runs give the same bits.
+//!
+//! A softmax's max and the sum of exponentials shifted by it share one pass ([`Passes::fuse_online`]): each
+//! thread folds a chunk at a time into a running (max, sum) pair, rescaling the sum when the max grows, and the
+//! pairs combine like any other partials. The row is then read twice, not three times.
 
 use super::classify::RowShape;
-use super::emit::{self, Code};
+use super::emit::{self, Code, Env as _};
 use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
@@ -96,7 +100,7 @@ impl RowSchedule {
     /// allows; on sm_90 a row longer than the registers hold spreads over a cluster (see the body for the
     /// measurements).
     pub fn for_row(shape: &RowShape, row_len: usize, arch: Arch) -> Self {
-        let passes = Passes::new(&shape.program, &shape.reduced);
+        let passes = passes(shape);
         let cached = passes.cached.len().max(1) as u32;
         let v = emit::vec_width(shape.program.dtype) as usize;
         let chunks = row_len.div_ceil(v).max(1);
@@ -119,17 +123,21 @@ impl RowSchedule {
         while !s.is_valid() && s.reg_chunks > 0 {
             s.reg_chunks /= 2;
         }
-        if passes.cached.is_empty() || arch.major < 9 {
-            // One pass over the row: nothing to keep close. Before sm_90: no clusters.
+        if passes.count() < 3 || arch.major < 9 {
+            // One pass over the row: nothing to keep close. Two passes (a softmax's online max and sum, then
+            // the outputs): a block per row reading the row twice from DRAM beat every cluster on the H200
+            // (`long_rows_across_clusters`, rows of 393216 f32: 2.60 TB/s with 1024 threads and 4 register
+            // chunks, 2.56 with a cluster of 2, 2.28–2.35 with 8, whose blocks wait on each other once per row).
+            // Before sm_90: no clusters.
             return s;
         }
         // A row longer than a block's registers hold spreads over the smallest cluster whose blocks take at most
         // `BLOCK_SHARE` each, else over 8: the part of a row the registers do not hold is read again by each
         // pass, from L2 while the rows in flight fit there, and a few long rows spread over more SMs. Shared
-        // memory stays unused by default. Measured on the H200 (`long_rows_across_clusters`, f32): softmax over
-        // rows of 393216 ran at 2.42 TB/s with 1024 threads, 4 register chunks and a cluster of 8 re-reading
-        // from L2, 2.24 TB/s with 220 KiB of shared memory holding the row, 2.15 TB/s with 512 threads and 16
-        // register chunks; instance norm over rows of 262144 at 1.45 TB/s with 1024 threads and a cluster of 4,
+        // memory stays unused by default. Measured on the H200 (`long_rows_across_clusters`, f32): a two-pass
+        // softmax (three passes) over rows of 393216 ran at 2.42 TB/s with 1024 threads, 4 register chunks and
+        // a cluster of 8 re-reading from L2, 2.24 TB/s with 220 KiB of shared memory holding the row, 2.15 TB/s
+        // with 512 threads and 16 register chunks; instance norm over rows of 262144 at 1.45 TB/s with 1024 threads and a cluster of 4,
         // 1.04–1.25 TB/s with 512 threads: more warps per SM beat more of the row on chip.
         let reg_bytes = (s.reg_chunks / cached) as usize * s.row_threads as usize * 16;
         let row_bytes = chunks * 16 * cached as usize;
@@ -146,7 +154,7 @@ impl RowSchedule {
     /// The candidate computing `shape`'s program.
     pub fn candidate(&self, shape: &RowShape) -> Candidate {
         let p = &shape.program;
-        let passes = Passes::new(p, &shape.reduced);
+        let passes = passes(shape);
         let g = Geometry::new(self, &passes, emit::vec_width(p.dtype));
         let describe = self.describe();
         let mut c = emit::prologue(p, "rows", &describe);
@@ -219,6 +227,13 @@ impl RowSchedule {
             schedule: describe,
         }
     }
+}
+
+/// The passes of a row program: a softmax's max and shifted sum in one ([`Passes::fuse_online`]).
+pub(crate) fn passes(shape: &RowShape) -> Passes {
+    let mut passes = Passes::new(&shape.program, &shape.reduced);
+    passes.fuse_online(&shape.program);
+    passes
 }
 
 /// What a schedule becomes for one program.
@@ -817,6 +832,14 @@ impl Kernel<'_> {
                 c.line(format!("float y{j}[IO::V] = {{}};"));
             }
         }
+        let online = self.passes.online_in(pass);
+        for &(m, _) in &online {
+            c.line(format!("float ob{m}[IO::V];"));
+            c.line("#pragma unroll");
+            c.line(format!(
+                "for (int l = 0; l < IO::V; ++l) ob{m}[l] = -optiml_p::inf_f();"
+            ));
+        }
         c.line("#pragma unroll");
         c.open("for (int l = 0; l < IO::V; ++l) {");
         c.open("if (o + l < rr) {");
@@ -836,6 +859,12 @@ impl Kernel<'_> {
         );
         c.close("}");
         c.close("}");
+        for &(m, s) in &online {
+            c.line(format!(
+                "optiml_p::online_chunk<{}>(a{m}, a{s}, ob{m});",
+                env.fast()
+            ));
+        }
         if is_final {
             for &j in &self.passes.element_outputs {
                 let o = self.out_ordinal(j);
@@ -856,6 +885,14 @@ impl Kernel<'_> {
     fn combine(&self, c: &mut Code, pass: usize) {
         let reds = &self.passes.reductions[pass];
         for &j in reds {
+            match self.passes.online_of(j) {
+                Some((m, s)) if m == j => {
+                    c.line(format!("optiml_p::warp_online(a{m}, a{s});"));
+                    continue;
+                }
+                Some(_) => continue,
+                None => {}
+            }
             match self.passes.role[j] {
                 Role::Reduction(op) if op.is_arg() => c.line(format!(
                     "optiml_p::warp_arg<{}>(a{j}, i{j});",

@@ -488,6 +488,54 @@ fn mean_and_variance_fuse_into_one_pass_only_where_the_variance_measures_from_th
     assert_eq!(passes.reductions, vec![vec![0], vec![2]]);
 }
 
+#[test]
+fn a_max_and_the_sum_it_shifts_fuse_into_one_online_pass() {
+    // Softmax: the sum of e = exp(x − m) (an element statement) joins the max's pass; the outputs follow.
+    let p = lower(&softmax(DType::F32)).expect("lowers");
+    let mut passes = plan::Passes::new(&p, &[1]);
+    passes.fuse_online(&p);
+    assert_eq!(passes.reductions, vec![vec![0, 2]]);
+    assert_eq!(passes.online, vec![(0, 2)]);
+    assert_eq!(passes.online_in(0), vec![(0, 2)]);
+    assert_eq!(passes.online_of(2), Some((0, 2)));
+    assert_eq!(passes.count(), 2, "statistics, then the outputs");
+    assert_eq!(passes.cached, vec![0], "both passes read x");
+    assert!(
+        !passes.need[0].elems.contains(&1),
+        "exp(x − m) needs the finished max: not evaluated in the max's pass"
+    );
+    // Log-softmax: the exponential inline in the sum's body.
+    let log = lower(&log_softmax(DType::F32)).expect("lowers");
+    let mut passes = plan::Passes::new(&log, &[1]);
+    passes.fuse_online(&log);
+    assert_eq!(passes.count(), 2);
+    assert_eq!(passes.online.len(), 1);
+    // A shift by another value than the body's own max stays a second pass: Σ exp(2x − max x).
+    let other = program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt("m", &[0], red(Reduce::Max, &[1], x(0))),
+            out(
+                "s",
+                &[0],
+                red(
+                    Reduce::Sum,
+                    &[1],
+                    un(Unary::Exp, sub(mul(k(2.0), x(0)), v(0))),
+                ),
+            ),
+        ],
+        DType::F32,
+    );
+    let p = lower(&other).expect("lowers");
+    let mut passes = plan::Passes::new(&p, &[1]);
+    passes.fuse_online(&p);
+    assert_eq!(passes.reductions, vec![vec![0], vec![1]]);
+    assert!(passes.online.is_empty());
+}
+
 fn unsupported(p: &Program) -> Unsupported {
     match classify(p) {
         Err(e) => {
@@ -880,10 +928,11 @@ fn every_default_compiles_for_sm90_without_spills() {
 
 #[test]
 fn long_rows_spread_over_a_cluster_on_sm90_only() {
-    let Ok(Shape::Rows(shape)) = classify(&softmax(DType::F32)) else {
+    let Ok(Shape::Rows(shape)) = classify(&layer_norm(DType::F32)) else {
         panic!("rows")
     };
-    // 393216 f32 = 1.5 MiB per row: no block holds it; 8 blocks (192 KiB each) do.
+    // Layer norm reads its row three times (mean, variance, outputs). 393216 f32 = 1.5 MiB per row: no block
+    // holds it; 8 blocks (192 KiB each) do.
     let s = RowSchedule::for_row(&shape, 393216, Arch::new(9, 0));
     assert_eq!(s.cluster, 8, "{}", s.describe());
     assert!(s.is_valid());
@@ -901,6 +950,12 @@ fn long_rows_spread_over_a_cluster_on_sm90_only() {
     let short = RowSchedule::for_row(&shape, 2048, Arch::new(9, 0));
     assert_eq!(short.cluster, 1);
     assert!(!short.candidate(&shape).source.contains("cluster"));
+    // A softmax reads its row twice (the online max and sum, then the outputs): a block per row.
+    let Ok(Shape::Rows(softmax)) = classify(&softmax(DType::F32)) else {
+        panic!("rows")
+    };
+    let s = RowSchedule::for_row(&softmax, 393216, Arch::new(9, 0));
+    assert_eq!((s.cluster, s.row_threads), (1, 1024), "{}", s.describe());
     // One variant per row-length bucket, keyed on the length.
     let keys: Vec<u64> = Shape::Rows(shape)
         .default_candidates(Arch::new(9, 0))
@@ -1035,7 +1090,7 @@ fn long_rows_whose_statistics_fuse_take_a_tree() {
     // Rows a cluster keeps close stay the row kernel's, unless there are no clusters.
     assert!(TreeShape::for_long_rows(&ln, 1 << 17, hopper).is_none());
     assert!(TreeShape::for_long_rows(&ln, 1 << 17, ampere).is_some());
-    // Softmax fuses nothing: the row kernel at every length.
+    // Softmax fuses its max and sum online, which the row kernel does too: the row kernel at every length.
     let sm = rows(softmax(DType::F32));
     assert!(TreeShape::for_long_rows(&sm, 1 << 23, hopper).is_none());
     // The build's variants follow.

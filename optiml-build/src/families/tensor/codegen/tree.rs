@@ -123,7 +123,8 @@ impl TreeShape {
     /// a write). `None` where the row kernel does as well.
     pub fn for_long_rows(shape: &RowShape, row_len: usize, arch: Arch) -> Option<TreeShape> {
         let p = &shape.program;
-        let plain = Passes::new(p, &shape.reduced);
+        // The row kernel's passes, against the tree's.
+        let plain = rows::passes(shape);
         let mut fused = plain.clone();
         fused.fuse_moments(p);
         let cached = plain.cached.len().max(1);
