@@ -486,22 +486,18 @@ fn small_maps_across_launch_shapes() {
 }
 
 /// The pointwise launch space at the full KernelBench map size (4096 × 393216 f32, 6 GiB in and out), for a light
-/// map (relu) and heavy ones (sigmoid, exact gelu): where the default reaches the copy bandwidth, and whether
-/// more bytes in flight per SM (more blocks, deeper unroll) close the gap to PyTorch's eager maps.
+/// map (relu) and a heavy one (sigmoid): the looping grid of the defaults against one pass (a block per
+/// `threads × unroll` chunks, as PyTorch's eager maps launch).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn full_size_maps_across_launch_shapes() {
     let full: &[usize] = &[4096 * 393216];
     sweep_maps(
-        &[
-            ("y[i] = relu(x[i])", full),
-            ("y[i] = sigmoid(x[i])", full),
-            ("y[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2)))", full),
-        ],
+        &[("y[i] = relu(x[i])", full), ("y[i] = sigmoid(x[i])", full)],
         |s| {
-            [256, 512].contains(&s.threads)
-                && [2, 4, 8].contains(&s.blocks_per_sm)
-                && [2, 4, 8].contains(&s.unroll)
+            (s.blocks_per_sm == 0 && [128, 256, 512].contains(&s.threads))
+                || (s.threads, s.blocks_per_sm) == (256, 2)
+                || (s.threads, s.blocks_per_sm) == (256, 4)
         },
     );
 }

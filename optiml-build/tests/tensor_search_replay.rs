@@ -3,6 +3,9 @@
 //! exact gelu over 2²⁶ elements, minGPT's gelu over 8192², diag(a)·B over 4096²) and one reduction tree (batch
 //! norm in training mode), 68–72 schedules each, every measurement replayed with its own noise. Five programs ×
 //! five seeds, as the matmul comparison in `search_replay.rs`; checked on every CI run without a GPU.
+//!
+//! The landscapes predate the pointwise kernel's one-pass grid (session 25): its schedules are absent from them,
+//! so both methods meet them as rejections and the comparison covers the looping grids only.
 
 #![allow(clippy::unwrap_used)]
 

@@ -24,22 +24,23 @@ use optiml_spec::program::{Expr, Program};
 pub struct PointwiseSchedule {
     /// Threads per block.
     pub threads: u32,
-    /// Resident blocks per SM the grid is sized for (the kernel loops over the rest).
+    /// Resident blocks per SM the grid is sized for (the kernel loops over the rest); 0: one pass, a block per
+    /// `threads × unroll` chunks, each thread's loop running once (as PyTorch's elementwise kernels launch).
     pub blocks_per_sm: u32,
     /// Independent 16-byte loads per tensor in flight per thread.
     pub unroll: u32,
 }
 
 const THREADS: [u32; 4] = [128, 256, 512, 1024];
-const BLOCKS_PER_SM: [u32; 6] = [1, 2, 4, 8, 16, 32];
+const BLOCKS_PER_SM: [u32; 7] = [0, 1, 2, 4, 8, 16, 32];
 const UNROLL: [u32; 4] = [1, 2, 4, 8];
 
 impl PointwiseSchedule {
     /// The default for `shape`'s program: [`Tunable::default_for`] for maps of a few instructions per element;
-    /// maps with exponentials, logarithms, general powers or divisions take twice the blocks per SM, so more
-    /// warps hide their arithmetic behind the loads. Measured on the H200 (`heavy_maps_across_launch_shapes`,
-    /// `small_maps_across_launch_shapes`): softplus over 1024 × 393216 f32 at 3.82 TB/s against 3.46, swish 3.99
-    /// against 3.21, minGPT gelu over 8192 × 8192 3.87 against 3.37; relu lost 2% with it (3.91 against 4.01).
+    /// maps with exponentials, logarithms, general powers or divisions take two chunks per thread, so each
+    /// thread's arithmetic on one overlaps the other's load. Measured on the H200
+    /// (`full_size_maps_across_launch_shapes`, 4096 × 393216 f32, one pass of 128 threads): sigmoid at 4.24 TB/s
+    /// against 4.02 with one chunk; relu at 4.30 TB/s with one chunk, 4.24 with two.
     pub fn for_program(shape: &PointwiseShape, arch: Arch) -> Self {
         let heavy = shape
             .program
@@ -49,7 +50,7 @@ impl PointwiseSchedule {
         let s = Self::default_for(arch);
         if heavy {
             PointwiseSchedule {
-                blocks_per_sm: s.blocks_per_sm * 2,
+                unroll: s.unroll * 2,
                 ..s
             }
         } else {
@@ -71,12 +72,14 @@ fn divides(e: &Expr) -> bool {
 }
 
 impl Tunable for PointwiseSchedule {
-    /// `256 threads, 8 blocks/SM, unroll 4`.
+    /// `256 threads, 8 blocks/SM, unroll 4`, or `256 threads, one pass, unroll 4`.
     fn describe(&self) -> String {
-        format!(
-            "{} threads, {} blocks/SM, unroll {}",
-            self.threads, self.blocks_per_sm, self.unroll
-        )
+        let grid = if self.blocks_per_sm == 0 {
+            "one pass".to_string()
+        } else {
+            format!("{} blocks/SM", self.blocks_per_sm)
+        };
+        format!("{} threads, {grid}, unroll {}", self.threads, self.unroll)
     }
 
     /// 128 to 1024 threads, a grid of at most two waves of 2048 threads per SM (more only queues blocks), 1 to 8
@@ -88,15 +91,16 @@ impl Tunable for PointwiseSchedule {
             && UNROLL.contains(&self.unroll)
     }
 
-    /// Two blocks of 256 threads per SM, each thread with 4 chunks per tensor in flight: 32 KiB of loads in
-    /// flight per SM for one input. Measured on the H200 (`maps_and_odd_rows_across_launch_shapes`, relu over
-    /// 1024 × 393216 f32): 4.01 TB/s, against 3.85 TB/s for a full SM of 2048 threads (8 blocks), which only
-    /// adds contention; the best of 36 launch shapes reached 4.04 TB/s.
+    /// One pass of 128-thread blocks, one 16-byte chunk per tensor per thread: blocks retire and fresh ones
+    /// start, as PyTorch's eager maps launch. Measured on the H200 (`full_size_maps_across_launch_shapes`, relu
+    /// over 4096 × 393216 f32): 4.30 TB/s, the copy bandwidth, against 4.00 TB/s for the looping grid of two
+    /// 256-thread blocks per SM with 4 chunks in flight (the default before, and the best looping grid of 36
+    /// launch shapes), whose threads issue their next loads only after their stores.
     fn default_for(_arch: Arch) -> Self {
         PointwiseSchedule {
-            threads: 256,
-            blocks_per_sm: 2,
-            unroll: 4,
+            threads: 128,
+            blocks_per_sm: 0,
+            unroll: 1,
         }
     }
 
@@ -130,7 +134,11 @@ impl Tunable for PointwiseSchedule {
                 apply: |s| {
                     Some(PointwiseSchedule {
                         threads: s.threads * 2,
-                        blocks_per_sm: (s.blocks_per_sm / 2).max(1),
+                        blocks_per_sm: if s.blocks_per_sm == 0 {
+                            0
+                        } else {
+                            (s.blocks_per_sm / 2).max(1)
+                        },
                         ..*s
                     })
                 },
@@ -155,7 +163,7 @@ impl Tunable for PointwiseSchedule {
                 addresses: Bottleneck::Memory,
                 claimed_gain: 1.05,
                 apply: |s| {
-                    Some(PointwiseSchedule {
+                    (s.blocks_per_sm > 0).then_some(PointwiseSchedule {
                         blocks_per_sm: s.blocks_per_sm * 2,
                         ..*s
                     })
@@ -168,8 +176,34 @@ impl Tunable for PointwiseSchedule {
                 addresses: Bottleneck::Memory,
                 claimed_gain: 1.03,
                 apply: |s| {
-                    Some(PointwiseSchedule {
+                    (s.blocks_per_sm > 1).then_some(PointwiseSchedule {
                         blocks_per_sm: s.blocks_per_sm / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "one-pass-grid",
+                rationale: "a block per threads × unroll chunks and no loop: blocks retire and fresh ones start, so \
+                            no thread's next loads wait behind its previous stores",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.04,
+                apply: |s| {
+                    (s.blocks_per_sm > 0).then_some(PointwiseSchedule {
+                        blocks_per_sm: 0,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "looping-grid",
+                rationale: "a grid of two blocks per SM that loop over the elements: fewer block launches, and \
+                            scalar inputs loaded once per thread",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    (s.blocks_per_sm == 0).then_some(PointwiseSchedule {
+                        blocks_per_sm: 2,
                         ..*s
                     })
                 },

@@ -1123,7 +1123,7 @@ fn squares_and_cubes_are_multiplications_other_powers_powf() {
 }
 
 #[test]
-fn maps_heavy_in_arithmetic_default_to_more_resident_blocks() {
+fn maps_heavy_in_arithmetic_default_to_two_chunks_per_thread() {
     let arch = Arch::new(9, 0);
     let own = |p: Program| match classify(&p) {
         Ok(Shape::Pointwise(s)) => PointwiseSchedule::for_program(&s, arch),
@@ -1133,7 +1133,7 @@ fn maps_heavy_in_arithmetic_default_to_more_resident_blocks() {
     assert_eq!(own(relu(DType::F32)), base);
     assert_eq!(own(broadcast_mul(DType::F32)), base);
     let heavy = own(gelu_tanh(DType::F32));
-    assert_eq!(heavy.blocks_per_sm, 2 * base.blocks_per_sm);
+    assert_eq!(heavy.unroll, 2 * base.unroll);
     assert!(heavy.is_valid());
     // A division counts too.
     let softsign = program(
