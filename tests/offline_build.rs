@@ -1,8 +1,9 @@
 //! The promise of the committed cache: with `target/` gone, no GPU and no NVRTC, the workspace's kernel crates
 //! build from `.optiml/` alone; and when an entry is missing, the build fails naming the command that fixes it.
 //!
-//! These tests run cargo on the workspace's own crates in a separate target folder (the first run compiles the
-//! dependencies once, about a minute on two cores).
+//! These tests run cargo on the workspace's own crates in the workspace's own target folder, so they reuse what
+//! `cargo test` compiled (a separate folder compiled every dependency again: about two minutes on two cores).
+//! Only the variables the kernel crates' build scripts read differ, so only those crates build again.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,8 +14,14 @@ fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The target folder this test was built in (`CARGO_TARGET_TMPDIR` is its `tmp`).
+fn target_dir() -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(tmp).to_path_buf()
+}
+
 /// `cargo build` of the kernel crates with NVRTC out of reach: generation forbidden, no library path given, and
-/// the toolkit variables pointing nowhere.
+/// no toolkit variables (setting them would rebuild cudarc, whose build script reads them, and all above it).
 fn offline_build(target_dir: &Path, extra_env: &[(&str, &Path)]) -> Output {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(workspace())
@@ -32,8 +39,8 @@ fn offline_build(target_dir: &Path, extra_env: &[(&str, &Path)]) -> Output {
         .arg("--target-dir")
         .arg(target_dir)
         .env("OPTIML_OFFLINE", "1")
-        .env("CUDA_HOME", "/nonexistent")
-        .env("CUDA_PATH", "/nonexistent")
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
         .env_remove("OPTIML_NVRTC")
         .env_remove("OPTIML_ARCH")
         .env_remove("OPTIML_CACHE_DIR");
@@ -51,11 +58,46 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// A folder moved to `<name>-aside` for the guard's life and moved back when it drops (also after a failed
+/// assertion); an aside copy a killed run left behind is moved back first.
+struct Aside {
+    path: PathBuf,
+    aside: PathBuf,
+}
+
+impl Aside {
+    fn new(path: &Path) -> Self {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push("-aside");
+        let aside = path.with_file_name(name);
+        if aside.exists() && !path.exists() {
+            std::fs::rename(&aside, path).unwrap();
+        }
+        if path.exists() {
+            std::fs::rename(path, &aside).unwrap();
+        }
+        Aside {
+            path: path.to_path_buf(),
+            aside,
+        }
+    }
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        if self.aside.exists() {
+            let _ = std::fs::remove_dir_all(&self.path);
+            let _ = std::fs::rename(&self.aside, &self.path);
+        }
+    }
+}
+
 #[test]
 fn builds_from_the_committed_cache_without_nvrtc_and_names_the_fix_on_a_miss() {
-    let target = workspace().join("target").join("offline-build");
-    // A fresh target/optiml: only the committed cache can serve.
-    let _ = std::fs::remove_dir_all(target.join("optiml"));
+    let target = target_dir();
+    // No target/optiml: only the committed cache can serve. What the workspace's builds generated or tuned there
+    // is moved aside and back, not deleted.
+    let _aside = Aside::new(&target.join("optiml"));
     let ok = offline_build(&target, &[]);
     assert!(
         ok.status.success(),
@@ -68,7 +110,7 @@ fn builds_from_the_committed_cache_without_nvrtc_and_names_the_fix_on_a_miss() {
     );
 
     // The same build against an empty committed cache fails, listing each kernel and the command to run.
-    let empty = target.join("empty-cache");
+    let empty = target.join("tmp").join("offline-build-empty-cache");
     std::fs::create_dir_all(&empty).unwrap();
     let miss = offline_build(&target, &[("OPTIML_CACHE_DIR", &empty)]);
     assert!(
@@ -102,7 +144,7 @@ fn prepare_check_accepts_the_committed_cache() {
             "cargo-optiml",
             "--target-dir",
         ])
-        .arg(workspace().join("target").join("offline-build"))
+        .arg(target_dir())
         .args(["--", "optiml", "prepare", "--check"])
         .env_remove("OPTIML_ARCH")
         .env_remove("OPTIML_CACHE_DIR")
