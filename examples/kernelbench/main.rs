@@ -1,4 +1,4 @@
-//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53, 88, and the losses 94 and 96), each operator declared as a
+//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53, 88, and the losses 94, 96 and 100), each operator declared as a
 //! user would write it: once in plain words (`words`) and once in index notation (`index`), both through
 //! `#[optiml::kernel]`. Times the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both
 //! spellings give the same output, and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`,
@@ -125,6 +125,8 @@ mod words {
     pub fn p94(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel("smooth l1 loss")]
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("hinge loss")]
+    pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
 }
 
 /// The same operators in index notation, with other names than the plain words use: renaming changes nothing.
@@ -226,6 +228,8 @@ mod index {
         "y = mean(i) where(abs(x[i] - t[i]) < 1, 0.5 * (x[i] - t[i])^2, abs(x[i] - t[i]) - 0.5)"
     )]
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y = mean(i, j) max(0, 1 - x[i, j] * t[j])")]
+    pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
 }
 
 /// Launches one spelling of a problem's kernel on the harness's buffers.
@@ -280,14 +284,15 @@ macro_rules! map {
     };
 }
 
-/// A loss of predictions and targets of [`LOSS`]'s shape, to one value (KernelBench's 94 and 96).
+/// A loss of predictions of [`LOSS`]'s shape and targets of shape `$t`, to one value (KernelBench's 94, 96 and
+/// 100).
 macro_rules! loss {
-    ($n:expr, $name:expr, $w:literal, $f:ident) => {
+    ($n:expr, $name:expr, $w:literal, $t:expr, $f:ident) => {
         Problem {
             number: $n,
             name: $name,
             words: $w,
-            inputs: vec![LOSS.to_vec(), LOSS.to_vec()],
+            inputs: vec![LOSS.to_vec(), $t.to_vec()],
             output: (vec![], false),
             params: vec![],
             run: [
@@ -556,8 +561,10 @@ fn problems() -> Vec<Problem> {
             false
         ),
         map!(88, "MinGPTNewGelu", "minGPT new gelu", [8192, 8192], p88),
-        loss!(94, "MSELoss", "mse loss", p94),
-        loss!(96, "HuberLoss", "smooth l1 loss", p96),
+        loss!(94, "MSELoss", "mse loss", LOSS, p94),
+        loss!(96, "HuberLoss", "smooth l1 loss", LOSS, p96),
+        // The targets broadcast along the predictions' last axis, as in PyTorch.
+        loss!(100, "HingeLoss", "hinge loss", [LOSS[1]], p100),
     ]
 }
 
@@ -727,6 +734,7 @@ fn index_text(number: u32) -> &'static str {
         96 => {
             "y = mean(i) where(abs(x[i] - t[i]) < 1, 0.5 * (x[i] - t[i])^2, abs(x[i] - t[i]) - 0.5)"
         }
+        100 => "y = mean(i, j) max(0, 1 - x[i, j] * t[j])",
         _ => "",
     }
 }

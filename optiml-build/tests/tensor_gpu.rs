@@ -103,6 +103,7 @@ const SPECS: &[&str] = &[
     "y = mean(i, j) (a[i, j] - b[i, j])^2",
     "mse loss",
     "smooth l1 loss",
+    "hinge loss",
     "y[i] = relu(x[i])",
     "y[i] = x[i] * sigmoid(x[i])",
     "softmax over the last axis, bf16",

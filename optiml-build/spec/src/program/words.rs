@@ -110,6 +110,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("frobenius norm", "frobenius norm"),
     ("mse loss", "mse loss"),
     ("huber loss", "smooth l1 loss"),
+    ("hinge loss", "hinge loss"),
     ("l1 norm", "l1 norm over dim 1"),
     ("l2 norm", "l2 norm along rows"),
     (
@@ -152,6 +153,7 @@ enum Op {
     Frobenius,
     Mse,
     Huber,
+    Hinge,
     L1Norm,
     L2Norm,
     LayerNorm,
@@ -208,6 +210,7 @@ impl Op {
             Op::Frobenius => "frobenius norm",
             Op::Mse => "mse loss",
             Op::Huber => "huber loss",
+            Op::Hinge => "hinge loss",
             Op::L1Norm => "l1 norm",
             Op::L2Norm => "l2 norm",
             Op::LayerNorm => "layer norm",
@@ -237,7 +240,7 @@ impl Op {
             Op::Elu => &[Rank, Alpha],
             Op::HardTanh => &[Rank, Bounds],
             Op::Softplus => &[Rank, SoftplusArgs],
-            Op::Diag => &[],
+            Op::Diag | Op::Hinge => &[],
             Op::Softmax | Op::LogSoftmax | Op::L1Norm | Op::L2Norm => &[Axis, Rank],
             Op::RmsNorm => &[Axis, Rank, Eps, Affine],
             Op::LayerNorm => &[Axis, Rank, Eps, Affine],
@@ -476,6 +479,8 @@ const PHRASES: &[(&str, Meaning)] = {
         ("smooth l1 loss", O(Op::Huber, None)),
         ("smoothl1loss", O(Op::Huber, None)),
         ("smooth l1", O(Op::Huber, None)),
+        ("hinge loss", O(Op::Hinge, None)),
+        ("hingeloss", O(Op::Hinge, None)),
         ("l1 norm", O(Op::L1Norm, None)),
         ("l1norm", O(Op::L1Norm, None)),
         ("l1 normalization", O(Op::L1Norm, None)),
@@ -1183,6 +1188,9 @@ fn build(
         Op::Mse => "y = mean(n) (x[n] - t[n]) ^ 2".to_string(),
         Op::Huber => "y = mean(n) where(abs(x[n] - t[n]) < 1, 0.5 * (x[n] - t[n]) ^ 2, abs(x[n] - t[n]) - 0.5)"
             .to_string(),
+        // `mean(clamp(1 - predictions * targets, min=0))` with PyTorch's broadcasting: the targets' one axis
+        // lines up with the predictions' last (KernelBench 100: predictions [32768, 32768], targets [32768]).
+        Op::Hinge => "y = mean(n, c) max(0, 1 - x[n, c] * t[c])".to_string(),
         Op::BatchNorm | Op::InstanceNorm | Op::GroupNorm => {
             channel_norm(op, implied_rank, &a, bad)?
         }
@@ -1518,6 +1526,8 @@ mod tests {
             "HuberLoss",
             "loss = mean(i) where(abs(p[i] - q[i]) < 1, 0.5 * (p[i] - q[i])^2, abs(p[i] - q[i]) - 0.5)",
         ),
+        ("hinge loss", "loss = mean(i, j) max(0, 1 - p[i, j] * q[j])"),
+        ("HingeLoss", "loss = mean(i, j) max(0, 1 - p[i, j] * q[j])"),
         ("ReLU, fp16", "o[i] = max(inp[i], 0), half"),
         ("elementwise relu", "o[i] = max(inp[i], 0)"),
         (
