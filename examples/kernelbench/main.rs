@@ -1,5 +1,5 @@
-//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53, 88, and the losses 94, 96 and 100), each operator declared as a
-//! user would write it: once in plain words (`words`) and once in index notation (`index`), both through
+//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53, 88, and the losses 94, 96 and 100), each operator declared
+//! as a user would write it: once in plain words (`words`) and once in index notation (`index`), both through
 //! `#[optiml::kernel]`. Times the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both
 //! spellings give the same output, and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`,
 //! which times PyTorch eager and `torch.compile` on the same inputs in the same device call, checks the samples

@@ -137,8 +137,9 @@ impl RowSchedule {
         // memory stays unused by default. Measured on the H200 (`long_rows_across_clusters`, f32): a two-pass
         // softmax (three passes) over rows of 393216 ran at 2.42 TB/s with 1024 threads, 4 register chunks and
         // a cluster of 8 re-reading from L2, 2.24 TB/s with 220 KiB of shared memory holding the row, 2.15 TB/s
-        // with 512 threads and 16 register chunks; instance norm over rows of 262144 at 1.45 TB/s with 1024 threads and a cluster of 4,
-        // 1.04–1.25 TB/s with 512 threads: more warps per SM beat more of the row on chip.
+        // with 512 threads and 16 register chunks; instance norm over rows of 262144 at 1.45 TB/s with 1024
+        // threads and a cluster of 4, 1.04–1.25 TB/s with 512 threads: more warps per SM beat more of the row
+        // on chip.
         let reg_bytes = (s.reg_chunks / cached) as usize * s.row_threads as usize * 16;
         let row_bytes = chunks * 16 * cached as usize;
         if row_bytes > reg_bytes {
