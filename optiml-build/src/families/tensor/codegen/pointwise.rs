@@ -1,4 +1,6 @@
-//! Pointwise programs: a grid-stride loop over the output elements, every intermediate inlined as a local.
+//! Pointwise programs: a grid-stride loop over the output elements, every intermediate inlined as a local. The
+//! grid is either a few blocks per SM that loop, or one pass (a block per `threads × unroll` chunks, whose loop
+//! runs once).
 //!
 //! Flat programs (every tensor has the output's axes, or none) take one flat index for all tensors and move
 //! 16-byte chunks (4 f32 or 8 16-bit elements) when every buffer has the same address modulo 16: a scalar head
@@ -82,8 +84,8 @@ impl Tunable for PointwiseSchedule {
         format!("{} threads, {grid}, unroll {}", self.threads, self.unroll)
     }
 
-    /// 128 to 1024 threads, a grid of at most two waves of 2048 threads per SM (more only queues blocks), 1 to 8
-    /// chunks in flight.
+    /// 128 to 1024 threads, one pass or a looping grid of at most two waves of 2048 threads per SM (more only
+    /// queues blocks), 1 to 8 chunks in flight.
     fn is_valid(&self) -> bool {
         THREADS.contains(&self.threads)
             && BLOCKS_PER_SM.contains(&self.blocks_per_sm)
@@ -94,8 +96,8 @@ impl Tunable for PointwiseSchedule {
     /// One pass of 128-thread blocks, one 16-byte chunk per tensor per thread: blocks retire and fresh ones
     /// start, as PyTorch's eager maps launch. Measured on the H200 (`full_size_maps_across_launch_shapes`, relu
     /// over 4096 × 393216 f32): 4.30 TB/s, the copy bandwidth, against 4.00 TB/s for the looping grid of two
-    /// 256-thread blocks per SM with 4 chunks in flight (the default before, and the best looping grid of 36
-    /// launch shapes), whose threads issue their next loads only after their stores.
+    /// 256-thread blocks per SM with 4 chunks in flight (the default before, and the best looping grid of that
+    /// sweep), whose threads issue their next loads only after their stores.
     fn default_for(_arch: Arch) -> Self {
         PointwiseSchedule {
             threads: 128,
