@@ -258,14 +258,14 @@ pub fn exhaustive<S: Tunable>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::Tile;
     use super::super::{DeterministicJudge, Signals, Tunable};
     use super::*;
-    use crate::families::matmul::simt_f32::Schedule;
 
     /// A deterministic landscape over every field the schedule has: the time is a hash of the schedule.
     struct Hashed(usize);
-    impl Evaluator<Schedule> for Hashed {
-        fn evaluate(&mut self, s: &Schedule) -> Outcome {
+    impl Evaluator<Tile> for Hashed {
+        fn evaluate(&mut self, s: &Tile) -> Outcome {
             self.0 += 1;
             let h = splitmix(
                 format!("{s:?}")
@@ -289,8 +289,8 @@ mod tests {
             budget: 20,
             ..Config::default()
         };
-        let root = Schedule::space()[0];
-        let catalog = Schedule::catalog();
+        let root = Tile::space()[0];
+        let catalog = Tile::catalog();
         let mut e = Hashed(0);
         let a = random_search(&config, &DeterministicJudge, &catalog, root, &mut e, 1).unwrap();
         assert_eq!(a.evaluations, e.0);
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn exhaustive_finds_the_minimum_of_the_space() {
-        let space = Schedule::space();
+        let space = Tile::space();
         let config = Config {
             budget: space.len() + 1,
             time_limit: std::time::Duration::from_secs(600),

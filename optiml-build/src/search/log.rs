@@ -471,9 +471,149 @@ pub fn read_header(path: &Path) -> Result<Header, LogError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::{DEFAULT, Tile};
     use super::*;
-    use crate::analyze::tests::{header, search_log};
-    use crate::families::matmul::simt_f32::Schedule;
+
+    /// A header as a search writes one; only `kernel`, `method` and `seed` vary between the tests' logs.
+    fn header(kernel: &str, method: Method, seed: Option<u64>) -> Header {
+        Header {
+            kernel: kernel.into(),
+            spec: "the search tests' tile fixture".into(),
+            arch: "sm_90".into(),
+            device: "synthetic".into(),
+            shape: "synthetic".into(),
+            method,
+            seed,
+            config: config_value(&Config::default()),
+            started_at: "2026-01-02T03:04:05Z".into(),
+            signals: Signals::Derived,
+        }
+    }
+
+    /// A measurement with every figure a log line carries set, so a field lost in the round trip shows.
+    fn measured(time_ms: f64, sm: f64, dram: f64, registers: u32) -> Outcome {
+        Outcome::Measured(Measurement {
+            time_ms,
+            sm_sol: Some(sm),
+            dram_sol: Some(dram),
+            tflops: Some(2.0 / time_ms),
+            registers,
+            ..Measurement::default()
+        })
+    }
+
+    /// The schedule `name` makes of `from`: each step's schedule is what its transformation really gives, so the
+    /// log is one a search over the fixture could have written.
+    fn apply(name: &str, from: Tile) -> Tile {
+        Tile::catalog()
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.apply_to(&from))
+            .unwrap()
+    }
+
+    /// A node `transform` made of `parent`'s schedule (or the root).
+    fn step(
+        node: usize,
+        parent: Option<(usize, Tile)>,
+        transform: Option<&'static str>,
+        outcome: Outcome,
+        evaluations: usize,
+    ) -> Step<Tile> {
+        let schedule = match (parent, transform) {
+            (Some((_, from)), Some(name)) => apply(name, from),
+            _ => DEFAULT,
+        };
+        let bottleneck = match &outcome {
+            Outcome::Measured(m) => Some(Bottleneck::classify(m, 7.5)),
+            Outcome::Rejected(_) => None,
+        };
+        Step {
+            node,
+            parent: parent.map(|(p, _)| p),
+            transform,
+            schedule,
+            outcome,
+            bottleneck,
+            verdict: parent.map(|_| Verdict::Keep(0.1)),
+            reward: 0.1,
+            reused: false,
+            evaluations,
+            elapsed_s: evaluations as f64 * 0.5,
+        }
+    }
+
+    /// A rejection with the characters a JSON string must escape (`<`, `&`, a newline), which a log must keep.
+    const SPILL: &str = "ptxas: 96 bytes spilled <lmem> & more\nsecond line";
+
+    /// Default → deepen-k-tile (faster) → grow-thread-tile (fastest), with three rejections and a node that
+    /// returns to the default (reused, no evaluation spent).
+    fn search_log() -> SearchLog<Tile> {
+        let s0 = DEFAULT;
+        let root = step(0, None, None, measured(2.0, 40.0, 70.0, 40), 1);
+        let deeper = step(
+            1,
+            Some((0, s0)),
+            Some("deepen-k-tile"),
+            measured(1.5, 50.0, 60.0, 48),
+            2,
+        );
+        let s1 = deeper.schedule;
+        let best = step(
+            3,
+            Some((1, s1)),
+            Some("grow-thread-tile"),
+            measured(1.0, 80.0, 45.0, 64),
+            4,
+        );
+        let s2 = best.schedule;
+        let mut repeat = step(
+            4,
+            Some((1, s1)),
+            Some("shallow-k-tile"),
+            measured(2.0, 40.0, 70.0, 40),
+            4,
+        );
+        assert_eq!(repeat.schedule, s0);
+        repeat.reused = true;
+        let steps = vec![
+            root,
+            deeper,
+            step(
+                2,
+                Some((0, s0)),
+                Some("grow-block-m"),
+                Outcome::Rejected(SPILL.into()),
+                3,
+            ),
+            best,
+            repeat,
+            step(
+                5,
+                Some((3, s2)),
+                Some("grow-block-n"),
+                Outcome::Rejected(SPILL.into()),
+                5,
+            ),
+            step(
+                6,
+                Some((3, s2)),
+                Some("shrink-thread-tile"),
+                Outcome::Rejected("gate: max error 3e-2".into()),
+                6,
+            ),
+        ];
+        let Outcome::Measured(best_measurement) = steps[3].outcome.clone() else {
+            unreachable!()
+        };
+        SearchLog {
+            steps,
+            best: s2,
+            best_measurement,
+            path: vec!["deepen-k-tile", "grow-thread-tile"],
+            evaluations: 6,
+        }
+    }
 
     fn tmp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("optiml-log-{name}-{}", std::process::id()));
@@ -486,14 +626,14 @@ mod tests {
         let dir = tmp_dir("roundtrip");
         let path = dir.join("sub/search.jsonl");
         let log = search_log();
-        let h = header("bmm", Method::Mcts, Some(7));
+        let h = header("tile", Method::Mcts, Some(7));
         write_jsonl(&path, &h, &log, 3.25).unwrap();
         let back = read_jsonl(&path).unwrap();
         assert_eq!(back, records(&h, &log, 3.25).unwrap());
         assert_eq!(back.summary.best_node, 3);
         assert_eq!(back.summary.path, ["deepen-k-tile", "grow-thread-tile"]);
         assert_eq!(
-            back.steps[1].schedule_as::<Schedule>().unwrap(),
+            back.steps[1].schedule_as::<Tile>().unwrap(),
             log.steps[1].schedule
         );
         assert!(
@@ -518,7 +658,7 @@ mod tests {
 
     #[test]
     fn a_malformed_line_names_the_file_and_line() {
-        let text = records(&header("bmm", Method::Random, None), &search_log(), 1.0)
+        let text = records(&header("tile", Method::Random, None), &search_log(), 1.0)
             .unwrap()
             .to_jsonl()
             .unwrap();

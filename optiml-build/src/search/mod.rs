@@ -14,6 +14,9 @@
 //! against synthetic evaluators, so GPU-less CI covers it; [`crate::tune`] runs it for real.
 
 mod baseline;
+/// Test-only schedules, so the search's tests name no family (see the module's own documentation).
+#[cfg(test)]
+pub(crate) mod fixture;
 mod log;
 mod mcts;
 mod replay;

@@ -109,17 +109,19 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixture::Tile;
     use super::*;
-    use crate::families::matmul::simt_f32::Schedule;
     use crate::search::{Config, DeterministicJudge, Header, Method, exhaustive, records};
 
-    /// A GPU stand-in: time grows with the distance from one corner of the space; every schedule's runs spread
-    /// by 4%; SOL derived from the time; schedules with 64-row blocks rejected.
+    /// A GPU stand-in: time grows with the distance from one corner of the space (the shallowest k-slice, the
+    /// smallest register tile); every schedule's runs spread by 4%; SOL derived from the time; schedules with
+    /// 256-row blocks rejected, so 136 of the 640 tile schedules were never measured (the default's 64-row block
+    /// is not among them: an exhaustive run needs its root measured).
     struct Landscape;
 
-    impl Evaluator<Schedule> for Landscape {
-        fn evaluate(&mut self, s: &Schedule) -> Outcome {
-            if s.bm == 64 {
+    impl Evaluator<Tile> for Landscape {
+        fn evaluate(&mut self, s: &Tile) -> Outcome {
+            if s.bm == 256 {
                 return Outcome::Rejected("gate: synthetic".into());
             }
             let time_ms = 1.0 + f64::from(s.bk) / 64.0 + f64::from(s.tm * s.tn) / 256.0;
@@ -137,19 +139,19 @@ mod tests {
     }
 
     fn landscape() -> SearchRecords {
-        let space = Schedule::space();
-        let root = Schedule::default_for(optiml_runtime::Arch::new(9, 0));
+        let space = Tile::space();
+        let root = Tile::default_for(optiml_runtime::Arch::new(9, 0));
         let config = Config {
             budget: space.len() + 1,
             ..Config::default()
         };
         let log = exhaustive(&config, &DeterministicJudge, root, &space, &mut Landscape).unwrap();
         let header = Header {
-            kernel: "bmm".into(),
-            spec: "batched matmul, f32".into(),
+            kernel: "tile".into(),
+            spec: "the search tests' tile fixture".into(),
             arch: "sm_90".into(),
             device: "synthetic".into(),
-            shape: "16x1024x1024x1024".into(),
+            shape: "synthetic".into(),
             method: Method::Exhaustive,
             seed: None,
             config: serde_json::Value::Null,
@@ -162,12 +164,10 @@ mod tests {
     #[test]
     fn serves_what_was_measured_within_its_spread_and_rejects_the_rest() {
         let records = landscape();
-        let mut replay: Replay<Schedule> = Replay::new(&records, 7).unwrap();
+        let mut replay: Replay<Tile> = Replay::new(&records, 7).unwrap();
         assert!(replay.measured_ms(&replay.root()).is_some());
-        let measured: Vec<Schedule> = Schedule::space()
-            .into_iter()
-            .filter(|s| s.bm != 64)
-            .collect();
+        let measured: Vec<Tile> = Tile::space().into_iter().filter(|s| s.bm != 256).collect();
+        assert_eq!((measured.len(), Tile::space().len()), (504, 640));
         assert_eq!(replay.len(), measured.len());
         let mut moved = 0;
         for s in &measured {
@@ -188,17 +188,18 @@ mod tests {
             moved > measured.len() / 2,
             "the noise should move most times"
         );
-        let rejected = Schedule::space().into_iter().find(|s| s.bm == 64).unwrap();
+        let rejected = Tile::space().into_iter().find(|s| s.bm == 256).unwrap();
         assert!(matches!(replay.evaluate(&rejected), Outcome::Rejected(_)));
         // The same seed replays the same noise; another seed, other noise.
-        let again = Replay::<Schedule>::new(&records, 7)
+        let again = Replay::<Tile>::new(&records, 7)
             .unwrap()
             .evaluate(&measured[0]);
         assert_eq!(again, replay.evaluate(&measured[0]));
-        let other = Replay::<Schedule>::new(&records, 8)
+        let other = Replay::<Tile>::new(&records, 8)
             .unwrap()
             .evaluate(&measured[0]);
         assert_ne!(other, replay.evaluate(&measured[0]));
+        // The fastest measured schedule: the shallowest k-slice with the smallest register tile.
         assert!((replay.best_ms() - 1.0 - 8.0 / 64.0 - 16.0 / 256.0).abs() < 1e-9);
     }
 }
