@@ -9,12 +9,20 @@ use std::sync::Arc;
 
 /// U[0, 1) in steps of 2⁻²⁴ from a xorshift counter hash: `bench/harness/kernelbench.py` computes the same
 /// values with PyTorch's integer ops, so both sides check and time on identical inputs without moving gigabytes.
+/// A mask is the same hash at or above one half.
 const FILL: &str = r#"
 extern "C" __global__ void kb_fill(float* p, long long n, unsigned seed) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         unsigned h = (unsigned)i ^ seed;
         for (int r = 0; r < 2; ++r) { h ^= h << 13; h ^= h >> 17; h ^= h << 5; }
         p[i] = (float)(h >> 8) * (1.0f / 16777216.0f);
+    }
+}
+extern "C" __global__ void kb_mask(unsigned char* p, long long n, unsigned seed) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i ^ seed;
+        for (int r = 0; r < 2; ++r) { h ^= h << 13; h ^= h >> 17; h ^= h << 5; }
+        p[i] = (h >> 8) >= (1u << 23) ? 1 : 0;
     }
 }"#;
 
@@ -23,6 +31,7 @@ pub struct Harness {
     /// The stream everything runs on.
     pub stream: Arc<CudaStream>,
     fill: CudaFunction,
+    mask: CudaFunction,
     flush: CudaSlice<f32>,
 }
 
@@ -75,11 +84,14 @@ impl Harness {
             ..Default::default()
         };
         let ptx = optiml::cudarc::nvrtc::compile_ptx_with_opts(FILL, opts)?;
-        let fill = ctx.load_module(ptx)?.load_function("kb_fill")?;
+        let module = ctx.load_module(ptx)?;
+        let fill = module.load_function("kb_fill")?;
+        let mask = module.load_function("kb_mask")?;
         let flush = stream.alloc_zeros::<f32>(128 << 20)?;
         Ok(Harness {
             stream,
             fill,
+            mask,
             flush,
         })
     }
@@ -91,6 +103,24 @@ impl Harness {
         let mut b = self.stream.launch_builder(&self.fill);
         b.arg(&mut buf).arg(&n).arg(&seed);
         // SAFETY: `kb_fill(float*, long long, unsigned)` writes indices below `n`, the buffer's length.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (1024, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }?;
+        Ok(buf)
+    }
+
+    /// A mask of `len` elements from `seed`: true where the hashed value is at least one half.
+    pub fn mask(&self, len: usize, seed: u32) -> Result<CudaSlice<bool>, BoxError> {
+        let mut buf = self.stream.alloc_zeros::<bool>(len.max(1))?;
+        let n = len as i64;
+        let mut b = self.stream.launch_builder(&self.mask);
+        b.arg(&mut buf).arg(&n).arg(&seed);
+        // SAFETY: `kb_mask(unsigned char*, long long, unsigned)` writes 0 or 1 (valid `bool`s) at indices below
+        // `n`, the buffer's length.
         unsafe {
             b.launch(LaunchConfig {
                 grid_dim: (1024, 1, 1),

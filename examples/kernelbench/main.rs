@@ -1,4 +1,5 @@
-//! KernelBench Level 1 (problems 5, 12, 19–40, 47–53, 88, and the losses 94, 96 and 100), each operator declared
+//! KernelBench Level 1 (the matrix products 1–4, 6–10, 13 and 16–18, problems 5, 12, 19–40, 47–53, 88, the scans
+//! 89–93 and the losses 94, 96 and 100), each operator declared
 //! as a user would write it: once in plain words (`words`) and once in index notation (`index`), both through
 //! `#[optiml::kernel]`. Times the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both
 //! spellings give the same output, and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`,
@@ -21,6 +22,126 @@ use std::sync::Arc;
 /// The operators in plain words; each lowers to the same program as its index form below.
 mod words {
     use optiml::cudarc::driver::CudaSlice;
+
+    #[optiml::kernel("matmul, f32")]
+    pub fn p1(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul")]
+    pub fn p2(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("batched matmul, f32")]
+    pub fn p3(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        batch: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, f32")]
+    pub fn p4(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("gemm")]
+    pub fn p6(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, float32")]
+    pub fn p7(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, f32")]
+    pub fn p8(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul")]
+    pub fn p9(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("batched matmul, B shared")]
+    pub fn p10(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        batch: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, f32")]
+    pub fn p13(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, A transposed")]
+    pub fn p16(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, B transposed")]
+    pub fn p17(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul, A transposed, B transposed")]
+    pub fn p18(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
 
     #[optiml::kernel("matrix scalar multiplication")]
     pub fn p5(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, s: f32);
@@ -127,11 +248,141 @@ mod words {
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel("hinge loss")]
     pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("cumsum along dim 1")]
+    pub fn p89(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("cumprod along dim 1")]
+    pub fn p90(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("reverse cumsum along dim 1")]
+    pub fn p91(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("exclusive cumsum along dim 1")]
+    pub fn p92(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("masked cumsum along dim 1")]
+    pub fn p93(x: &CudaSlice<f32>, m: &CudaSlice<bool>, y: &mut CudaSlice<f32>, r: usize, c: usize);
 }
 
 /// The same operators in index notation, with other names than the plain words use: renaming changes nothing.
 mod index {
     use optiml::cudarc::driver::CudaSlice;
+
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p1(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p2(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[s, i, j] = sum(l) x[s, i, l] * w[s, l, j]")]
+    pub fn p3(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        s: usize,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("y[i, j] = sum(l) x[i, l] * v[l, j]")]
+    pub fn p4(
+        x: &CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p6(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p7(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p8(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p9(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[s, i, j] = sum(l) x[s, i, l] * w[l, j]")]
+    pub fn p10(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        s: usize,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
+    pub fn p13(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[l, i] * w[l, j]")]
+    pub fn p16(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[j, l]")]
+    pub fn p17(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(l) x[l, i] * w[j, l]")]
+    pub fn p18(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        l: usize,
+    );
 
     #[optiml::kernel("y[i] = x[i] * s")]
     pub fn p5(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, s: f32);
@@ -230,10 +481,55 @@ mod index {
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel("y = mean(i, j) max(0, 1 - x[i, j] * t[j])")]
     pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("y[i, j] = cumsum(j) x[i, j]")]
+    pub fn p89(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel("y[i, j] = cumprod(j) x[i, j]")]
+    pub fn p90(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel("y[i, j] = cumsum(j, reverse) x[i, j]")]
+    pub fn p91(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel("y[i, j] = cumsum(j, exclusive) x[i, j]")]
+    pub fn p92(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel("y[i, j] = cumsum(j) x[i, j] * keep[i, j], bool keep")]
+    pub fn p93(
+        x: &CudaSlice<f32>,
+        keep: &CudaSlice<bool>,
+        y: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+    );
+}
+
+/// A problem's inputs: its f32 tensors (indexed as `x[0]`, `x[1]` …) and, for a masked scan, its mask.
+struct Inputs {
+    values: Vec<CudaSlice<f32>>,
+    mask: Option<CudaSlice<bool>>,
+}
+
+impl std::ops::Index<usize> for Inputs {
+    type Output = CudaSlice<f32>;
+
+    fn index(&self, i: usize) -> &CudaSlice<f32> {
+        &self.values[i]
+    }
+}
+
+impl Inputs {
+    /// The mask of a masked scan (a problem with `Problem::mask`); an empty-buffer error for any other.
+    fn mask(&self) -> Result<&CudaSlice<bool>, optiml::Error> {
+        self.mask
+            .as_ref()
+            .ok_or_else(|| optiml::Error::BufferLength {
+                kernel: "kernelbench",
+                arg: "mask",
+                got: 0,
+                expected: SCAN[0] * SCAN[1],
+                axes: format!("[r={}, c={}]", SCAN[0], SCAN[1]),
+            })
+    }
 }
 
 /// Launches one spelling of a problem's kernel on the harness's buffers.
-type Run = fn(&Arc<CudaStream>, &[CudaSlice<f32>], &mut OutBuf) -> Result<(), optiml::Error>;
+type Run = fn(&Arc<CudaStream>, &Inputs, &mut OutBuf) -> Result<(), optiml::Error>;
 
 /// One KernelBench problem.
 struct Problem {
@@ -242,6 +538,10 @@ struct Problem {
     words: &'static str,
     /// The v0.1 input shapes.
     inputs: Vec<Vec<usize>>,
+    /// The shape of a boolean mask input, after the others (93).
+    mask: Option<Vec<usize>>,
+    /// Floating-point operations, for a matrix product (compute-bound: its rate is FLOP/s, not bytes).
+    flops: Option<f64>,
     /// The output's shape; `true` for indices (i64).
     output: (Vec<usize>, bool),
     params: Vec<f32>,
@@ -274,6 +574,8 @@ macro_rules! map {
             name: $name,
             words: $w,
             inputs: vec![$shape.to_vec()],
+            mask: None,
+            flops: None,
             output: ($shape.to_vec(), false),
             params: vec![],
             run: [
@@ -293,11 +595,86 @@ macro_rules! loss {
             name: $name,
             words: $w,
             inputs: vec![LOSS.to_vec(), $t.to_vec()],
+            mask: None,
+            flops: None,
             output: (vec![], false),
             params: vec![],
             run: [
                 |s, x, y| words::$f(s, &x[0], &x[1], f32_out(y)),
                 |s, x, y| index::$f(s, &x[0], &x[1], f32_out(y)),
+            ],
+        }
+    };
+}
+
+/// A matrix product `[m, k] · [k, n]` (the inputs as KernelBench stores them, transposed or not), both spellings with the
+/// extents in the wrappers' order (m, n, k).
+macro_rules! mm {
+    ($n:expr, $name:expr, $w:literal, $a:expr, $b:expr, [$m:expr, $nn:expr, $k:expr], $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![$a.to_vec(), $b.to_vec()],
+            mask: None,
+            flops: Some(2.0 * $m as f64 * $nn as f64 * $k as f64),
+            output: (vec![$m, $nn], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], &x[1], f32_out(y), $m, $nn, $k),
+                |s, x, y| index::$f(s, &x[0], &x[1], f32_out(y), $m, $nn, $k),
+            ],
+        }
+    };
+    ($n:expr, $name:expr, $w:literal, $a:expr, $b:expr, [$batch:expr, $m:expr, $nn:expr, $k:expr], $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![$a.to_vec(), $b.to_vec()],
+            mask: None,
+            flops: Some(2.0 * $batch as f64 * $m as f64 * $nn as f64 * $k as f64),
+            output: (vec![$batch, $m, $nn], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], &x[1], f32_out(y), $batch, $m, $nn, $k),
+                |s, x, y| index::$f(s, &x[0], &x[1], f32_out(y), $batch, $m, $nn, $k),
+            ],
+        }
+    };
+}
+
+/// A scan along dim 1 of [`SCAN`] (89–93), with a mask of the same shape when `$mask`.
+macro_rules! scan {
+    ($n:expr, $name:expr, $w:literal, $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![SCAN.to_vec()],
+            mask: None,
+            flops: None,
+            output: (SCAN.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], f32_out(y), SCAN[0], SCAN[1]),
+                |s, x, y| index::$f(s, &x[0], f32_out(y), SCAN[0], SCAN[1]),
+            ],
+        }
+    };
+    ($n:expr, $name:expr, $w:literal, $f:ident, mask) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![SCAN.to_vec()],
+            mask: Some(SCAN.to_vec()),
+            flops: None,
+            output: (SCAN.to_vec(), false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], x.mask()?, f32_out(y), SCAN[0], SCAN[1]),
+                |s, x, y| index::$f(s, &x[0], x.mask()?, f32_out(y), SCAN[0], SCAN[1]),
             ],
         }
     };
@@ -311,6 +688,8 @@ macro_rules! rows {
             name: $name,
             words: $w,
             inputs: vec![$shape.to_vec()],
+            mask: None,
+            flops: None,
             output: ($shape.to_vec(), false),
             params: vec![],
             run: [
@@ -329,6 +708,8 @@ macro_rules! dim1 {
             name: $name,
             words: $w,
             inputs: vec![R3.to_vec()],
+            mask: None,
+            flops: None,
             output: (vec![R3[0], R3[2]], $index),
             params: vec![],
             run: [
@@ -351,14 +732,135 @@ const NORM4: [usize; 4] = [112, 64, 512, 512];
 const BN4: [usize; 4] = [64, 64, 512, 512];
 const R3: [usize; 3] = [128, 4096, 4095];
 const LOSS: [usize; 2] = [32768, 32768];
+const SCAN: [usize; 2] = [32768, 32768];
 
 fn problems() -> Vec<Problem> {
     vec![
+        mm!(
+            1,
+            "Square matmul",
+            "matmul, f32",
+            [4096, 4096],
+            [4096, 4096],
+            [4096, 4096, 4096],
+            p1
+        ),
+        mm!(
+            2,
+            "Standard matmul",
+            "matmul",
+            [2048, 8192],
+            [8192, 4096],
+            [2048, 4096, 8192],
+            p2
+        ),
+        mm!(
+            3,
+            "Batched matmul",
+            "batched matmul, f32",
+            [128, 512, 1024],
+            [128, 1024, 2048],
+            [128, 512, 2048, 1024],
+            p3
+        ),
+        mm!(
+            4,
+            "Matrix × vector",
+            "matmul, f32",
+            [2048, 1048576],
+            [1048576, 1],
+            [2048, 1, 1048576],
+            p4
+        ),
+        mm!(
+            6,
+            "Matmul, large K",
+            "gemm",
+            [256, 524288],
+            [524288, 256],
+            [256, 256, 524288],
+            p6
+        ),
+        mm!(
+            7,
+            "Matmul, small K",
+            "matmul, float32",
+            [32768, 64],
+            [64, 32768],
+            [32768, 32768, 64],
+            p7
+        ),
+        mm!(
+            8,
+            "Matmul, irregular shapes",
+            "matmul, f32",
+            [8205, 2949],
+            [2949, 5921],
+            [8205, 5921, 2949],
+            p8
+        ),
+        mm!(
+            9,
+            "Tall skinny matmul",
+            "matmul",
+            [32768, 32],
+            [32, 32768],
+            [32768, 32768, 32],
+            p9
+        ),
+        mm!(
+            10,
+            "3D tensor × matrix",
+            "batched matmul, B shared",
+            [16, 1024, 2048],
+            [2048, 768],
+            [16, 1024, 768, 2048],
+            p10
+        ),
+        // KernelBench makes A and B symmetric; a product of symmetric matrices is a plain product.
+        mm!(
+            13,
+            "Symmetric matmul",
+            "matmul, f32",
+            [4096, 4096],
+            [4096, 4096],
+            [4096, 4096, 4096],
+            p13
+        ),
+        mm!(
+            16,
+            "Matmul, A transposed",
+            "matmul, A transposed",
+            [8192, 2048],
+            [8192, 4096],
+            [2048, 4096, 8192],
+            p16
+        ),
+        mm!(
+            17,
+            "Matmul, B transposed",
+            "matmul, B transposed",
+            [2048, 8192],
+            [4096, 8192],
+            [2048, 4096, 8192],
+            p17
+        ),
+        mm!(
+            18,
+            "Matmul, both transposed",
+            "matmul, A transposed, B transposed",
+            [8192, 2048],
+            [4096, 8192],
+            [2048, 4096, 8192],
+            p18
+        ),
         Problem {
             number: 5,
             name: "Matrix scalar multiplication",
             words: "matrix scalar multiplication",
             inputs: vec![vec![65536, 16384]],
+            mask: None,
+            flops: None,
             output: (vec![65536, 16384], false),
             params: vec![SCALAR],
             run: [
@@ -371,6 +873,8 @@ fn problems() -> Vec<Problem> {
             name: "diag(A) @ B",
             words: "diag(A) @ B",
             inputs: vec![vec![4096], vec![4096, 4096]],
+            mask: None,
+            flops: None,
             output: (vec![4096, 4096], false),
             params: vec![],
             run: [
@@ -397,6 +901,8 @@ fn problems() -> Vec<Problem> {
             name: "BatchNorm (training mode)",
             words: "batch norm, training mode, eps 1e-5",
             inputs: vec![BN4.to_vec()],
+            mask: None,
+            flops: None,
             output: (BN4.to_vec(), false),
             params: vec![],
             run: [
@@ -409,6 +915,8 @@ fn problems() -> Vec<Problem> {
             name: "InstanceNorm",
             words: "instance norm",
             inputs: vec![NORM4.to_vec()],
+            mask: None,
+            flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
             run: [
@@ -421,6 +929,8 @@ fn problems() -> Vec<Problem> {
             name: "GroupNorm (8 groups)",
             words: "group norm, groups 8",
             inputs: vec![NORM4.to_vec()],
+            mask: None,
+            flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
             run: [
@@ -453,6 +963,8 @@ fn problems() -> Vec<Problem> {
             name: "RMSNorm (over channels)",
             words: "rms norm over dim 1 of a 4-D tensor, eps 1e-5",
             inputs: vec![NORM4.to_vec()],
+            mask: None,
+            flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
             run: [
@@ -465,6 +977,8 @@ fn problems() -> Vec<Problem> {
             name: "FrobeniusNorm",
             words: "frobenius norm",
             inputs: vec![NORM4.to_vec()],
+            mask: None,
+            flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
             run: [
@@ -477,6 +991,8 @@ fn problems() -> Vec<Problem> {
             name: "L1Norm",
             words: "l1 norm over dim 1",
             inputs: vec![ROWS38.to_vec()],
+            mask: None,
+            flops: None,
             output: (ROWS38.to_vec(), false),
             params: vec![],
             run: [
@@ -489,6 +1005,8 @@ fn problems() -> Vec<Problem> {
             name: "L2Norm",
             words: "l2 norm along rows",
             inputs: vec![ROWS38.to_vec()],
+            mask: None,
+            flops: None,
             output: (ROWS38.to_vec(), false),
             params: vec![],
             run: [
@@ -505,6 +1023,8 @@ fn problems() -> Vec<Problem> {
                 vec![64, 256, 256],
                 vec![64, 256, 256],
             ],
+            mask: None,
+            flops: None,
             output: (vec![16, 64, 256, 256], false),
             params: vec![],
             run: [
@@ -561,6 +1081,11 @@ fn problems() -> Vec<Problem> {
             false
         ),
         map!(88, "MinGPTNewGelu", "minGPT new gelu", [8192, 8192], p88),
+        scan!(89, "cumsum", "cumsum along dim 1", p89),
+        scan!(90, "cumprod", "cumprod along dim 1", p90),
+        scan!(91, "cumsum reverse", "reverse cumsum along dim 1", p91),
+        scan!(92, "cumsum exclusive", "exclusive cumsum along dim 1", p92),
+        scan!(93, "masked cumsum", "masked cumsum along dim 1", p93, mask),
         loss!(94, "MSELoss", "mse loss", LOSS, p94),
         loss!(96, "HuberLoss", "smooth l1 loss", LOSS, p96),
         // The targets broadcast along the predictions' last axis, as in PyTorch.
@@ -624,17 +1149,18 @@ fn run(
     let index_text = index_text(p.number);
     let index_spec = optiml_spec::parse(index_text)?;
     let same_program = words_spec.canonical() == index_spec.canonical();
-    let inputs: Vec<CudaSlice<f32>> = p
+    let seed = |i: usize| 0x1234_5678 ^ (p.number << 8) ^ i as u32;
+    let values: Vec<CudaSlice<f32>> = p
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, shape)| {
-            h.input(
-                shape.iter().product(),
-                0x1234_5678 ^ (p.number << 8) ^ i as u32,
-            )
-        })
+        .map(|(i, shape)| h.input(shape.iter().product(), seed(i)))
         .collect::<Result<_, _>>()?;
+    let mask = match &p.mask {
+        Some(shape) => Some(h.mask(shape.iter().product(), seed(p.inputs.len()))?),
+        None => None,
+    };
+    let inputs = Inputs { values, mask };
     let len: usize = p.output.0.iter().product();
     let alloc = |h: &Harness| -> Result<OutBuf, BoxError> {
         Ok(if p.output.1 {
@@ -659,7 +1185,20 @@ fn run(
         .iter()
         .map(|s| s.iter().product::<usize>() * 4)
         .sum::<usize>()
+        + p.mask
+            .iter()
+            .map(|s| s.iter().product::<usize>())
+            .sum::<usize>()
         + len * if p.output.1 { 8 } else { 4 };
+    let mut described: Vec<serde_json::Value> = p
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| json!({"shape": s, "seed": seed(i), "dtype": "f32"}))
+        .collect();
+    if let Some(s) = &p.mask {
+        described.push(json!({"shape": s, "seed": seed(p.inputs.len()), "dtype": "bool"}));
+    }
     Ok(json!({
         "problem": p.number,
         "name": p.name,
@@ -668,7 +1207,7 @@ fn run(
         "canonical": words_spec.canonical(),
         "words_equals_index": same_program,
         "spellings_agree": spellings_agree,
-        "inputs": p.inputs.iter().enumerate().map(|(i, s)| json!({"shape": s, "seed": 0x1234_5678 ^ (p.number << 8) ^ i as u32})).collect::<Vec<_>>(),
+        "inputs": described,
         "params": p.params,
         "outputs": [{"shape": p.output.0, "dtype": if p.output.1 { "i64" } else { "f32" }, "samples": samples, "count": count}],
         "optiml_ms": t.median_ms,
@@ -676,6 +1215,7 @@ fn run(
         "optiml_max_ms": t.max_ms,
         "optiml_host_us": host_us,
         "min_bytes": bytes,
+        "flops": p.flops,
     }))
 }
 
@@ -683,6 +1223,13 @@ fn run(
 /// attributes themselves, so they cannot be generated from this table).
 fn index_text(number: u32) -> &'static str {
     match number {
+        1 | 2 | 6 | 7 | 8 | 9 | 13 => "c[i, j] = sum(l) x[i, l] * w[l, j]",
+        3 => "c[s, i, j] = sum(l) x[s, i, l] * w[s, l, j]",
+        4 => "y[i, j] = sum(l) x[i, l] * v[l, j]",
+        10 => "c[s, i, j] = sum(l) x[s, i, l] * w[l, j]",
+        16 => "c[i, j] = sum(l) x[l, i] * w[l, j]",
+        17 => "c[i, j] = sum(l) x[i, l] * w[j, l]",
+        18 => "c[i, j] = sum(l) x[l, i] * w[j, l]",
         5 => "y[i] = x[i] * s",
         12 => "out[i, j] = d[i] * m[i, j]",
         19 => "y[i] = relu(x[i])",
@@ -735,6 +1282,11 @@ fn index_text(number: u32) -> &'static str {
             "y = mean(i) where(abs(x[i] - t[i]) < 1, 0.5 * (x[i] - t[i])^2, abs(x[i] - t[i]) - 0.5)"
         }
         100 => "y = mean(i, j) max(0, 1 - x[i, j] * t[j])",
+        89 => "y[i, j] = cumsum(j) x[i, j]",
+        90 => "y[i, j] = cumprod(j) x[i, j]",
+        91 => "y[i, j] = cumsum(j, reverse) x[i, j]",
+        92 => "y[i, j] = cumsum(j, exclusive) x[i, j]",
+        93 => "y[i, j] = cumsum(j) x[i, j] * keep[i, j], bool keep",
         _ => "",
     }
 }

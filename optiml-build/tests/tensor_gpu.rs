@@ -7,7 +7,7 @@
 
 use optiml_build::eval::{EvalSetup, Evaluable, GpuEvaluator, TimingPlan, WorkerCommand};
 use optiml_build::families::tensor::codegen::{
-    self, ColumnSchedule, PointwiseSchedule, RowSchedule, Shape, TreeSchedule,
+    self, ColumnSchedule, PointwiseSchedule, RowSchedule, ScanSchedule, Shape, TreeSchedule,
 };
 use optiml_build::families::tensor::{Extents, gate, min_bytes};
 use optiml_build::search::{Evaluator, Outcome, Tunable};
@@ -111,6 +111,15 @@ const SPECS: &[&str] = &[
     "layer norm, bf16",
     "argmax over dim 1 of a 3-D tensor, i32 indices",
     "sum over dim 1 of a 3-D tensor, f16",
+    "cumsum along dim 1",
+    "cumprod along dim 1",
+    "reverse cumsum along dim 1",
+    "exclusive cumsum along dim 1",
+    "masked cumsum along dim 1",
+    "cumsum along dim 1, bf16",
+    "y[a, b, k] = cumsum(b, reverse, exclusive) x[a, b, k] * m[a, b, k], bool m",
+    "y[a, b, k] = cummax(b) x[a, b, k], bf16",
+    "y[a, b, k] = cumprod(b) (x[a, b, k] * w[b] + s)",
 ];
 
 /// A dispatch size of about 2²⁴ elements: reduced dimensions 4096 (2048 in 4-D programs), the others sharing
@@ -262,7 +271,7 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
     let per = optiml_spec::env::var_os("OPTIML_TENSOR_SCHEDULES")
         .and_then(|v| v.to_str().and_then(|v| v.parse().ok()))
         .unwrap_or(5);
-    // `OPTIML_TENSOR_CLASS` (pointwise, rows, columns, tree) keeps the programs of one generator.
+    // `OPTIML_TENSOR_CLASS` (pointwise, rows, columns, tree, scan) keeps the programs of one generator.
     let class =
         optiml_spec::env::var_os("OPTIML_TENSOR_CLASS").map(|c| c.to_string_lossy().into_owned());
     let (mut lines, mut failures) = (Vec::new(), Vec::new());
@@ -308,6 +317,14 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
             }
             Shape::Columns(s) => evaluate(text, s, &lowered, spread::<ColumnSchedule>(arch, per)),
             Shape::Tree(s) => evaluate(text, s, &lowered, spread::<TreeSchedule>(arch, per)),
+            Shape::Scan(s) => {
+                let mut schedules = spread::<ScanSchedule>(arch, per);
+                let own = ScanSchedule::for_scan(&s, arch);
+                if !schedules.contains(&own) {
+                    schedules.push(own);
+                }
+                evaluate(text, s, &lowered, schedules)
+            }
         };
         for line in &l {
             println!("{line}");
@@ -517,6 +534,47 @@ fn sweep_maps(cases: &[(&str, &[usize])], keep: fn(&PointwiseSchedule) -> bool) 
             .filter(keep)
             .collect();
         sweep(text, shape, &lowered, schedules, extents, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every scan schedule on slices of KernelBench's scans (rows of 32768 f32, 8192 of them: 1 GiB in, 1 GiB out):
+/// the inclusive cumsum, the reversed exclusive one (its chunks read from the end) and a masked one; and a scan
+/// along a strided axis. The measurements behind `ScanSchedule::for_scan`; every schedule must pass the gate.
+/// `OPTIML_SCAN_SWEEP` (a substring of the spec) keeps some.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn scans_across_their_schedule_space() {
+    let only = optiml_spec::env::var_os("OPTIML_SCAN_SWEEP")
+        .map(|o| o.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cases: &[(&str, &[usize])] = &[
+        ("cumsum along dim 1", &[8192, 32768]),
+        (
+            "y[r, c] = cumsum(c, reverse, exclusive) x[r, c]",
+            &[8192, 32768],
+        ),
+        ("masked cumsum along dim 1", &[8192, 32768]),
+        ("y[a, b, k] = cumsum(b) x[a, b, k]", &[64, 4096, 1024]),
+    ];
+    let mut failures = Vec::new();
+    for (text, extents) in cases {
+        if !text.contains(only.as_str()) {
+            continue;
+        }
+        let Shape::Scan(shape) = shape_of(text) else {
+            panic!("{text} is not a scan");
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(extents).unwrap();
+        sweep(
+            text,
+            shape,
+            &lowered,
+            ScanSchedule::space(),
+            extents,
+            &mut failures,
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -141,6 +141,7 @@ fn program_call(program: &Program, binding: &Binding, name: &str) -> TokenStream
         (Elem::Float, DType::F16) => quote!(#rt::Elem::F16),
         (Elem::I64, _) => quote!(#rt::Elem::I64),
         (Elem::I32, _) => quote!(#rt::Elem::I32),
+        (Elem::Bool, _) => quote!(#rt::Elem::Bool),
     };
     let tensor = |name: &str, axes: &[usize], e: Elem| {
         let axes = axes.iter().map(|&a| a as u16);

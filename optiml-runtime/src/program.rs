@@ -45,6 +45,8 @@ pub enum Elem {
     I64,
     /// `i32`.
     I32,
+    /// `bool` (a mask: one byte, 0 or 1).
+    Bool,
 }
 
 impl Elem {
@@ -56,6 +58,7 @@ impl Elem {
             Elem::F16 => "f16",
             Elem::I64 => "i64",
             Elem::I32 => "i32",
+            Elem::Bool => "bool",
         }
     }
 }
@@ -73,6 +76,8 @@ pub enum In<'a> {
     I64(&'a CudaSlice<i64>),
     /// `i32` elements.
     I32(&'a CudaSlice<i32>),
+    /// `bool` elements (masks).
+    Bool(&'a CudaSlice<bool>),
 }
 
 /// An output buffer.
@@ -105,6 +110,13 @@ macro_rules! buffer_from {
 }
 buffer_from!(f32 => F32, bf16 => Bf16, f16 => F16, i64 => I64, i32 => I32);
 
+// Masks are inputs only: no program computes a boolean.
+impl<'a> From<&'a CudaSlice<bool>> for In<'a> {
+    fn from(b: &'a CudaSlice<bool>) -> Self {
+        In::Bool(b)
+    }
+}
+
 impl In<'_> {
     fn elem(&self) -> Elem {
         match self {
@@ -113,6 +125,7 @@ impl In<'_> {
             In::F16(_) => Elem::F16,
             In::I64(_) => Elem::I64,
             In::I32(_) => Elem::I32,
+            In::Bool(_) => Elem::Bool,
         }
     }
 
@@ -123,6 +136,7 @@ impl In<'_> {
             In::F16(b) => b.len(),
             In::I64(b) => b.len(),
             In::I32(b) => b.len(),
+            In::Bool(b) => b.len(),
         }
     }
 
@@ -138,6 +152,7 @@ impl In<'_> {
             In::F16(b) => check::buffer(kernel, stream, arg, b, 0),
             In::I64(b) => check::buffer(kernel, stream, arg, b, 0),
             In::I32(b) => check::buffer(kernel, stream, arg, b, 0),
+            In::Bool(b) => check::buffer(kernel, stream, arg, b, 0),
         }
     }
 }
@@ -497,6 +512,7 @@ fn launch_checked(
                 In::F16(b) => builder.arg(*b),
                 In::I64(b) => builder.arg(*b),
                 In::I32(b) => builder.arg(*b),
+                In::Bool(b) => builder.arg(*b),
             };
         }
         for b in args.outputs.iter_mut() {

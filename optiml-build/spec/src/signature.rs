@@ -229,6 +229,10 @@ fn program_params(program: &Program) -> (Vec<Expected>, Vec<(String, u64)>) {
             name: "i32",
             path: "i32",
         },
+        Elem::Bool => ElemType {
+            name: "bool",
+            path: "bool",
+        },
     };
     let index = |i: usize| u16::try_from(i).unwrap_or(u16::MAX);
     let mut out = Vec::new();

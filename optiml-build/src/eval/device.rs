@@ -61,6 +61,7 @@ struct Support {
     round16: CudaFunction,
     to16: CudaFunction,
     from16: CudaFunction,
+    to_mask: CudaFunction,
     poison: CudaFunction,
     count_poisoned: CudaFunction,
     gather: CudaFunction,
@@ -203,6 +204,7 @@ impl Bench {
             round16: f("optiml_round16")?,
             to16: f("optiml_to16")?,
             from16: f("optiml_from16")?,
+            to_mask: f("optiml_to_mask")?,
             poison: f("optiml_poison")?,
             count_poisoned: f("optiml_count_poisoned")?,
             gather: f("optiml_gather")?,
@@ -406,6 +408,18 @@ impl Bench {
             .map_err(fault("widening 16-bit values"))
     }
 
+    /// Writes the mask `values > 0` into `mask` (as many elements as the shorter holds).
+    pub fn to_mask(&self, values: &CudaSlice<f32>, mask: &mut CudaSlice<bool>) -> Result<(), Stop> {
+        let n = values.len().min(mask.len()) as i64;
+        let mut b = self.stream.launch_builder(&self.support.to_mask);
+        b.arg(values).arg(&mut *mask).arg(&n);
+        // SAFETY: `optiml_to_mask(const float*, unsigned char*, long long)` touches indices below `n`, the
+        // shorter buffer's length; `bool` is one byte, and the kernel writes only 0 or 1.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("drawing a mask"))
+    }
+
     /// Overwrites the flush buffer, so the next run starts with nothing of its inputs in L2.
     pub fn flush_l2(&mut self) -> Result<(), Stop> {
         let Some(mut flush) = self.flush.take() else {
@@ -561,6 +575,7 @@ mod tests {
             "optiml_round16",
             "optiml_to16",
             "optiml_from16",
+            "optiml_to_mask",
             "optiml_poison",
             "optiml_count_poisoned",
             "optiml_gather",

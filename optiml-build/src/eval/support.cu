@@ -122,6 +122,14 @@ extern "C" __global__ void optiml_to16(const float* src, unsigned short* dst, lo
     }
 }
 
+// A boolean mask (one byte, 0 or 1) from f32 values: true where positive.
+extern "C" __global__ void optiml_to_mask(const float* src, unsigned char* dst, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        dst[i] = src[i] > 0.f ? 1 : 0;
+    }
+}
+
 extern "C" __global__ void optiml_from16(const unsigned short* src, float* dst, long long n, int dtype) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {

@@ -335,6 +335,7 @@ mod tests {
             "softmax over the last axis",
             "sum over dim 1 of a 3-D tensor",
             "frobenius norm",
+            "cumsum along dim 1",
         ];
         let mut seen = Vec::new();
         for text in specs {

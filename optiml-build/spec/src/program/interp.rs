@@ -20,6 +20,10 @@
 //!   NaN. `Argmax` and `Argmin` give the linear position, in that order, of the first extreme value; ties go to
 //!   the smallest position, and the first NaN counts as the extreme (as in PyTorch). A `Sum` of nothing is 0 and
 //!   a `Prod` of nothing is 1. Every other reduction of nothing is an error ([`InterpError::EmptyReduction`]).
+//! - A [`Scan`] evaluates its body at every element of its statement, then folds it along the scanned axis in
+//!   the scan's order with the reduction's rules; an exclusive element is the fold of the positions before it
+//!   (0, 1, −∞ or +∞ for none). Each element's scale is that of the fold up to it (a prefix sum's
+//!   `Σ (Eᵢ + |tᵢ|)` over the prefix).
 //! - [`Expr::Input`] and [`Expr::Value`] load a tensor at the current values of its axes. A reduction may rebind
 //!   an axis of its statement (the module example's `y[r, c] = e[r, c] / sum(c) e[r, c]`); inside the
 //!   reduction, the variable runs over the reduction.
@@ -81,7 +85,7 @@
 //! contiguous runs across `threads` threads. Every element is computed the same way whatever the split, so the
 //! results do not depend on the thread count, bit for bit.
 
-use super::{Binary, Elem, Expr, Program, Reduce, Stmt, Unary};
+use super::{Binary, Elem, Expr, Program, Reduce, Scan, Stmt, Unary};
 use std::fmt;
 
 /// An input's host values, dense and row-major in the input's axes.
@@ -89,7 +93,7 @@ use std::fmt;
 pub enum HostTensor<'a> {
     /// A floating input ([`Elem::Float`]): the values as the kernel sees them (bf16/f16 storage widened exactly).
     Float(&'a [f32]),
-    /// An integer input ([`Elem::I64`] or [`Elem::I32`]).
+    /// An integer input ([`Elem::I64`] or [`Elem::I32`]), or a mask ([`Elem::Bool`]: 0 or 1).
     Int(&'a [i64]),
 }
 
@@ -312,7 +316,29 @@ pub fn eval(
     let sampled = sample.map(|s| (s.dim, s.values.as_slice()));
     let mut stored: Vec<Reference> = Vec::with_capacity(program.stmts.len());
     for index in 0..program.stmts.len() {
-        let reference = {
+        let reference = if let Expr::Scan(scan, body) = &program.stmts[index].expr {
+            // The body, evaluated at every element as a statement of its own, then folded along the axis.
+            let mut unscanned = program.clone();
+            unscanned.stmts[index].expr = (**body).clone();
+            let code = Compiler {
+                program: &unscanned,
+                index,
+                extents,
+                iter_extents: &iter_extents,
+                sampled: sample.map(|s| s.dim),
+                inputs,
+                params,
+                stored: &stored,
+                bound: Vec::new(),
+                lane: None,
+                depth: 0,
+                max_depth: 0,
+                caches: 0,
+            }
+            .compile()?;
+            let terms = run_stmt(&code, program.dims.len(), sampled, threads);
+            scan_along(&program.stmts[index], *scan, terms, &iter_extents)?
+        } else {
             let code = Compiler {
                 program,
                 index,
@@ -376,7 +402,8 @@ fn check_args(
         }
         let kind_ok = matches!(
             (decl.elem, host),
-            (Elem::Float, HostTensor::Float(_)) | (Elem::I64 | Elem::I32, HostTensor::Int(_))
+            (Elem::Float, HostTensor::Float(_))
+                | (Elem::I64 | Elem::I32 | Elem::Bool, HostTensor::Int(_))
         );
         if !kind_ok {
             return Err(InterpError::InputKind {
@@ -415,6 +442,66 @@ fn check_args(
         }
     }
     Ok(())
+}
+
+/// Folds `terms` (a statement's body at every element, dense in its axes) along the scan's axis.
+fn scan_along(
+    stmt: &Stmt,
+    scan: Scan,
+    terms: Reference,
+    extents: &[usize],
+) -> Result<Reference, InterpError> {
+    let malformed = |reason: &str| InterpError::Malformed {
+        stmt: stmt.name.clone(),
+        reason: reason.into(),
+    };
+    let Some(k) = stmt.axes.iter().position(|&a| a == scan.dim) else {
+        return Err(malformed(
+            "scans along a dimension that is not an axis of the statement",
+        ));
+    };
+    if !Scan::OPS.contains(&scan.op) {
+        return Err(malformed(
+            "scans with an operation other than sum, prod, max or min",
+        ));
+    }
+    let n = extents[scan.dim];
+    let inner: usize = stmt.axes[k + 1..].iter().map(|&a| extents[a]).product();
+    let Reference { values, scales } = terms;
+    let mut out = Reference {
+        values: vec![0.0; values.len()],
+        scales: vec![0.0; values.len()],
+    };
+    if n == 0 || inner == 0 {
+        return Ok(out);
+    }
+    for line in 0..values.len() / n {
+        let (o, i) = (line / inner, line % inner);
+        let mut acc = Acc {
+            op: scan.op,
+            value: 0.0,
+            scale: 0.0,
+            at: 0,
+        };
+        for step in 0..n {
+            let j = if scan.reverse { n - 1 - step } else { step };
+            let at = (o * n + j) * inner + i;
+            let (v, e) = if scan.exclusive && step == 0 {
+                (scan.identity(), 0.0)
+            } else if scan.exclusive {
+                acc.finish(step)
+            } else {
+                acc.add(values[at], scales[at], step);
+                acc.finish(step + 1)
+            };
+            if scan.exclusive {
+                acc.add(values[at], scales[at], step);
+            }
+            out.values[at] = v;
+            out.scales[at] = if e.is_nan() { f64::INFINITY } else { e };
+        }
+    }
+    Ok(out)
 }
 
 /// The element count of a tensor with `axes`, or None on overflow.
@@ -734,6 +821,12 @@ impl<'p, 'a> Compiler<'p, 'a> {
                 self.depth -= 2;
                 ops.push(Op::Select { at: self.depth - 1 });
                 wc.saturating_add(wa).saturating_add(wb).saturating_add(1)
+            }
+            Expr::Scan(..) => {
+                return Err(self.malformed(
+                    "holds a scan inside its expression; a scan must be a statement's whole expression"
+                        .into(),
+                ));
             }
             Expr::Reduce(op, over, body) => {
                 for (k, &d) in over.iter().enumerate() {
@@ -1154,6 +1247,7 @@ impl Machine<'_> {
 }
 
 /// A running reduction.
+#[derive(Clone, Copy)]
 struct Acc {
     op: Reduce,
     value: f64,
@@ -1961,6 +2055,100 @@ mod tests {
         assert_eq!(r.values, vec![11.0, (1u64 << 40) as f64]);
         // 11: one rounding of the sum. 2⁴⁰: exact in f32, so again one rounding of the sum only.
         assert_eq!(r.scales, vec![11.0, (1u64 << 40) as f64]);
+    }
+
+    #[test]
+    fn scans_fold_along_their_axis_in_either_direction() {
+        use crate::program::notation::parse;
+        // Rows of 70 cross the block width; the scanned axis is the middle one of three in the strided case.
+        let (rows, n) = (3, 70);
+        let xs = noise(rows * n, 7, 2.0);
+        let mask: Vec<i64> = (0..rows * n).map(|i| i64::from(i % 3 != 0)).collect();
+        let direct = |reverse: bool, exclusive: bool, masked: bool| {
+            let mut out = vec![0.0; rows * n];
+            for r in 0..rows {
+                let mut acc = 0.0;
+                for step in 0..n {
+                    let c = if reverse { n - 1 - step } else { step };
+                    let t = f64::from(xs[r * n + c])
+                        * if masked { mask[r * n + c] as f64 } else { 1.0 };
+                    if exclusive {
+                        out[r * n + c] = acc;
+                        acc += t;
+                    } else {
+                        acc += t;
+                        out[r * n + c] = acc;
+                    }
+                }
+            }
+            out
+        };
+        for (text, reverse, exclusive, masked) in [
+            ("y[r, c] = cumsum(c) x[r, c]", false, false, false),
+            ("y[r, c] = cumsum(c, reverse) x[r, c]", true, false, false),
+            ("y[r, c] = cumsum(c, exclusive) x[r, c]", false, true, false),
+            (
+                "y[r, c] = cumsum(c, reverse, exclusive) x[r, c]",
+                true,
+                true,
+                false,
+            ),
+            (
+                "y[r, c] = cumsum(c) x[r, c] * m[r, c], bool m",
+                false,
+                false,
+                true,
+            ),
+        ] {
+            let p = parse(text).unwrap();
+            let mut inputs = vec![HostTensor::Float(&xs)];
+            if masked {
+                inputs.push(HostTensor::Int(&mask));
+            }
+            let r = eval1(&p, &[rows, n], &inputs, &[]);
+            assert_eq!(r.values, direct(reverse, exclusive, masked), "{text}");
+            // The scale is the prefix's sum of magnitudes: it never falls along the scan.
+            let first = if reverse { n - 1 } else { 0 };
+            let last = if reverse { 0 } else { n - 1 };
+            assert!(r.scales[last] >= r.scales[first], "{text}");
+            if exclusive {
+                assert_eq!((r.values[first], r.scales[first]), (0.0, 0.0), "{text}");
+            }
+            // A sample of rows gives those rows' values.
+            let sample = Sample {
+                dim: 0,
+                values: vec![2, 0],
+            };
+            let part = eval(&p, &[rows, n], &inputs, &[], Some(&sample), 2).unwrap();
+            assert_eq!(part[0].values[..n], r.values[2 * n..], "{text}");
+            assert_eq!(part[0].values[n..], r.values[..n], "{text}");
+        }
+        // A product and a running max along a strided (middle) axis: y[a, b, k], b scanned.
+        let (na, nb, nk) = (2, 5, 3);
+        let xs = noise(na * nb * nk, 9, 1.5);
+        let at = |a: usize, b: usize, k: usize| (a * nb + b) * nk + k;
+        for (text, prod) in [
+            ("y[a, b, k] = cumprod(b) x[a, b, k]", true),
+            ("y[a, b, k] = cummax(b) x[a, b, k]", false),
+        ] {
+            let p = parse(text).unwrap();
+            let r = eval1(&p, &[na, nb, nk], &[HostTensor::Float(&xs)], &[]);
+            for a in 0..na {
+                for k in 0..nk {
+                    let mut acc = f64::from(xs[at(a, 0, k)]);
+                    for b in 0..nb {
+                        let v = f64::from(xs[at(a, b, k)]);
+                        if b > 0 {
+                            acc = if prod { acc * v } else { acc.max(v) };
+                        }
+                        assert_eq!(r.values[at(a, b, k)], acc, "{text} at {a} {b} {k}");
+                    }
+                }
+            }
+        }
+        // The scanned axis is never sampled.
+        let p = parse("y[r, c] = cumsum(c) x[r, c]").unwrap();
+        assert_eq!(sampleable(&p), vec![0]);
     }
 
     #[test]

@@ -27,6 +27,9 @@
 //!   parsed program never shadows; the interpreter accepts a hand-built one that does.
 //! - [`Reduce::Argmax`] and [`Reduce::Argmin`] appear only as the whole expression of a statement whose
 //!   [`Stmt::elem`] is an integer type; every other statement is [`Elem::Float`].
+//! - A scan ([`Expr::Scan`]: `cumsum(c) x[r, c]`) appears only as the whole expression of a statement that has
+//!   the scanned dimension as an axis, and its body holds no reduction or scan. It binds nothing: its body is
+//!   evaluated at every position of the scanned dimension up to the element's own (or from it, reversed).
 //! - Arithmetic is f32 in kernels and f64 in the interpreter; [`Program::dtype`] is the storage type of every
 //!   floating tensor, inputs and outputs alike (intermediates a kernel keeps on chip are f32).
 
@@ -96,6 +99,8 @@ pub enum Elem {
     I64,
     /// 32-bit signed integer.
     I32,
+    /// A boolean stored as one byte, 0 or 1 (PyTorch's `bool`): masks. Read as 0.0 or 1.0.
+    Bool,
 }
 
 /// An expression, evaluated at one element of its statement (every dimension variable in scope has a value).
@@ -118,6 +123,48 @@ pub enum Expr {
     /// A reduction of the body over every combination of the listed dimensions (indices into
     /// [`Program::dims`]).
     Reduce(Reduce, Vec<usize>, Box<Expr>),
+    /// A running reduction of the body along one of the statement's axes ([`Scan`]): `cumsum(c) x[r, c]`.
+    Scan(Scan, Box<Expr>),
+}
+
+/// A running reduction (prefix scan) along one dimension: the element at position `i` folds the body's values
+/// at positions `0..=i` in increasing order, or `i..n` in decreasing order when reversed; an exclusive scan
+/// leaves out position `i` itself (its first element is the fold of nothing: 0 for a sum, 1 for a product).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scan {
+    /// How values fold: [`Reduce::Sum`], [`Reduce::Prod`], [`Reduce::Max`] or [`Reduce::Min`].
+    pub op: Reduce,
+    /// The scanned dimension: an index into [`Program::dims`], and an axis of the statement.
+    pub dim: usize,
+    /// From the last position towards the first (`cumsum(x.flip(d), d).flip(d)`).
+    pub reverse: bool,
+    /// Each element leaves out its own position's value.
+    pub exclusive: bool,
+}
+
+impl Scan {
+    /// The operations a scan folds with.
+    pub const OPS: [Reduce; 4] = [Reduce::Sum, Reduce::Prod, Reduce::Max, Reduce::Min];
+
+    /// The name index notation spells it with: `cumsum`, `cumprod`, `cummax`, `cummin`.
+    pub fn name(self) -> &'static str {
+        match self.op {
+            Reduce::Prod => "cumprod",
+            Reduce::Max => "cummax",
+            Reduce::Min => "cummin",
+            _ => "cumsum",
+        }
+    }
+
+    /// The value of a fold of nothing (an exclusive scan's first element).
+    pub fn identity(self) -> f64 {
+        match self.op {
+            Reduce::Prod => 1.0,
+            Reduce::Max => f64::NEG_INFINITY,
+            Reduce::Min => f64::INFINITY,
+            _ => 0.0,
+        }
+    }
 }
 
 // Programs are keys (hashed, compared); their constants are never NaN (the builder refuses one), so bitwise
@@ -147,6 +194,10 @@ impl std::hash::Hash for Expr {
             Expr::Reduce(op, over, body) => {
                 op.hash(state);
                 over.hash(state);
+                body.hash(state);
+            }
+            Expr::Scan(scan, body) => {
+                scan.hash(state);
                 body.hash(state);
             }
         }
@@ -297,6 +348,7 @@ impl Elem {
             Elem::Float => dtype.bytes(),
             Elem::I64 => 8,
             Elem::I32 => 4,
+            Elem::Bool => 1,
         }
     }
 
@@ -306,6 +358,7 @@ impl Elem {
             Elem::Float => dtype.rust_type(),
             Elem::I64 => "i64",
             Elem::I32 => "i32",
+            Elem::Bool => "bool",
         }
     }
 }
@@ -339,8 +392,8 @@ impl Program {
             .collect())
     }
 
-    /// The dimensions some reduction binds, in order: the reduced lengths a kernel and its test plan care about,
-    /// and the ones a sample must never restrict.
+    /// The dimensions some reduction binds or some scan runs along, in order: the reduced lengths a kernel and
+    /// its test plan care about, and the ones a sample must never restrict.
     pub fn reduced_dims(&self) -> Vec<usize> {
         fn walk(e: &Expr, out: &mut Vec<usize>) {
             match e {
@@ -357,6 +410,10 @@ impl Program {
                 }
                 Expr::Reduce(_, over, body) => {
                     out.extend(over);
+                    walk(body, out);
+                }
+                Expr::Scan(scan, body) => {
+                    out.push(scan.dim);
                     walk(body, out);
                 }
             }

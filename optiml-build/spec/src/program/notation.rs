@@ -69,7 +69,7 @@
 //! operations deep (`a + b + …` with more than 128 terms) is refused with an error, so parsing is linear and never
 //! exhausts the stack.
 
-use super::{Binary, DimDecl, Elem, Expr, Program, Reduce, Stmt, TensorDecl, Unary};
+use super::{Binary, DimDecl, Elem, Expr, Program, Reduce, Scan, Stmt, TensorDecl, Unary};
 use crate::error::SpecError;
 use crate::model::{DType, Dim};
 use std::collections::BTreeSet;
@@ -148,6 +148,15 @@ const REDUCTIONS: &[(&str, Reduce)] = &[
     ("prod", Reduce::Prod),
     ("argmax", Reduce::Argmax),
     ("argmin", Reduce::Argmin),
+];
+
+/// Running reductions (scans) along one axis of their statement: `cumsum(c) x[r, c]`, with the modifiers
+/// `reverse` and `exclusive` after the dimension (`cumsum(c, reverse, exclusive)`).
+const SCANS: &[(&str, Reduce)] = &[
+    ("cumsum", Reduce::Sum),
+    ("cumprod", Reduce::Prod),
+    ("cummax", Reduce::Max),
+    ("cummin", Reduce::Min),
 ];
 
 /// Every tensor, dimension and parameter may become a parameter of a generated Rust function.
@@ -686,6 +695,8 @@ enum Kind<'a> {
     Load(Name<'a>, Vec<Name<'a>>),
     Call(Name<'a>, Vec<Node<'a>>),
     Reduce(Reduce, Vec<Name<'a>>, Box<Node<'a>>),
+    /// A scan: the dimension, then its modifiers.
+    Scan(Reduce, Vec<Name<'a>>, Box<Node<'a>>),
     Neg(Box<Node<'a>>),
     Bin(Binary, Box<Node<'a>>, Box<Node<'a>>),
 }
@@ -700,6 +711,8 @@ enum OptAst<'a> {
     DType(DType, Pos),
     Fix(Name<'a>, f64, Pos),
     Indices(Elem, Pos),
+    /// `bool m`, `i64 t`: an input's element type.
+    Input(Name<'a>, Elem, Pos),
 }
 
 struct Ast<'a> {
@@ -752,7 +765,7 @@ impl<'a> Parser<'a, '_> {
             Kind::Call(f, args) => {
                 args.iter().map(|a| a.depth).max().unwrap_or(0) + usize::from(f.s == "clamp")
             }
-            Kind::Reduce(_, _, a) | Kind::Neg(a) => a.depth,
+            Kind::Reduce(_, _, a) | Kind::Scan(_, _, a) | Kind::Neg(a) => a.depth,
             Kind::Bin(_, a, b) => a.depth.max(b.depth),
         };
         if child + 1 > MAX_DEPTH {
@@ -870,30 +883,39 @@ impl<'a> Parser<'a, '_> {
                         "kernels are generated for f32, bf16 and f16",
                     ));
                 }
-                Tk::Ident if matches!(lower.as_str(), "i32" | "int32" | "i64" | "int64") => {
+                Tk::Ident
+                    if matches!(lower.as_str(), "i32" | "int32" | "i64" | "int64" | "bool") =>
+                {
                     let n = self.tok();
                     let next = self.text[n.byte..n.end].to_ascii_lowercase();
-                    if n.kind != Tk::Ident || !matches!(next.as_str(), "indices" | "index") {
-                        return Err(self.err(
-                            n,
-                            format!("`{word}` alone is not an option"),
+                    if n.kind != Tk::Ident {
+                        let hint = if lower == "bool" {
+                            "write `bool m` for an input `m` of that type (a mask)".to_string()
+                        } else {
                             format!(
-                                "write `{lower} indices` for the type of argmax/argmin results"
-                            ),
-                        ));
+                                "write `{lower} indices` for the type of argmax/argmin results, or `{lower} m` for an input `m` of that type"
+                            )
+                        };
+                        return Err(self.err(n, format!("`{word}` alone is not an option"), hint));
                     }
                     self.bump();
-                    let elem = if lower.contains("32") {
+                    let elem = if lower == "bool" {
+                        Elem::Bool
+                    } else if lower.contains("32") {
                         Elem::I32
                     } else {
                         Elem::I64
                     };
-                    OptAst::Indices(elem, t.pos())
+                    if elem != Elem::Bool && matches!(next.as_str(), "indices" | "index") {
+                        OptAst::Indices(elem, t.pos())
+                    } else {
+                        OptAst::Input(self.name(n), elem, t.pos())
+                    }
                 }
                 Tk::Ident => {
                     let known = [
                         "f32", "bf16", "f16", "float32", "bfloat16", "fp16", "half", "i32", "i64",
-                        "indices",
+                        "indices", "bool",
                     ];
                     let hint = match closest(&lower, known.iter().copied()) {
                         Some(c) => format!(
@@ -1135,6 +1157,18 @@ impl<'a> Parser<'a, '_> {
 
     /// `name(…)` at `(`: a reduction when every argument is a bare name and a value follows, else a call.
     fn call(&mut self, name: Name<'a>) -> Res<Node<'a>> {
+        let scan = SCANS.iter().find(|(n, _)| *n == name.s).map(|(_, r)| *r);
+        if let Some(op) = scan
+            && let Some(head) = self.reduction_head()
+        {
+            self.nesting += 1;
+            if self.nesting > MAX_NESTING {
+                return Err(self.too_deep());
+            }
+            let body = self.binary(3)?;
+            self.nesting -= 1;
+            return self.node(Kind::Scan(op, head, Box::new(body)), name.pos);
+        }
         let op = REDUCTIONS
             .iter()
             .find(|(n, _)| *n == name.s)
@@ -1367,11 +1401,34 @@ impl<'a> Resolver<'a> {
                     indices = Some(*pos);
                     self.indices = *e;
                 }
-                OptAst::Fix(..) => {}
+                OptAst::Fix(..) | OptAst::Input(..) => {}
             }
         }
         for st in &ast.stmts {
             self.statement(st)?;
+        }
+        for opt in &ast.opts {
+            if let OptAst::Input(name, elem, pos) = opt {
+                let Some(input) = self.inputs.iter_mut().find(|t| t.name == name.s) else {
+                    let known: Vec<&str> = self.inputs.iter().map(|t| t.name.as_str()).collect();
+                    return Err(self.err(
+                        name.pos,
+                        format!("`{}` is not an input of the program", show(name.s)),
+                        format!(
+                            "a type option names an input the statements read; the inputs are {}",
+                            list(&known)
+                        ),
+                    ));
+                };
+                if input.elem != Elem::Float {
+                    return Err(self.err(
+                        *pos,
+                        format!("the type of `{}` is given twice", show(name.s)),
+                        "give it once",
+                    ));
+                }
+                input.elem = *elem;
+            }
         }
         for opt in &ast.opts {
             if let OptAst::Fix(name, value, pos) = opt {
@@ -1427,6 +1484,7 @@ impl<'a> Resolver<'a> {
                 .collect();
             all.extend(FUNCTIONS.iter().map(|(f, _)| *f));
             all.extend(REDUCTIONS.iter().map(|(f, _)| *f));
+            all.extend(SCANS.iter().map(|(f, _)| *f));
             all.extend(RUST_KEYWORDS);
             all
         });
@@ -1448,7 +1506,10 @@ impl<'a> Resolver<'a> {
                 "name it something else, or write a finite number",
             ));
         }
-        if FUNCTIONS.iter().any(|(f, _)| *f == s) || REDUCTIONS.iter().any(|(f, _)| *f == s) {
+        if FUNCTIONS.iter().any(|(f, _)| *f == s)
+            || REDUCTIONS.iter().any(|(f, _)| *f == s)
+            || SCANS.iter().any(|(f, _)| *f == s)
+        {
             return Err(self.err(
                 name.pos,
                 format!("`{s}` is a function, not {role}"),
@@ -1497,7 +1558,8 @@ impl<'a> Resolver<'a> {
                     self.prepass(a)?;
                 }
             }
-            Kind::Neg(a) => self.prepass(a)?,
+            // A scan's head names an axis its statement declares, then modifiers: nothing to declare.
+            Kind::Neg(a) | Kind::Scan(_, _, a) => self.prepass(a)?,
             Kind::Bin(_, a, b) => {
                 self.prepass(a)?;
                 self.prepass(b)?;
@@ -1670,6 +1732,7 @@ impl<'a> Resolver<'a> {
             }
             Kind::Call(name, args) => self.call(*name, args, cx, n.pos),
             Kind::Reduce(op, over, body) => self.reduce(*op, over, body, cx, root, n.pos),
+            Kind::Scan(op, head, body) => self.scan(*op, head, body, cx, root, n.pos),
         }
     }
 
@@ -1750,6 +1813,100 @@ impl<'a> Resolver<'a> {
             return Ok(Expr::Reduce(op, all, inner_body.clone()));
         }
         Ok(Expr::Reduce(op, dims, Box::new(body)))
+    }
+
+    /// `cumsum(c, reverse, exclusive) body`: the whole right side of a statement indexed by `c`.
+    #[inline(never)]
+    fn scan(
+        &mut self,
+        op: Reduce,
+        head: &[Name<'a>],
+        body: &Node<'a>,
+        cx: &mut Cx<'a>,
+        root: bool,
+        pos: Pos,
+    ) -> Res<Expr> {
+        let mut scan = Scan {
+            op,
+            dim: 0,
+            reverse: false,
+            exclusive: false,
+        };
+        let name = scan.name();
+        if !root {
+            return Err(self.err(
+                pos,
+                format!("`{name}` must be the whole right side of its statement"),
+                format!(
+                    "write it alone, as in `c[r, k] = {name}(k) x[r, k]`, and use `c` in a later statement"
+                ),
+            ));
+        }
+        let (dim, modifiers) = head.split_first().expect("a reduction head has a name");
+        let Some(&d) = self.dim_of.get(dim.s) else {
+            return Err(self.err(
+                dim.pos,
+                format!(
+                    "`{name}` scans along `{}`, which indexes no tensor",
+                    show(dim.s)
+                ),
+                format!(
+                    "name an axis of `{}`, as in `y[r, c] = {name}(c) x[r, c]`",
+                    show(cx.name)
+                ),
+            ));
+        };
+        if !cx.axes.contains(&d) {
+            return Err(self.err(
+                dim.pos,
+                format!(
+                    "`{name}` scans along `{}`, which is not an axis of `{}`",
+                    show(dim.s),
+                    show(cx.name)
+                ),
+                format!(
+                    "a scan keeps the axis it runs along: write `{}[…, {}, …] = {name}({}) …`",
+                    show(cx.name),
+                    show(dim.s),
+                    show(dim.s)
+                ),
+            ));
+        }
+        scan.dim = d;
+        for m in modifiers {
+            let flag = match m.s {
+                "reverse" | "reversed" => &mut scan.reverse,
+                "exclusive" => &mut scan.exclusive,
+                other => {
+                    return Err(self.err(
+                        m.pos,
+                        format!("`{}` is not a modifier of `{name}`", show(other)),
+                        format!(
+                            "a scan runs along one dimension; after it come `reverse` and `exclusive`, as in `{name}({}, reverse)`",
+                            show(dim.s)
+                        ),
+                    ));
+                }
+            };
+            if *flag {
+                return Err(self.err(
+                    m.pos,
+                    format!("`{}` appears twice in `{name}(…)`", show(m.s)),
+                    "give each modifier once",
+                ));
+            }
+            *flag = true;
+        }
+        if scan.exclusive && matches!(op, Reduce::Max | Reduce::Min) {
+            return Err(self.err(
+                pos,
+                format!("`exclusive` applies to `cumsum` and `cumprod`, not `{name}`"),
+                "a running max or min of nothing has no value; drop `exclusive`",
+            ));
+        }
+        let body = self.expr(body, cx, false)?;
+        cx.used_free.insert(d);
+        Ok(Expr::Scan(scan, Box::new(body)))
     }
 
     fn bare(&mut self, name: Name<'a>, cx: &mut Cx<'a>) -> Res<Expr> {
@@ -1969,13 +2126,21 @@ impl<'a> Resolver<'a> {
                     format!("write `{0}(c) x[r, c]`; `{0}(…)` needs bare index variables and a value right after the `)`", op.name()),
                 ));
             }
+            if SCANS.iter().any(|(f, _)| *f == s) {
+                return Err(self.err(
+                    pos,
+                    format!("`{s}` is a scan: its dimension (and `reverse`, `exclusive`) go in `(…)` and its body follows"),
+                    format!("write `y[r, c] = {s}(c) x[r, c]`; `{s}(…)` needs bare names and a value right after the `)`"),
+                ));
+            }
             let names = FUNCTIONS
                 .iter()
                 .map(|(f, _)| *f)
-                .chain(REDUCTIONS.iter().map(|(f, _)| *f));
+                .chain(REDUCTIONS.iter().map(|(f, _)| *f))
+                .chain(SCANS.iter().map(|(f, _)| *f));
             let hint = match closest(s, names) {
                 Some(c) => format!("did you mean `{c}`?"),
-                None => "functions: exp log log1p expm1 tanh erf sqrt rsqrt abs sigmoid neg relu square max min pow where clamp; reductions: sum mean max min prod argmax argmin".into(),
+                None => "functions: exp log log1p expm1 tanh erf sqrt rsqrt abs sigmoid neg relu square max min pow where clamp; reductions: sum mean max min prod argmax argmin; scans: cumsum cumprod cummax cummin".into(),
             };
             return Err(self.err(pos, format!("unknown function `{}`", show(s)), hint));
         };
@@ -2094,13 +2259,19 @@ impl<'a> Resolver<'a> {
                 self.collect_free(body, &mut inner);
                 out.extend(inner.into_iter().filter(|d| !over.contains(d)));
             }
+            Expr::Scan(scan, body) => {
+                out.insert(scan.dim);
+                self.collect_free(body, out);
+            }
         }
     }
 
     /// Moves every reduction that is not a statement's whole expression into a statement of its own.
     fn lift(&mut self, e: &mut Expr, root: bool, base: &str) {
         match e {
-            Expr::Unary(_, a) | Expr::Reduce(_, _, a) => self.lift(a, false, base),
+            Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) => {
+                self.lift(a, false, base);
+            }
             Expr::Binary(_, a, b) => {
                 self.lift(a, false, base);
                 self.lift(b, false, base);
@@ -2162,7 +2333,7 @@ fn binders(n: &Node<'_>, dim_of: &Map<&str, usize>, out: &mut Map<usize, (Pos, R
             binders(body, dim_of, out);
         }
         Kind::Call(_, args) => args.iter().for_each(|a| binders(a, dim_of, out)),
-        Kind::Neg(a) => binders(a, dim_of, out),
+        Kind::Neg(a) | Kind::Scan(_, _, a) => binders(a, dim_of, out),
         Kind::Bin(_, a, b) => {
             binders(a, dim_of, out);
             binders(b, dim_of, out);
@@ -2173,7 +2344,7 @@ fn binders(n: &Node<'_>, dim_of: &Map<&str, usize>, out: &mut Map<usize, (Pos, R
 
 fn has_load(n: &Node<'_>) -> bool {
     match &n.kind {
-        Kind::Load(..) | Kind::Reduce(..) => true,
+        Kind::Load(..) | Kind::Reduce(..) | Kind::Scan(..) => true,
         Kind::Call(_, args) => args.iter().any(has_load),
         Kind::Neg(a) => has_load(a),
         Kind::Bin(_, a, b) => has_load(a) || has_load(b),
@@ -2185,7 +2356,7 @@ fn mark_reads(e: &Expr, read: &mut [bool]) {
     match e {
         Expr::Value(j) => read[*j] = true,
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => {}
-        Expr::Unary(_, a) | Expr::Reduce(_, _, a) => mark_reads(a, read),
+        Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) => mark_reads(a, read),
         Expr::Binary(_, a, b) => {
             mark_reads(a, read);
             mark_reads(b, read);
@@ -2402,6 +2573,15 @@ impl<'p> Printer<'p> {
                 out.push(format!("indices {}", each.join(" ")));
             }
         }
+        for (i, t) in self.p.inputs.iter().enumerate() {
+            if t.elem != Elem::Float {
+                out.push(format!(
+                    "{} {}",
+                    t.elem.rust_type(self.p.dtype),
+                    self.inputs[i]
+                ));
+            }
+        }
         out.join(", ")
     }
 
@@ -2443,7 +2623,7 @@ impl<'p> Printer<'p> {
     fn ends_open(&self, e: &Expr) -> bool {
         let tail = |b: &Expr, min: u8| self.level(b) >= min && self.ends_open(b);
         match self.view(e) {
-            Expr::Reduce(..) => true,
+            Expr::Reduce(..) | Expr::Scan(..) => true,
             Expr::Unary(Unary::Neg, a) => tail(a, 3),
             Expr::Binary(op, _, b) => match op {
                 Binary::Mul | Binary::Div | Binary::Pow => tail(b, 3),
@@ -2555,6 +2735,25 @@ impl<'p> Printer<'p> {
                     out.push_str(", ");
                     self.go(b, 0, false, out);
                     out.push(')');
+                }
+            }
+            Expr::Scan(scan, body) => {
+                let mut head = self.axes(&[scan.dim]);
+                if scan.reverse {
+                    head.push_str(", reverse");
+                }
+                if scan.exclusive {
+                    head.push_str(", exclusive");
+                }
+                let _ = write!(out, "{}({head}) ", scan.name());
+                let mut text = String::new();
+                self.go(body, 2, false, &mut text);
+                if text.starts_with('-') {
+                    out.push('(');
+                    out.push_str(&text);
+                    out.push(')');
+                } else {
+                    out.push_str(&text);
                 }
             }
             Expr::Reduce(op, over, body) => {
@@ -2771,6 +2970,67 @@ mod tests {
     }
 
     #[test]
+    fn scans_run_along_an_axis_of_their_statement() {
+        let p = ok("y[r, c] = cumsum(c) x[r, c]");
+        assert_eq!(
+            p.stmts[0].expr,
+            Expr::Scan(
+                Scan {
+                    op: Reduce::Sum,
+                    dim: 1,
+                    reverse: false,
+                    exclusive: false
+                },
+                Box::new(Expr::Input(0))
+            )
+        );
+        // Modifiers in any order; the body is the rest of the product, a mask among it.
+        let p = ok("y[r, c] = cumsum(c, exclusive, reverse) x[r, c] * m[r, c], bool m");
+        let Expr::Scan(scan, body) = &p.stmts[0].expr else {
+            panic!("{p}")
+        };
+        assert!(scan.reverse && scan.exclusive);
+        assert!(matches!(body.as_ref(), Expr::Binary(Binary::Mul, ..)));
+        assert_eq!(p.inputs[1].elem, Elem::Bool);
+        assert_eq!(p.reduced_dims(), vec![1]);
+        // A strided scan: along the middle axis.
+        let p = ok("y[a, b, k] = cumprod(b) x[a, b, k]");
+        assert!(matches!(&p.stmts[0].expr, Expr::Scan(s, _) if s.dim == 1 && s.op == Reduce::Prod));
+        // Integer inputs take a type the same way.
+        let p = ok("y[r] = x[r] * t[r], i64 t");
+        assert_eq!(p.inputs[1].elem, Elem::I64);
+        assert!(p.to_string().ends_with("i64 t"), "{p}");
+        for (text, parts) in [
+            (
+                "y[r, c] = 2 * cumsum(c) x[r, c]",
+                &["`cumsum` must be the whole right side", "later statement"][..],
+            ),
+            (
+                "y[r] = cumsum(c) x[r, c]",
+                &["not an axis of `y`", "keeps the axis"],
+            ),
+            (
+                "y[r, c] = cumsum(c, backwards) x[r, c]",
+                &["`backwards` is not a modifier", "reverse"],
+            ),
+            (
+                "y[r, c] = cumsum(c, reverse, reverse) x[r, c]",
+                &["appears twice"],
+            ),
+            ("y[r, c] = cumsum(x[r, c])", &["is a scan", "cumsum(c)"]),
+            (
+                "y[r, c] = cummax(c, exclusive) x[r, c]",
+                &["`exclusive` applies to `cumsum` and `cumprod`"],
+            ),
+            ("y[r] = x[r], bool m", &["`m` is not an input", "`x`"]),
+            ("y[r] = x[r], bool x, bool x", &["given twice"]),
+            ("y[r] = x[r], bool", &["alone is not an option", "`bool m`"]),
+        ] {
+            has(&fails(text), parts);
+        }
+    }
+
+    #[test]
     fn line_breaks_separate_statements_only_between_them() {
         let one = ok("m[r] = max(c) x[r, c]; y[r, c] = x[r, c] - m[r]");
         assert_eq!(ok("m[r] = max(c) x[r, c]\ny[r, c] = x[r, c] - m[r]\n"), one);
@@ -2818,6 +3078,8 @@ mod tests {
             "t[i] = x[i] * s; u[i] = t[i] / (1 + abs(t[i])) >= 0.5, f16",
             "i[r] = argmax(c) x[r, c] * 2, i32 indices",
             "y[i] = x[i] * 1e-300 + 1.5e300 * x[i] - 123456789012345680000",
+            "y[r, c] = cumsum(c, reverse, exclusive) x[r, c] * m[r, c], bool m",
+            "y[b, c, k] = cumprod(c) (-x[b, c, k]); z[b, c, k] = cummax(c, reverse) y[b, c, k] * 2",
         ] {
             let p = ok(text);
             let shown = p.to_string();

@@ -125,6 +125,11 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("argmax", "argmax over dim 1 of a 3-D tensor"),
     ("argmin", "argmin over dim 1 of a 3-D tensor, i32 indices"),
     ("sum", "sum over all elements"),
+    ("cumsum", "cumsum along dim 1"),
+    ("cumsum", "reverse cumsum, dim=1"),
+    ("cumsum", "exclusive cumulative sum along rows"),
+    ("cumsum", "masked cumsum along dim 1"),
+    ("cumprod", "cumprod over dim 1 of a 3-D tensor"),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,6 +168,8 @@ enum Op {
     Min,
     Argmax,
     Argmin,
+    Cumsum,
+    Cumprod,
 }
 
 /// Groups of argument phrases an operator may take.
@@ -181,6 +188,12 @@ enum Class {
     SoftplusArgs,
     Indices,
     Mode,
+    /// A scan's direction.
+    Direction,
+    /// Whether a scan's element includes its own position.
+    Inclusion,
+    /// A boolean mask multiplying a scan's input.
+    Mask,
 }
 
 impl Op {
@@ -220,6 +233,8 @@ impl Op {
             Op::Min => "min",
             Op::Argmax => "argmax",
             Op::Argmin => "argmin",
+            Op::Cumsum => "cumsum",
+            Op::Cumprod => "cumprod",
         }
     }
 
@@ -249,6 +264,8 @@ impl Op {
             Op::GroupNorm => &[Rank, Eps, Affine, Groups],
             Op::Sum | Op::Mean | Op::Max | Op::Min => &[Axis, Rank, KeepDim],
             Op::Argmax | Op::Argmin => &[Axis, Rank, KeepDim, Indices],
+            Op::Cumsum => &[Axis, Rank, Direction, Inclusion, Mask],
+            Op::Cumprod => &[Axis, Rank, Direction, Inclusion],
         }
     }
 
@@ -257,6 +274,10 @@ impl Op {
             self,
             Op::Sum | Op::Mean | Op::Max | Op::Min | Op::Argmax | Op::Argmin
         )
+    }
+
+    fn is_scan(self) -> bool {
+        matches!(self, Op::Cumsum | Op::Cumprod)
     }
 }
 
@@ -288,6 +309,10 @@ enum Arg {
     BadDType(&'static str),
     Training,
     Eval,
+    Reverse,
+    Exclusive,
+    Inclusive,
+    Masked,
 }
 
 impl Arg {
@@ -306,6 +331,9 @@ impl Arg {
             Arg::Beta | Arg::Threshold => Class::SoftplusArgs,
             Arg::I32 | Arg::I64 => Class::Indices,
             Arg::Training | Arg::Eval => Class::Mode,
+            Arg::Reverse => Class::Direction,
+            Arg::Exclusive | Arg::Inclusive => Class::Inclusion,
+            Arg::Masked => Class::Mask,
             Arg::DType(_) | Arg::BadDType(_) => return None,
         })
     }
@@ -338,6 +366,10 @@ impl Arg {
             Arg::DType(_) | Arg::BadDType(_) => "bf16",
             Arg::Training => "training mode",
             Arg::Eval => "eval mode",
+            Arg::Reverse => "reverse",
+            Arg::Exclusive => "exclusive",
+            Arg::Inclusive => "inclusive",
+            Arg::Masked => "masked",
         }
     }
 }
@@ -347,6 +379,7 @@ fn accepts(op: Op) -> String {
     let mut out: Vec<&str> = Vec::new();
     for class in op.takes() {
         let shown: &[&str] = match class {
+            Class::Axis if op.is_scan() => &["along dim 1", "along rows", "along columns"],
             Class::Axis if op.is_reduction() => &[
                 "over the last axis",
                 "over dim 1",
@@ -370,6 +403,9 @@ fn accepts(op: Op) -> String {
             Class::SoftplusArgs => &["beta 1", "threshold 20"],
             Class::Indices => &["i32 indices"],
             Class::Mode => &["training mode"],
+            Class::Direction => &["reverse"],
+            Class::Inclusion => &["exclusive"],
+            Class::Mask => &["masked"],
         };
         out.extend(shown);
     }
@@ -507,6 +543,27 @@ const PHRASES: &[(&str, Meaning)] = {
         ("arg max", O(Op::Argmax, None)),
         ("argmin", O(Op::Argmin, None)),
         ("arg min", O(Op::Argmin, None)),
+        ("cumsum", O(Op::Cumsum, None)),
+        ("cum sum", O(Op::Cumsum, None)),
+        ("cumulative sum", O(Op::Cumsum, None)),
+        ("prefix sum", O(Op::Cumsum, None)),
+        ("running sum", O(Op::Cumsum, None)),
+        ("cumprod", O(Op::Cumprod, None)),
+        ("cum prod", O(Op::Cumprod, None)),
+        ("cumulative product", O(Op::Cumprod, None)),
+        ("prefix product", O(Op::Cumprod, None)),
+        ("running product", O(Op::Cumprod, None)),
+        ("reverse", A(Arg::Reverse)),
+        ("reversed", A(Arg::Reverse)),
+        ("backwards", A(Arg::Reverse)),
+        ("backward", A(Arg::Reverse)),
+        ("flipped", A(Arg::Reverse)),
+        ("exclusive", A(Arg::Exclusive)),
+        ("inclusive", A(Arg::Inclusive)),
+        ("masked", A(Arg::Masked)),
+        ("mask", A(Arg::Masked)),
+        ("boolean mask", A(Arg::Masked)),
+        ("bool mask", A(Arg::Masked)),
         // Axes.
         ("last axis", A(Arg::Last)),
         ("last dim", A(Arg::Last)),
@@ -1030,6 +1087,9 @@ struct Args {
     threshold: Option<f64>,
     indices: Option<Arg>,
     dtype: Option<DType>,
+    reverse: bool,
+    exclusive: bool,
+    masked: bool,
 }
 
 fn build(
@@ -1129,6 +1189,10 @@ fn build(
             }
             Arg::Threshold => a.threshold = Some(value),
             Arg::I32 | Arg::I64 => a.indices = Some(*arg),
+            Arg::Reverse => a.reverse = true,
+            Arg::Exclusive => a.exclusive = true,
+            Arg::Inclusive => {}
+            Arg::Masked => a.masked = true,
             Arg::DType(_) | Arg::BadDType(_) => {}
         }
     }
@@ -1194,6 +1258,16 @@ fn build(
         Op::BatchNorm | Op::InstanceNorm | Op::GroupNorm => {
             channel_norm(op, implied_rank, &a, bad)?
         }
+        Op::Cumsum | Op::Cumprod => {
+            let (rank, along) = axes(op, &a, bad)?;
+            if let (&[], Some((_, _, said))) = (along.as_slice(), &a.axis) {
+                return Err(bad(
+                    said,
+                    "a scan runs along one axis: say which, as in `along dim 1`".into(),
+                ));
+            }
+            scan(op, rank, along[0], &a)
+        }
         _ => {
             let (rank, reduced) = axes(op, &a, bad)?;
             axis_op(op, rank, &reduced, &a)
@@ -1230,6 +1304,16 @@ fn axes(
 ) -> Result<(usize, Vec<usize>), SpecError> {
     let given = a.rank.as_ref().map(|(r, _)| *r);
     let Some((kind, k, said)) = &a.axis else {
+        if op.is_scan() {
+            let n = op.name();
+            return Err(SpecError::Ambiguous {
+                what: format!("`{n}` without an axis"),
+                hint: format!(
+                    "it runs along one axis, as PyTorch's `dim` says: `{n} along dim 1`, `{n} along rows` (the last \
+                     axis) or `{n} along columns`"
+                ),
+            });
+        }
         if op.is_reduction() {
             let n = op.name();
             return Err(SpecError::Ambiguous {
@@ -1256,6 +1340,10 @@ fn axes(
                 "columns are those of a 2-D tensor: say `over dim 0` for another rank".into(),
             )),
         },
+        Arg::LastK if op.is_scan() => Err(bad(
+            said,
+            "a scan runs along one axis: say which, as in `along dim 1`".into(),
+        )),
         Arg::LastK => {
             let k = *k;
             if k < 1 {
@@ -1389,6 +1477,30 @@ fn axis_op(op: Op, rank: usize, reduced: &[usize], a: &Args) -> String {
             };
             format!("{} = {r}({over}) {x}", at("y", &kept))
         }
+    }
+}
+
+/// `y[…] = cumsum(d, reverse, exclusive) x[…]` along axis `along` of a rank-`rank` tensor (`r, c` for the last axis
+/// of a 2-D one), times a boolean mask `m` of the same shape when masked.
+fn scan(op: Op, rank: usize, along: usize, a: &Args) -> String {
+    let names: Vec<String> = if rank == 2 && along == 1 {
+        vec!["r".into(), "c".into()]
+    } else {
+        (0..rank).map(|i| format!("d{i}")).collect()
+    };
+    let all = pick(&names, |_| true);
+    let mut head = names[along].clone();
+    if a.reverse {
+        head.push_str(", reverse");
+    }
+    if a.exclusive {
+        head.push_str(", exclusive");
+    }
+    let name = op.name();
+    if a.masked {
+        format!("y[{all}] = {name}({head}) x[{all}] * m[{all}], bool m")
+    } else {
+        format!("y[{all}] = {name}({head}) x[{all}]")
     }
 }
 
@@ -1745,6 +1857,30 @@ mod tests {
             "max over the last 2 axes of a 3-D tensor",
             "o[p] = max(k, q) t[p, k, q]",
         ),
+        ("cumsum along dim 1", "o[a, b] = cumsum(b) t[a, b]"),
+        ("torch.cumsum(x, dim=1)", "o[a, b] = cumsum(b) t[a, b]"),
+        ("cumulative sum along rows", "o[a, b] = cumsum(b) t[a, b]"),
+        ("cumsum along columns", "o[a, b] = cumsum(a) t[a, b]"),
+        (
+            "reverse cumsum, dim=1",
+            "o[a, b] = cumsum(b, reverse) t[a, b]",
+        ),
+        (
+            "exclusive cumulative sum along rows",
+            "o[a, b] = cumsum(b, exclusive) t[a, b]",
+        ),
+        (
+            "masked cumsum along dim 1",
+            "o[a, b] = cumsum(b) t[a, b] * k[a, b], bool k",
+        ),
+        (
+            "cumprod over dim 1 of a 3-D tensor",
+            "o[p, k, q] = cumprod(k) t[p, k, q]",
+        ),
+        (
+            "reversed exclusive prefix product along dim -1, bf16",
+            "o[a, b] = cumprod(b, exclusive, reverse) t[a, b], bf16",
+        ),
     ];
 
     #[test]
@@ -1917,6 +2053,19 @@ mod tests {
             m.contains("ambiguous") && m.contains("of a 3-D tensor"),
             "{m}"
         );
+        let m = error("cumsum").to_string();
+        assert!(
+            m.contains("`cumsum along dim 1`") && m.contains("`cumsum along columns`"),
+            "{m}"
+        );
+        let m = error("cumsum over all elements").to_string();
+        assert!(m.contains("a scan runs along one axis"), "{m}");
+        let m = error("cumsum over the last 2 axes of a 3-D tensor").to_string();
+        assert!(m.contains("a scan runs along one axis"), "{m}");
+        let m = error("masked cumprod along dim 1").to_string();
+        assert_eq!(m, "`masked` does not apply to a cumprod kernel");
+        let m = error("exclusive inclusive cumsum along dim 1").to_string();
+        assert!(m.contains("contradicts `exclusive`"), "{m}");
         let m = error("relu softmax").to_string();
         assert!(m.contains("`relu`, `softmax`"), "{m}");
         let m = error("group norm").to_string();

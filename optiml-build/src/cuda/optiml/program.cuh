@@ -235,6 +235,48 @@ template <class OP> __device__ __forceinline__ float warp_all(float v) {
     return v;
 }
 
+// ---------------------------------------------------------------- scans
+// Lane l ends with the combination of lanes 0..l (Hillis-Steele over shfl_up: a tree fixed by the lane, so a run
+// repeats bit for bit).
+template <class OP> __device__ __forceinline__ float warp_scan(float v) {
+    const int lane = (int)(threadIdx.x & 31u);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const float u = __shfl_up_sync(0xFFFFFFFFu, v, o);
+        if (lane >= o) v = OP::op(u, v);
+    }
+    return v;
+}
+
+// The combination of the totals of the threads before this one in its group of G consecutive threads (G = 1,
+// 32, or the whole block of B threads), and in `all` the group's: what a scan step adds to each thread's own
+// running values. A block-wide group uses `warps` (B / 32 floats of shared memory) and two barriers; every thread
+// of the block must call it.
+template <class OP, int G, int B>
+__device__ __forceinline__ float group_scan(float total, float& all, float* warps) {
+    if (G == 1) {
+        all = total;
+        return OP::id();
+    }
+    const int lane = (int)(threadIdx.x & 31u);
+    const float inc = warp_scan<OP>(total);
+    float before = __shfl_up_sync(0xFFFFFFFFu, inc, 1);
+    before = lane == 0 ? OP::id() : before;
+    if (G == 32) {
+        all = __shfl_sync(0xFFFFFFFFu, inc, 31);
+        return before;
+    }
+    const int warp = (int)(threadIdx.x >> 5);
+    __syncthreads();  // the previous step's readers of `warps` are done
+    if (lane == 31) warps[warp] = inc;
+    __syncthreads();
+    // Every warp scans the warp totals itself: no third barrier.
+    const float w = warp_scan<OP>(lane < B / 32 ? warps[lane] : OP::id());
+    all = __shfl_sync(0xFFFFFFFFu, w, B / 32 - 1);
+    const float earlier = __shfl_sync(0xFFFFFFFFu, w, (warp + 31) & 31);
+    return warp == 0 ? before : OP::op(earlier, before);
+}
+
 // Arg reductions: whether (v, i) beats (bv, bi). NaN counts as the extreme (as PyTorch's argmax / argmin); among
 // equals (and among NaNs) the lower index wins, so the result is the first extreme whatever the combine order.
 template <bool MAX>

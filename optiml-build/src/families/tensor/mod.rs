@@ -14,8 +14,8 @@ use crate::eval::{Evaluable, Problem};
 use crate::experts::Candidate;
 use crate::tune::{self, Bucket, Progress, Rate, Request, Target, TuneError};
 use codegen::{
-    ColumnSchedule, ColumnShape, PointwiseSchedule, PointwiseShape, RowSchedule, RowShape, Shape,
-    TreeSchedule, TreeShape,
+    ColumnSchedule, ColumnShape, PointwiseSchedule, PointwiseShape, RowSchedule, RowShape,
+    ScanSchedule, ScanShape, Shape, TreeSchedule, TreeShape,
 };
 use optiml_runtime::Arch;
 use optiml_spec::program::Program;
@@ -43,8 +43,8 @@ fn program(spec: &Spec) -> Option<&Program> {
     }
 }
 
-/// The kernel names of the four shapes, in listings.
-const KERNELS: [&str; 4] = ["pointwise", "rows", "columns", "tree"];
+/// The kernel names of the five shapes, in listings.
+const KERNELS: [&str; 5] = ["pointwise", "rows", "columns", "tree", "scan"];
 
 fn catalog(shape: &Shape) -> Catalog {
     match shape {
@@ -52,6 +52,7 @@ fn catalog(shape: &Shape) -> Catalog {
         Shape::Rows(_) => Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]),
         Shape::Columns(_) => Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]),
         Shape::Tree(_) => Catalog::of::<TreeSchedule>(FAMILY, KERNELS[3]),
+        Shape::Scan(_) => Catalog::of::<ScanSchedule>(FAMILY, KERNELS[4]),
     }
 }
 
@@ -60,7 +61,7 @@ fn catalog(shape: &Shape) -> Catalog {
 /// the kernels it would emit keeps the version cheap (a row program's space holds thousands of schedules) and
 /// never misses a change: any edit of the generator retires every entry it made, and `prepare` carries over the
 /// tuned ones whose CUBIN did not change.
-const GENERATOR: [&str; 9] = [
+const GENERATOR: [&str; 10] = [
     crate::cuda::PROGRAM.text,
     include_str!("codegen/mod.rs"),
     include_str!("codegen/classify.rs"),
@@ -70,6 +71,7 @@ const GENERATOR: [&str; 9] = [
     include_str!("codegen/rows.rs"),
     include_str!("codegen/columns.rs"),
     include_str!("codegen/tree.rs"),
+    include_str!("codegen/scan.rs"),
 ];
 
 impl Family for Tensor {
@@ -139,6 +141,7 @@ impl Family for Tensor {
             Ok(Shape::Rows(s)) => Ok(read_schedule::<RowSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Columns(s)) => Ok(read_schedule::<ColumnSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Tree(s)) => Ok(read_schedule::<TreeSchedule>(schedule)?.candidate(&s)),
+            Ok(Shape::Scan(s)) => Ok(read_schedule::<ScanSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Pointwise(s)) => {
                 Ok(read_schedule::<PointwiseSchedule>(schedule)?.candidate(&s))
             }
@@ -156,6 +159,7 @@ impl Family for Tensor {
             Catalog::of::<RowSchedule>(FAMILY, KERNELS[1]),
             Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]),
             Catalog::of::<TreeSchedule>(FAMILY, KERNELS[3]),
+            Catalog::of::<ScanSchedule>(FAMILY, KERNELS[4]),
         ]
     }
 
@@ -178,6 +182,8 @@ impl Family for Tensor {
             Some(Catalog::of::<ColumnSchedule>(FAMILY, KERNELS[2]))
         } else if is_schedule_of::<TreeSchedule>(schedule) {
             Some(Catalog::of::<TreeSchedule>(FAMILY, KERNELS[3]))
+        } else if is_schedule_of::<ScanSchedule>(schedule) {
+            Some(Catalog::of::<ScanSchedule>(FAMILY, KERNELS[4]))
         } else {
             None
         }
@@ -258,6 +264,7 @@ impl Family for Tensor {
             Shape::Rows(s) => tune::search::<RowSchedule>(request, s, extents, plan, report),
             Shape::Columns(s) => tune::search::<ColumnSchedule>(request, s, extents, plan, report),
             Shape::Tree(s) => tune::search::<TreeSchedule>(request, s, extents, plan, report),
+            Shape::Scan(s) => tune::search::<ScanSchedule>(request, s, extents, plan, report),
         }
     }
 }
@@ -455,7 +462,8 @@ evaluable!(
     PointwiseSchedule => PointwiseShape,
     RowSchedule => RowShape,
     ColumnSchedule => ColumnShape,
-    TreeSchedule => TreeShape
+    TreeSchedule => TreeShape,
+    ScanSchedule => ScanShape
 );
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Which generator covers a program, with the dimension roles it needs; reductions hoisted into statements of
 //! their own first, so every later stage sees a reduction only as the whole expression of a statement.
 
-use optiml_spec::program::{Elem, Expr, Program, Reduce, Stmt};
+use optiml_spec::program::{Elem, Expr, Program, Reduce, Scan, Stmt};
 use std::fmt;
 
 /// What kind of kernel a program is, with the dimension roles the generator needs.
@@ -16,6 +16,21 @@ pub enum Shape {
     /// Reductions of every dimension, or of dimensions on both sides of a kept one (batch statistics): few
     /// items, each far longer than a block, reduced by a two-stage tree across blocks.
     Tree(TreeShape),
+    /// A running reduction along one axis (`cumsum(c) x[r, c]`): one line per combination of the other axes.
+    Scan(ScanShape),
+}
+
+/// A program of one scan statement, `y[…] = cumsum(d) body` with a pointwise body of the inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanShape {
+    /// The program.
+    pub program: Program,
+    /// The scan.
+    pub scan: Scan,
+    /// The output's axes other than the scanned one, outermost first: one line per combination.
+    pub items: Vec<usize>,
+    /// The output's axes after the scanned one: empty when the scanned axis is contiguous.
+    pub inner: Vec<usize>,
 }
 
 /// A program without reductions.
@@ -104,6 +119,26 @@ pub enum Unsupported {
         /// The input.
         input: String,
     },
+    /// A boolean input outside a scan (only scan kernels read masks so far).
+    MaskInput {
+        /// The input.
+        input: String,
+    },
+    /// A scan among other statements (a scan kernel computes one scan of the inputs).
+    ScanNotAlone {
+        /// The scan's statement.
+        stmt: String,
+    },
+    /// A scan whose body holds a reduction or another scan.
+    ScanBody {
+        /// The statement.
+        stmt: String,
+    },
+    /// A tensor a scan reads whose axes are not in the order of the scan's output.
+    ScanLayout {
+        /// The tensor.
+        tensor: String,
+    },
     /// A reduction over no dimension.
     EmptyReduction {
         /// The statement holding it.
@@ -177,6 +212,25 @@ impl fmt::Display for Unsupported {
                 f,
                 "input `{input}` has an integer type; generated kernels read floating inputs only"
             ),
+            Unsupported::MaskInput { input } => write!(
+                f,
+                "input `{input}` is a mask (bool); only scan kernels read masks so far (multiply by a floating mask \
+                 instead)"
+            ),
+            Unsupported::ScanNotAlone { stmt } => write!(
+                f,
+                "`{stmt}` is a scan among other statements; a scan kernel computes one scan of the inputs: write \
+                 the scan's body inline, and what follows it as a program of its own"
+            ),
+            Unsupported::ScanBody { stmt } => write!(
+                f,
+                "the body of the scan `{stmt}` holds a reduction or a scan; a scan kernel scans a pointwise body"
+            ),
+            Unsupported::ScanLayout { tensor } => write!(
+                f,
+                "`{tensor}` lists its axes in another order than the scan's output (a transpose), which scan \
+                 kernels do not read"
+            ),
             Unsupported::EmptyReduction { stmt } => {
                 write!(f, "`{stmt}` reduces over no dimension")
             }
@@ -243,9 +297,17 @@ pub fn classify(program: &Program) -> Result<Shape, Unsupported> {
     let Some(first) = outputs.first() else {
         return Err(Unsupported::NoOutputs);
     };
+    if program.stmts.iter().any(|s| has_scan(&s.expr)) {
+        return classify_scan(program);
+    }
     if let Some(input) = program.inputs.iter().find(|t| t.elem != Elem::Float) {
-        return Err(Unsupported::IntegerInput {
-            input: input.name.clone(),
+        return Err(match input.elem {
+            Elem::Bool => Unsupported::MaskInput {
+                input: input.name.clone(),
+            },
+            _ => Unsupported::IntegerInput {
+                input: input.name.clone(),
+            },
         });
     }
     if !program.stmts.iter().any(|s| has_reduce(&s.expr)) {
@@ -274,6 +336,67 @@ pub fn classify(program: &Program) -> Result<Shape, Unsupported> {
         }));
     }
     classify_reduction(program)
+}
+
+/// A program with a scan: one statement, a pointwise body of float or mask inputs whose axes are the output's
+/// in the output's order.
+fn classify_scan(program: &Program) -> Result<Shape, Unsupported> {
+    let Some(s) = program.stmts.iter().find(|s| has_scan(&s.expr)) else {
+        return Err(Unsupported::Malformed("a scan vanished".into()));
+    };
+    if program.stmts.len() != 1 {
+        return Err(Unsupported::ScanNotAlone {
+            stmt: s.name.clone(),
+        });
+    }
+    let Expr::Scan(scan, body) = &s.expr else {
+        return Err(Unsupported::Malformed(format!(
+            "`{}`: a scan that is not the whole expression",
+            s.name
+        )));
+    };
+    if has_reduce(body) {
+        return Err(Unsupported::ScanBody {
+            stmt: s.name.clone(),
+        });
+    }
+    if let Some(input) = program
+        .inputs
+        .iter()
+        .find(|t| matches!(t.elem, Elem::I64 | Elem::I32))
+    {
+        return Err(Unsupported::IntegerInput {
+            input: input.name.clone(),
+        });
+    }
+    for t in &program.inputs {
+        let mut at = s.axes.iter();
+        if !t.axes.iter().all(|a| at.any(|b| b == a)) {
+            return Err(Unsupported::ScanLayout {
+                tensor: t.name.clone(),
+            });
+        }
+    }
+    let k = s.axes.iter().position(|&a| a == scan.dim).ok_or_else(|| {
+        Unsupported::Malformed(format!("`{}` scans along no axis of its own", s.name))
+    })?;
+    Ok(Shape::Scan(ScanShape {
+        program: program.clone(),
+        scan: *scan,
+        items: s.axes.iter().copied().filter(|&a| a != scan.dim).collect(),
+        inner: s.axes[k + 1..].to_vec(),
+    }))
+}
+
+/// Whether `e` holds a scan.
+pub(crate) fn has_scan(e: &Expr) -> bool {
+    match e {
+        Expr::Scan(..) => true,
+        Expr::Reduce(_, _, a) | Expr::Unary(_, a) => has_scan(a),
+        Expr::Binary(_, a, b) => has_scan(a) || has_scan(b),
+        Expr::Select(c, a, b) => has_scan(c) || has_scan(a) || has_scan(b),
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+    }
 }
 
 fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
@@ -601,6 +724,8 @@ fn hoist(
             Expr::Select(c, a, go(b)?)
         }
         Expr::Value(j) => Expr::Value(map[*j]),
+        // `classify` sends scans to their own shape before anything is lowered.
+        Expr::Scan(..) => return Err(()),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
     })
 }
@@ -614,6 +739,7 @@ fn remap(e: &Expr, map: &[usize]) -> Expr {
         Expr::Binary(op, a, b) => Expr::Binary(*op, go(a), go(b)),
         Expr::Select(c, a, b) => Expr::Select(go(c), go(a), go(b)),
         Expr::Reduce(op, d, b) => Expr::Reduce(*op, d.clone(), go(b)),
+        Expr::Scan(scan, b) => Expr::Scan(*scan, go(b)),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
     }
 }
@@ -621,7 +747,7 @@ fn remap(e: &Expr, map: &[usize]) -> Expr {
 /// Whether `e` holds a reduction.
 pub(crate) fn has_reduce(e: &Expr) -> bool {
     match e {
-        Expr::Reduce(..) => true,
+        Expr::Reduce(..) | Expr::Scan(..) => true,
         Expr::Unary(_, a) => has_reduce(a),
         Expr::Binary(_, a, b) => has_reduce(a) || has_reduce(b),
         Expr::Select(c, a, b) => has_reduce(c) || has_reduce(a) || has_reduce(b),
@@ -707,6 +833,15 @@ fn check_expr(p: &Program, i: usize, e: &Expr, scope: &[usize]) -> Result<(), Un
                 }
             }
             check_expr(p, i, body, &inner)
+        }
+        Expr::Scan(scan, body) => {
+            if !std::ptr::eq(e, &p.stmts[i].expr) {
+                return bad("a scan that is not the whole expression".into());
+            }
+            if !p.stmts[i].axes.contains(&scan.dim) {
+                return bad("a scan along a dimension that is not an axis of its statement".into());
+            }
+            check_expr(p, i, body, scope)
         }
     }
 }

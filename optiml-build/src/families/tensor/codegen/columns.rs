@@ -1552,6 +1552,8 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 template <class U> U __shfl_xor_sync(unsigned, U, int) { std::abort(); }
+template <class U> U __shfl_up_sync(unsigned, U, int) { std::abort(); }
+template <class U> U __shfl_sync(unsigned, U, int) { std::abort(); }
 template <class U> void __stwb(U* p, U v) { *p = v; }
 "#;
 
@@ -1583,6 +1585,7 @@ template <class U> void __stwb(U* p, U v) { *p = v; }
             Elem::Float => "T",
             Elem::I64 => "long long",
             Elem::I32 => "int",
+            Elem::Bool => "unsigned char",
         }
     }
 

@@ -106,7 +106,7 @@ pub(crate) fn leaves_all(e: &Expr, leaf: &dyn Fn(&Expr) -> bool) -> bool {
         Expr::Unary(_, a) => leaves_all(a, leaf),
         Expr::Binary(_, a, b) => leaves_all(a, leaf) && leaves_all(b, leaf),
         Expr::Select(c, a, b) => leaves_all(c, leaf) && leaves_all(a, leaf) && leaves_all(b, leaf),
-        Expr::Reduce(..) => false,
+        Expr::Reduce(..) | Expr::Scan(..) => false,
     }
 }
 
@@ -162,6 +162,8 @@ pub(crate) fn expr(e: &Expr, env: &dyn Env) -> String {
         Expr::Select(c, a, b) => format!("({} != 0.f ? {} : {})", go(c), go(a), go(b)),
         // Unreachable after lowering; a compile error names the bug rather than a wrong kernel hiding it.
         Expr::Reduce(..) => "OPTIML_UNLOWERED_REDUCTION".into(),
+        // A scan is its statement's whole expression, computed by the scan kernel's steps.
+        Expr::Scan(..) => "OPTIML_SCAN_IN_AN_EXPRESSION".into(),
     }
 }
 
@@ -199,7 +201,7 @@ pub(crate) fn transcendental(e: &Expr) -> bool {
                 || transcendental(b)
         }
         Expr::Select(c, a, b) => transcendental(c) || transcendental(a) || transcendental(b),
-        Expr::Reduce(_, _, b) => transcendental(b),
+        Expr::Reduce(_, _, b) | Expr::Scan(_, b) => transcendental(b),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
     }
 }
@@ -315,6 +317,16 @@ fn expr_text(e: &Expr) -> String {
         Expr::Reduce(op, dims, body) => {
             format!("{}({}) {}", op.name(), axes_text(dims), expr_text(body))
         }
+        Expr::Scan(scan, body) => {
+            let mut head = format!("n{}", scan.dim);
+            if scan.reverse {
+                head.push_str(", reverse");
+            }
+            if scan.exclusive {
+                head.push_str(", exclusive");
+            }
+            format!("{}({head}) {}", scan.name(), expr_text(body))
+        }
         e => expr(e, &Names),
     }
 }
@@ -325,6 +337,17 @@ pub(crate) fn out_type(elem: Elem) -> &'static str {
         Elem::Float => "T",
         Elem::I64 => "long long",
         Elem::I32 => "int",
+        Elem::Bool => "unsigned char",
+    }
+}
+
+/// The pointer type an input of `elem` is passed as.
+pub(crate) fn in_type(elem: Elem) -> &'static str {
+    match elem {
+        Elem::Float => "const T*",
+        Elem::I64 => "const long long*",
+        Elem::I32 => "const int*",
+        Elem::Bool => "const unsigned char*",
     }
 }
 
@@ -356,8 +379,8 @@ pub(crate) fn entry_with(c: &mut Code, p: &Program, bounds: &str, attrs: &str) {
 /// [`entry_with`] with parameters after the program's (a tree's workspace, stage and slices).
 pub(crate) fn entry_full(c: &mut Code, p: &Program, bounds: &str, attrs: &str, extra: &[&str]) {
     let mut params: Vec<String> = Vec::new();
-    for k in 0..p.inputs.len() {
-        params.push(format!("const T* in{k}"));
+    for (k, t) in p.inputs.iter().enumerate() {
+        params.push(format!("{} in{k}", in_type(t.elem)));
     }
     let ord = output_ordinals(p);
     for (j, s) in p.stmts.iter().enumerate() {
@@ -466,7 +489,7 @@ fn walk_reduces(e: &Expr, f: &mut dyn FnMut(Reduce, &[usize])) {
             f(*op, dims);
             walk_reduces(body, f);
         }
-        Expr::Unary(_, a) => walk_reduces(a, f),
+        Expr::Unary(_, a) | Expr::Scan(_, a) => walk_reduces(a, f),
         Expr::Binary(_, a, b) => {
             walk_reduces(a, f);
             walk_reduces(b, f);
@@ -503,7 +526,7 @@ pub(crate) fn refs(e: &Expr, inputs: &mut Vec<usize>, values: &mut Vec<usize>) {
             refs(a, inputs, values);
             refs(b, inputs, values);
         }
-        Expr::Reduce(_, _, b) => refs(b, inputs, values),
+        Expr::Reduce(_, _, b) | Expr::Scan(_, b) => refs(b, inputs, values),
         Expr::Const(_) | Expr::Param(_) => {}
     }
 }

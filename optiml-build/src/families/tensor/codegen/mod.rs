@@ -6,6 +6,7 @@
 //!                       Shape::Rows      ──RowSchedule::candidate──────▶ Candidate
 //!                       Shape::Columns   ──ColumnSchedule::candidate───▶ Candidate
 //!                       Shape::Tree      ──TreeSchedule::candidate─────▶ Candidate
+//!                       Shape::Scan      ──ScanSchedule::candidate─────▶ Candidate
 //!                       Unsupported (a typed reason: contractions, several reduced sets, …)
 //! ```
 //!
@@ -46,16 +47,19 @@ mod emit;
 mod plan;
 mod pointwise;
 mod rows;
+mod scan;
 #[cfg(test)]
 mod tests;
 mod tree;
 
 pub use classify::{
-    ColumnShape, PointwiseShape, RowShape, Shape, TreeShape, Unsupported, classify, lower,
+    ColumnShape, PointwiseShape, RowShape, ScanShape, Shape, TreeShape, Unsupported, classify,
+    lower,
 };
 pub use columns::ColumnSchedule;
 pub use pointwise::PointwiseSchedule;
 pub use rows::{ROW_BUCKETS, RowSchedule};
+pub use scan::ScanSchedule;
 pub use tree::TreeSchedule;
 
 use crate::experts::Candidate;
@@ -67,13 +71,14 @@ use optiml_spec::program::Program;
 pub const ENTRY: &str = "optiml_program";
 
 impl Shape {
-    /// Which generator: `pointwise`, `rows`, `columns` or `tree`.
+    /// Which generator: `pointwise`, `rows`, `columns`, `tree` or `scan`.
     pub fn class(&self) -> &'static str {
         match self {
             Shape::Pointwise(_) => "pointwise",
             Shape::Rows(_) => "rows",
             Shape::Columns(_) => "columns",
             Shape::Tree(_) => "tree",
+            Shape::Scan(_) => "scan",
         }
     }
 
@@ -84,6 +89,7 @@ impl Shape {
             Shape::Rows(s) => RowSchedule::default_for(arch).candidate(s),
             Shape::Columns(s) => ColumnSchedule::default_for(arch).candidate(s),
             Shape::Tree(s) => TreeSchedule::default_for(arch).candidate(s),
+            Shape::Scan(s) => ScanSchedule::for_scan(s, arch).candidate(s),
         }
     }
 
@@ -115,6 +121,7 @@ impl Shape {
             Shape::Rows(s) => &s.program,
             Shape::Columns(s) => &s.program,
             Shape::Tree(s) => &s.program,
+            Shape::Scan(s) => &s.program,
         }
     }
 }

@@ -656,5 +656,7 @@ pub(crate) fn scalar_store(p: &Program, j: usize) -> String {
         Elem::Float => format!("IO::put(s{j})"),
         Elem::I64 => format!("(long long)s{j}"),
         Elem::I32 => format!("(int)s{j}"),
+        // Statements are floats or positions (`classify::check`); a mask is only ever an input.
+        Elem::Bool => format!("(unsigned char)(s{j} != 0.f)"),
     }
 }

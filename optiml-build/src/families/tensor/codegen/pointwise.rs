@@ -68,7 +68,7 @@ fn divides(e: &Expr) -> bool {
         Expr::Binary(op, a, b) => *op == Binary::Div || divides(a) || divides(b),
         Expr::Unary(_, a) => divides(a),
         Expr::Select(c, a, b) => divides(c) || divides(a) || divides(b),
-        Expr::Reduce(_, _, b) => divides(b),
+        Expr::Reduce(_, _, b) | Expr::Scan(_, b) => divides(b),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
     }
 }

@@ -371,7 +371,43 @@ fn supported() -> Vec<(&'static str, Program, &'static str)> {
     }
     out.push(("relu f16", relu(DType::F16), "pointwise"));
     out.push(("softmax f16", softmax(DType::F16), "rows"));
+    for (name, text, dtype) in SCANS {
+        out.push((*name, parsed(text, *dtype), "scan"));
+    }
     out
+}
+
+/// Scans along the contiguous axis and along a strided one, each option once.
+const SCANS: &[(&str, &str, DType)] = &[
+    ("cumsum", "y[r, c] = cumsum(c) x[r, c]", DType::F32),
+    (
+        "masked reverse exclusive cumsum",
+        "y[r, c] = cumsum(c, reverse, exclusive) x[r, c] * m[r, c], bool m",
+        DType::F32,
+    ),
+    (
+        "cumprod of a broadcast",
+        "y[r, c] = cumprod(c) (x[r, c] * w[c] + s)",
+        DType::Bf16,
+    ),
+    (
+        "strided cummax",
+        "y[a, b, k] = cummax(b, reverse) x[a, b, k]",
+        DType::Bf16,
+    ),
+    (
+        "strided exclusive cumsum",
+        "y[a, b, k] = cumsum(b, exclusive) x[a, b, k] * m[a, b], bool m",
+        DType::F32,
+    ),
+];
+
+/// A program written in index notation, at `dtype`.
+fn parsed(text: &str, dtype: DType) -> Program {
+    let mut p =
+        optiml_spec::program::notation::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    p.dtype = dtype;
+    p
 }
 
 // ---------------------------------------------------------------- classification
@@ -685,6 +721,73 @@ fn unsupported_programs_say_why() {
         DType::F32,
     );
     assert!(matches!(unsupported(&bad), Unsupported::Malformed(_)));
+    // Scans: among other statements, of a reduction, of a transposed input; a mask outside a scan.
+    let f32 = DType::F32;
+    assert!(matches!(
+        unsupported(&parsed(
+            "c[r, k] = cumsum(k) x[r, k]; y[r, k] = c[r, k] * 2",
+            f32
+        )),
+        Unsupported::ScanNotAlone { .. }
+    ));
+    assert!(matches!(
+        unsupported(&parsed(
+            "y[r, k] = cumsum(k) (x[r, k] / sum(k) x[r, k])",
+            f32
+        )),
+        Unsupported::ScanNotAlone { .. }
+    ));
+    let mut of_reduction = parsed("y[r, k] = cumsum(k) x[r, k]", f32);
+    of_reduction.stmts[0].expr = Expr::Scan(
+        match &of_reduction.stmts[0].expr {
+            Expr::Scan(s, _) => *s,
+            _ => unreachable!(),
+        },
+        Box::new(red(Reduce::Sum, &[1], x(0))),
+    );
+    assert!(matches!(
+        unsupported(&of_reduction),
+        Unsupported::ScanBody { .. } | Unsupported::Malformed(_)
+    ));
+    assert!(matches!(
+        unsupported(&parsed("y[r, k] = cumsum(k) x[r, k] * t[k, r]", f32)),
+        Unsupported::ScanLayout { .. }
+    ));
+    assert!(matches!(
+        unsupported(&parsed("y[r, k] = x[r, k] * m[r, k], bool m", f32)),
+        Unsupported::MaskInput { .. }
+    ));
+}
+
+#[test]
+fn scans_keep_the_scanned_axis_and_read_contiguous_lines_in_chunks() {
+    let arch = Arch::new(9, 0);
+    for (name, text, dtype) in SCANS {
+        let Ok(Shape::Scan(shape)) = classify(&parsed(text, *dtype)) else {
+            panic!("{name}")
+        };
+        let contiguous = shape.inner.is_empty();
+        assert!(!shape.items.contains(&shape.scan.dim), "{name}");
+        let c = ScanSchedule::for_scan(&shape, arch).candidate(&shape);
+        // 16-byte chunks only along a contiguous axis; a mask is read as bytes.
+        assert_eq!(c.source.contains("uint4"), contiguous, "{name}");
+        assert_eq!(
+            c.source.contains("const unsigned char* in1"),
+            text.contains("bool m"),
+            "{name}"
+        );
+        let s = ScanSchedule::for_scan(&shape, arch);
+        assert!(s.is_valid(), "{name}");
+        if contiguous {
+            assert_eq!(s.row_threads, s.threads, "{name}");
+        } else {
+            assert_eq!(
+                (s.row_threads, s.chunks * emit::vec_width(*dtype)),
+                (1, 16),
+                "{name}"
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------- catalogs
@@ -739,6 +842,11 @@ fn the_column_catalog_reaches_every_schedule_from_the_default() {
 #[test]
 fn the_tree_catalog_reaches_every_schedule_from_the_default() {
     reaches_the_whole_space::<TreeSchedule>();
+}
+
+#[test]
+fn the_scan_catalog_reaches_every_schedule_from_the_default() {
+    reaches_the_whole_space::<ScanSchedule>();
 }
 
 #[test]
@@ -963,6 +1071,33 @@ fn long_rows_spread_over_a_cluster_on_sm90_only() {
         .map(|(k, _)| k.expect("keyed")[2])
         .collect();
     assert_eq!(keys, [256, 2048, 16384, 131072, 1 << 20, 1 << 23]);
+}
+
+/// Every scan schedule for the contiguous scan with the most code (a mask, reversed, exclusive), and each
+/// group size at the chunk extremes for a strided 16-bit product of a broadcast.
+#[test]
+fn scan_schedules_compile_without_spills() {
+    let mut jobs = Vec::new();
+    let shape = |text: &str, dtype: DType| match classify(&parsed(text, dtype)) {
+        Ok(Shape::Scan(s)) => s,
+        other => panic!("{text}: {other:?}"),
+    };
+    let rows = shape(SCANS[1].1, SCANS[1].2);
+    for s in ScanSchedule::space() {
+        let c = s.candidate(&rows);
+        jobs.push((format!("{}: {}", SCANS[1].0, c.schedule), c.source));
+    }
+    let strided = shape(
+        "y[a, b, k] = cumprod(b, reverse) (x[a, b, k] * w[b] + s)",
+        DType::Bf16,
+    );
+    for s in ScanSchedule::space() {
+        if s.threads == 256 && s.chunks != 2 {
+            let c = s.candidate(&strided);
+            jobs.push((format!("strided cumprod: {}", c.schedule), c.source));
+        }
+    }
+    assert_compiles(jobs);
 }
 
 /// Every pointwise schedule's source (the launch knobs share one) for a flat and a broadcasting program.
