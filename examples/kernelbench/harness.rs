@@ -1,7 +1,9 @@
 //! What every KernelBench problem shares: inputs both this process and PyTorch compute bit for bit, timing with
 //! L2 flushed, sampled outputs for PyTorch's check, and the JSON the PyTorch side reads.
 
-use optiml::cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use optiml::cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 use optiml_examples::{BoxError, Stats};
 use std::io::Write;
 use std::path::Path;
@@ -98,29 +100,32 @@ impl Harness {
 
     /// A tensor of `len` hashed values from `seed`.
     pub fn input(&self, len: usize, seed: u32) -> Result<CudaSlice<f32>, BoxError> {
-        let mut buf = self.stream.alloc_zeros::<f32>(len.max(1))?;
-        let n = len as i64;
-        let mut b = self.stream.launch_builder(&self.fill);
-        b.arg(&mut buf).arg(&n).arg(&seed);
-        // SAFETY: `kb_fill(float*, long long, unsigned)` writes indices below `n`, the buffer's length.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (1024, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }?;
-        Ok(buf)
+        // SAFETY: `kb_fill(float*, long long, unsigned)` writes f32 values at indices below its length argument.
+        unsafe { self.hashed(&self.fill, len, seed) }
     }
 
     /// A mask of `len` elements from `seed`: true where the hashed value is at least one half.
     pub fn mask(&self, len: usize, seed: u32) -> Result<CudaSlice<bool>, BoxError> {
-        let mut buf = self.stream.alloc_zeros::<bool>(len.max(1))?;
-        let n = len as i64;
-        let mut b = self.stream.launch_builder(&self.mask);
-        b.arg(&mut buf).arg(&n).arg(&seed);
         // SAFETY: `kb_mask(unsigned char*, long long, unsigned)` writes 0 or 1 (valid `bool`s) at indices below
-        // `n`, the buffer's length.
+        // its length argument.
+        unsafe { self.hashed(&self.mask, len, seed) }
+    }
+
+    /// A fresh buffer of `len` elements written by `kernel(buffer, len, seed)`.
+    ///
+    /// # Safety
+    /// `kernel` must write only valid `T` values, at indices below its length argument.
+    unsafe fn hashed<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        kernel: &CudaFunction,
+        len: usize,
+        seed: u32,
+    ) -> Result<CudaSlice<T>, BoxError> {
+        let mut buf = self.stream.alloc_zeros::<T>(len.max(1))?;
+        let n = len as i64;
+        let mut b = self.stream.launch_builder(kernel);
+        b.arg(&mut buf).arg(&n).arg(&seed);
+        // SAFETY: the caller's contract; the buffer holds at least `n` elements.
         unsafe {
             b.launch(LaunchConfig {
                 grid_dim: (1024, 1, 1),

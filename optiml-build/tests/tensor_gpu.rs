@@ -318,10 +318,15 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
             Shape::Columns(s) => evaluate(text, s, &lowered, spread::<ColumnSchedule>(arch, per)),
             Shape::Tree(s) => evaluate(text, s, &lowered, spread::<TreeSchedule>(arch, per)),
             Shape::Scan(s) => {
+                // Both defaults a build compiles (many lines; few long lines, split) besides the spread.
                 let mut schedules = spread::<ScanSchedule>(arch, per);
-                let own = ScanSchedule::for_scan(&s, arch);
-                if !schedules.contains(&own) {
-                    schedules.push(own);
+                for own in [
+                    ScanSchedule::for_scan(&s, arch),
+                    ScanSchedule::for_long_lines(arch),
+                ] {
+                    if !schedules.contains(&own) {
+                        schedules.push(own);
+                    }
                 }
                 evaluate(text, s, &lowered, schedules)
             }
@@ -539,8 +544,10 @@ fn sweep_maps(cases: &[(&str, &[usize])], keep: fn(&PointwiseSchedule) -> bool) 
 }
 
 /// Every scan schedule on slices of KernelBench's scans (rows of 32768 f32, 8192 of them: 1 GiB in, 1 GiB out):
-/// the inclusive cumsum, the reversed exclusive one (its chunks read from the end) and a masked one; and a scan
-/// along a strided axis. The measurements behind `ScanSchedule::for_scan`; every schedule must pass the gate.
+/// the inclusive cumsum, the reversed exclusive one (its chunks read from the end) and a masked one; a scan
+/// along a strided axis; and few long lines (4 of 2²⁶ f32, written in index notation), there the split schedules of
+/// 256 threads and the whole-line default only (a whole-line schedule takes 60–90 ms a run on 4 lines). The
+/// measurements behind `ScanSchedule::for_scan` and `for_long_lines`; every schedule must pass the gate.
 /// `OPTIML_SCAN_SWEEP` (a substring of the spec) keeps some.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -548,17 +555,28 @@ fn scans_across_their_schedule_space() {
     let only = optiml_spec::env::var_os("OPTIML_SCAN_SWEEP")
         .map(|o| o.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let cases: &[(&str, &[usize])] = &[
-        ("cumsum along dim 1", &[8192, 32768]),
+    // Which schedules of the space a case measures.
+    type Keep = fn(&ScanSchedule) -> bool;
+    let every: Keep = |_| true;
+    let split: Keep =
+        |s| s.threads == 256 && (s.blocks > 0 || *s == ScanSchedule::default_for(Arch::new(9, 0)));
+    let cases: &[(&str, &[usize], Keep)] = &[
+        ("cumsum along dim 1", &[8192, 32768], every),
         (
             "y[r, c] = cumsum(c, reverse, exclusive) x[r, c]",
             &[8192, 32768],
+            every,
         ),
-        ("masked cumsum along dim 1", &[8192, 32768]),
-        ("y[a, b, k] = cumsum(b) x[a, b, k]", &[64, 4096, 1024]),
+        ("masked cumsum along dim 1", &[8192, 32768], every),
+        (
+            "y[a, b, k] = cumsum(b) x[a, b, k]",
+            &[64, 4096, 1024],
+            every,
+        ),
+        ("y[r, c] = cumsum(c) x[r, c]", &[4, 1 << 26], split),
     ];
     let mut failures = Vec::new();
-    for (text, extents) in cases {
+    for (text, extents, keep) in cases {
         if !text.contains(only.as_str()) {
             continue;
         }
@@ -567,14 +585,8 @@ fn scans_across_their_schedule_space() {
         };
         let lowered = shape.program.clone();
         let extents = lowered.extents(extents).unwrap();
-        sweep(
-            text,
-            shape,
-            &lowered,
-            ScanSchedule::space(),
-            extents,
-            &mut failures,
-        );
+        let schedules = ScanSchedule::space().into_iter().filter(keep).collect();
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -96,7 +96,8 @@ impl Shape {
     /// The untuned variants a build compiles on `arch`, each with the shape key
     /// ([`optiml_runtime::program::shape_key`]) it serves: a row kernel one per row-length bucket
     /// (`ROW_BUCKETS` of the rows generator, keyed on that length; a tree for the buckets whose rows it reads
-    /// fewer times, [`TreeShape::for_long_rows`]), the others one for every shape.
+    /// fewer times, [`TreeShape::for_long_rows`]); a scan one for many lines and one for few long lines
+    /// ([`ScanSchedule::for_long_lines`]); the others one for every shape.
     pub fn default_candidates(&self, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
         match self {
             Shape::Rows(s) => ROW_BUCKETS
@@ -110,6 +111,16 @@ impl Shape {
                     (Some([4096, 1, len as u64, 1]), c)
                 })
                 .collect(),
+            Shape::Scan(s) => vec![
+                (
+                    Some([4096, 1, 4096, 1]),
+                    ScanSchedule::for_scan(s, arch).candidate(s),
+                ),
+                (
+                    Some([1, 1, 1 << 24, 1]),
+                    ScanSchedule::for_long_lines(arch).candidate(s),
+                ),
+            ],
             _ => vec![(None, self.default_candidate(arch))],
         }
     }

@@ -15,14 +15,21 @@
 //! Along a strided axis (dimensions after the scanned one) the loads are scalar, and a warp's threads take
 //! adjacent lines when `row_threads` is 1, so every load instruction reads one contiguous run.
 //!
-//! The fold order is fixed by the schedule (a thread's values in order, a fixed shuffle tree, then the carry), so
-//! a run repeats bit for bit; no atomics, no look-back between blocks.
+//! Few long lines do not fill the GPU a block per line. A schedule with `blocks` set cuts each line into slices, a
+//! block each, in three launches of one kernel ([`optiml_runtime::TreeLaunch`]): every block folds its slice to
+//! one total; one block per line scans the totals (exclusive, in slice order) in the workspace; every block
+//! scans its slice again from its total's prefix and writes it. That reads the input twice, where a decoupled
+//! look-back reads it once, but a look-back's prefix is a sum of whichever predecessors had finished, so its
+//! rounding would change from run to run.
+//!
+//! The fold order is fixed by the schedule and the shape (a thread's values in order, a fixed shuffle tree, then
+//! the carry; for split lines the slice totals in order), so a run repeats bit for bit; no atomics.
 
 use super::classify::ScanShape;
 use super::emit::{self, Code, Env};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
-use optiml_runtime::{Arch, Launch, ProgramLaunch};
+use optiml_runtime::{Arch, Launch, ProgramLaunch, TreeLaunch};
 use optiml_spec::program::{Elem, Expr, Program};
 
 /// Launch shape of the scan kernel: what the search transforms.
@@ -37,10 +44,16 @@ pub struct ScanSchedule {
     pub row_threads: u32,
     /// 16-byte chunks of values each thread takes per step (4 f32 or 8 16-bit values each).
     pub chunks: u32,
+    /// 0: a line's group walks all of it. Otherwise lines are cut into slices of a block each, about this many
+    /// blocks per launch over all lines (only with a line per block): few long lines then fill the GPU.
+    #[serde(default)]
+    pub blocks: u32,
 }
 
 const THREADS: [u32; 5] = [64, 128, 256, 512, 1024];
 const CHUNKS: [u32; 3] = [1, 2, 4];
+/// Blocks per launch of a split scan: about 8 and 31 per SM of an H200.
+const BLOCKS: [u32; 3] = [0, 1024, 4096];
 
 impl ScanSchedule {
     /// The default for `shape` on `arch`: [`Tunable::default_for`] where the scanned axis is contiguous; along a
@@ -60,6 +73,18 @@ impl ScanSchedule {
         }
     }
 
+    /// The default for few long lines (a line of 2²⁴ elements): each line cut over 1024 blocks of 256 threads,
+    /// one chunk per thread and step. Measured on the H200 (`scans_across_their_schedule_space`, 4 lines of 2²⁶
+    /// f32): 2.45 TB/s of the minimum traffic (the split reads the input twice: at most two thirds of the copy
+    /// bandwidth), against 1.63 and 1.33 TB/s with 2 and 4 chunks, 2.35 TB/s over 4096 blocks, and 0.04 TB/s for
+    /// the same schedule walking whole lines (51 ms against 0.88).
+    pub fn for_long_lines(arch: Arch) -> Self {
+        ScanSchedule {
+            blocks: BLOCKS[1],
+            ..Self::default_for(arch)
+        }
+    }
+
     /// Lines one block walks.
     fn lines_per_block(&self) -> u32 {
         self.threads / self.row_threads
@@ -74,17 +99,25 @@ impl Tunable for ScanSchedule {
             32 => "a line per warp".to_string(),
             _ => "a line per block".to_string(),
         };
+        let split = if self.blocks == 0 {
+            String::new()
+        } else {
+            format!(", lines split over {} blocks", self.blocks)
+        };
         format!(
-            "{} threads, {group}, {} chunks per thread",
+            "{} threads, {group}, {} chunks per thread{split}",
             self.threads, self.chunks
         )
     }
 
-    /// 64 to 1024 threads; a line per thread, warp or block; 1, 2 or 4 chunks per thread and step.
+    /// 64 to 1024 threads; a line per thread, warp or block; 1, 2 or 4 chunks per thread and step; lines split
+    /// over 1024 or 4096 blocks only where a block walks a line.
     fn is_valid(&self) -> bool {
         THREADS.contains(&self.threads)
             && (self.row_threads == 1 || self.row_threads == 32 || self.row_threads == self.threads)
             && CHUNKS.contains(&self.chunks)
+            && BLOCKS.contains(&self.blocks)
+            && (self.blocks == 0 || self.row_threads == self.threads)
     }
 
     /// A block of 256 threads per line, one chunk (4 f32) per thread and step. Measured on the H200
@@ -96,6 +129,7 @@ impl Tunable for ScanSchedule {
             threads: 256,
             row_threads: 256,
             chunks: 1,
+            blocks: 0,
         }
     }
 
@@ -104,13 +138,16 @@ impl Tunable for ScanSchedule {
         for threads in THREADS {
             for row_threads in [1, 32, threads] {
                 for chunks in CHUNKS {
-                    let s = ScanSchedule {
-                        threads,
-                        row_threads,
-                        chunks,
-                    };
-                    if s.is_valid() && !out.contains(&s) {
-                        out.push(s);
+                    for blocks in BLOCKS {
+                        let s = ScanSchedule {
+                            threads,
+                            row_threads,
+                            chunks,
+                            blocks,
+                        };
+                        if s.is_valid() && !out.contains(&s) {
+                            out.push(s);
+                        }
                     }
                 }
             }
@@ -158,6 +195,40 @@ impl Tunable for ScanSchedule {
                         ..*s
                     })
                 },
+            },
+            Transform {
+                name: "split-lines",
+                rationale: "cut each line into slices of a block each (three launches): few long lines fill the \
+                            GPU, for a second read of the input",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.5,
+                apply: |s| {
+                    (s.blocks == 0).then_some(ScanSchedule {
+                        row_threads: s.threads,
+                        blocks: BLOCKS[1],
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "more-slices",
+                rationale: "four times the blocks per launch of a split scan: more bytes in flight for lines too \
+                            few to fill the GPU",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.05,
+                apply: |s| {
+                    (s.blocks == BLOCKS[1]).then_some(ScanSchedule {
+                        blocks: BLOCKS[2],
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "whole-lines",
+                rationale: "a line's block walks all of it, in one launch that reads the input once",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.3,
+                apply: |s| (s.blocks > 0).then_some(ScanSchedule { blocks: 0, ..*s }),
             },
             Transform {
                 name: "more-chunks",
@@ -272,10 +343,21 @@ impl ScanSchedule {
         let describe = self.describe();
         let contiguous = shape.inner.is_empty();
         let d = scan.dim;
+        let split = self.blocks > 0;
         let mut c = emit::prologue(p, "scan", &describe);
         c.line(format!("typedef {} OP;", emit::reduce_op(scan.op)));
         c.line("");
-        emit::entry(&mut c, p, &self.threads.to_string());
+        if split {
+            emit::entry_full(
+                &mut c,
+                p,
+                &self.threads.to_string(),
+                "",
+                &["float* ws", "int stage", "long long slices"],
+            );
+        } else {
+            emit::entry(&mut c, p, &self.threads.to_string());
+        }
         c.line(format!(
             "constexpr int G = {}, V = {} * IO::V;",
             self.row_threads, self.chunks
@@ -289,16 +371,45 @@ impl ScanSchedule {
             "const long long lines = {};",
             emit::product(&shape.items)
         ));
-        c.line(format!(
-            "const long long line = (long long)blockIdx.x * {} + threadIdx.x / G;",
-            self.lines_per_block()
-        ));
+        if split {
+            c.line("const long long line = (long long)blockIdx.x / slices;");
+            c.line("const long long slice = (long long)blockIdx.x % slices;");
+        } else {
+            c.line(format!(
+                "const long long line = (long long)blockIdx.x * {} + threadIdx.x / G;",
+                self.lines_per_block()
+            ));
+        }
         c.line("const int rank = (int)(threadIdx.x % G);");
         c.line(
             "// A thread's or a warp's line past the end returns whole; a block-wide line is never past the end.",
         );
         c.line("if (line >= lines) return;");
         c.line(format!("const long long n = n{d};"));
+        if split {
+            c.line("const long long step = (long long)G * V;");
+            c.line("// Slices start on a step, so that 16-byte chunks stay on the grid.");
+            c.line("const long long per = (n + slices * step - 1) / (slices * step) * step;");
+            c.line("const long long lo = slice * per;");
+            c.line("const long long hi = lo + per < n ? lo + per : n;");
+            c.line("float* total = ws + line * slices;");
+            c.open("if (stage == 1) {");
+            c.line("// The slices' totals to their exclusive prefixes, in slice order, by one thread per line.");
+            c.open("if (slices > 1 && slice == 0 && threadIdx.x == 0) {");
+            c.line("float run = OP::id();");
+            c.open("for (long long k = 0; k < slices; ++k) {");
+            c.line("const float t = total[k];");
+            c.line("total[k] = run;");
+            c.line("run = OP::op(run, t);");
+            c.close("}");
+            c.close("}");
+            c.line("return;");
+            c.close("}");
+            c.line("// A line of one slice needs no totals.");
+            c.line("if (stage == 0 && slices == 1) return;");
+        } else {
+            c.line("const long long lo = 0, hi = n;");
+        }
         emit::coords(&mut c, "line", &shape.items, &shape.items, "long long");
         let mut reads = Vec::new();
         emit::refs(body, &mut reads, &mut Vec::new());
@@ -346,10 +457,6 @@ impl ScanSchedule {
             }
             c.line(format!("const bool vec = {};", conds.join(" && ")));
         }
-        c.line("float carry = OP::id();");
-        c.open("for (long long start = 0; start < n; start += (long long)G * V) {");
-        c.line("// The scan-order position of this thread's first value.");
-        c.line("const long long o = start + (long long)rank * V;");
         // Physical position of scan-order position `q`.
         let phys = |q: &str| {
             if scan.reverse {
@@ -359,120 +466,145 @@ impl ScanSchedule {
             }
         };
         let along_reads: Vec<usize> = reads.iter().copied().filter(|&k| along[k]).collect();
-        for &k in &along_reads {
-            c.line(format!("float a{k}[V];"));
-        }
-        let scalar_loads = |c: &mut Code| {
-            c.line("#pragma unroll");
-            c.open("for (int e = 0; e < V; ++e) {");
-            c.line("const long long q = o + e;");
+        // One walk over [lo, hi): with `write`, the scanned values are stored; without, only the carry runs
+        // (a split line's first launch, which keeps its slice's total).
+        let walk = |c: &mut Code, write: bool| {
+            c.open("for (long long start = lo; start < hi; start += (long long)G * V) {");
+            c.line("// The scan-order position of this thread's first value.");
+            c.line("const long long o = start + (long long)rank * V;");
             for &k in &along_reads {
-                c.line(format!(
-                    "a{k}[e] = q < n ? {} : 0.f;",
-                    load(p, k, &format!("{} * st{k}", phys("q")))
-                ));
+                c.line(format!("float a{k}[V];"));
             }
-            c.close("}");
-        };
-        if contiguous {
-            c.open("if (vec && o + V <= n) {");
-            // The first chunk's physical start: forward at o; reversed, the run [n - o - V, n - o) backwards.
-            let first = if scan.reverse { "n - o - V" } else { "o" };
-            c.line(format!("const long long at = {first};"));
-            c.line("#pragma unroll");
-            c.open("for (int j = 0; j < V / IO::V; ++j) {");
-            c.line("float f[IO::V];");
-            for &k in &along_reads {
-                if p.inputs[k].elem == Elem::Float {
+            let scalar_loads = |c: &mut Code| {
+                c.line("#pragma unroll");
+                c.open("for (int e = 0; e < V; ++e) {");
+                c.line("const long long q = o + e;");
+                for &k in &along_reads {
                     c.line(format!(
-                        "IO::unpack(*reinterpret_cast<const uint4*>(r{k} + at + j * IO::V), f);"
+                        "a{k}[e] = q < hi ? {} : 0.f;",
+                        load(p, k, &format!("{} * st{k}", phys("q")))
                     ));
+                }
+                c.close("}");
+            };
+            if contiguous {
+                c.open("if (vec && o + V <= hi) {");
+                // The first chunk's physical start: forward at o; reversed, the run [n - o - V, n - o) backwards.
+                let first = if scan.reverse { "n - o - V" } else { "o" };
+                c.line(format!("const long long at = {first};"));
+                c.line("#pragma unroll");
+                c.open("for (int j = 0; j < V / IO::V; ++j) {");
+                c.line("float f[IO::V];");
+                for &k in &along_reads {
+                    if p.inputs[k].elem == Elem::Float {
+                        c.line(format!(
+                            "IO::unpack(*reinterpret_cast<const uint4*>(r{k} + at + j * IO::V), f);"
+                        ));
+                        c.line("#pragma unroll");
+                        let slot = if scan.reverse {
+                            "V - 1 - (j * IO::V + e)"
+                        } else {
+                            "j * IO::V + e"
+                        };
+                        c.line(format!(
+                            "for (int e = 0; e < IO::V; ++e) a{k}[{slot}] = f[e];"
+                        ));
+                    } else {
+                        c.line("#pragma unroll");
+                        let (slot, pos) = if scan.reverse {
+                            ("V - 1 - (j * IO::V + e)", "at + j * IO::V + e")
+                        } else {
+                            ("j * IO::V + e", "at + j * IO::V + e")
+                        };
+                        c.line(format!(
+                            "for (int e = 0; e < IO::V; ++e) a{k}[{slot}] = {};",
+                            load(p, k, pos)
+                        ));
+                    }
+                }
+                c.close("}");
+                c.mid("} else {");
+                scalar_loads(c);
+                c.close("}");
+            } else {
+                scalar_loads(c);
+            }
+            let env = Values {
+                along: &along,
+                fast: p.dtype != optiml_spec::DType::F32,
+            };
+            c.line("float t[V];");
+            c.line("#pragma unroll");
+            c.line(format!(
+                "for (int e = 0; e < V; ++e) t[e] = o + e < hi ? {} : OP::id();",
+                emit::expr(body, &env)
+            ));
+            c.line("#pragma unroll");
+            c.line("for (int e = 1; e < V; ++e) t[e] = OP::op(t[e - 1], t[e]);");
+            c.line("float all;");
+            c.line(format!(
+            "const float pre = OP::op(carry, optiml_p::group_scan<OP, G, {}>(t[V - 1], all, warps));",
+            self.threads
+        ));
+            if write {
+                c.line("float y[V];");
+                if scan.exclusive {
+                    c.line("y[0] = pre;");
+                    c.line("#pragma unroll");
+                    c.line("for (int e = 1; e < V; ++e) y[e] = OP::op(pre, t[e - 1]);");
+                } else {
+                    c.line("#pragma unroll");
+                    c.line("for (int e = 0; e < V; ++e) y[e] = OP::op(pre, t[e]);");
+                }
+                let scalar_stores = |c: &mut Code| {
+                    c.line("#pragma unroll");
+                    c.open("for (int e = 0; e < V; ++e) {");
+                    c.line("const long long q = o + e;");
+                    c.line(format!(
+                        "if (q < hi) w[{} * sw] = IO::put(y[e]);",
+                        phys("q")
+                    ));
+                    c.close("}");
+                };
+                if contiguous {
+                    c.open("if (vec && o + V <= hi) {");
+                    let first = if scan.reverse { "n - o - V" } else { "o" };
+                    c.line(format!("const long long at = {first};"));
+                    c.line("#pragma unroll");
+                    c.open("for (int j = 0; j < V / IO::V; ++j) {");
+                    c.line("float f[IO::V];");
                     c.line("#pragma unroll");
                     let slot = if scan.reverse {
                         "V - 1 - (j * IO::V + e)"
                     } else {
                         "j * IO::V + e"
                     };
-                    c.line(format!(
-                        "for (int e = 0; e < IO::V; ++e) a{k}[{slot}] = f[e];"
-                    ));
+                    c.line(format!("for (int e = 0; e < IO::V; ++e) f[e] = y[{slot}];"));
+                    c.line("*reinterpret_cast<uint4*>(w + at + j * IO::V) = IO::pack(f);");
+                    c.close("}");
+                    c.mid("} else {");
+                    scalar_stores(c);
+                    c.close("}");
                 } else {
-                    c.line("#pragma unroll");
-                    let (slot, pos) = if scan.reverse {
-                        ("V - 1 - (j * IO::V + e)", "at + j * IO::V + e")
-                    } else {
-                        ("j * IO::V + e", "at + j * IO::V + e")
-                    };
-                    c.line(format!(
-                        "for (int e = 0; e < IO::V; ++e) a{k}[{slot}] = {};",
-                        load(p, k, pos)
-                    ));
+                    scalar_stores(c);
                 }
             }
-            c.close("}");
-            c.mid("} else {");
-            scalar_loads(&mut c);
-            c.close("}");
-        } else {
-            scalar_loads(&mut c);
-        }
-        let env = Values {
-            along: &along,
-            fast: p.dtype != optiml_spec::DType::F32,
-        };
-        c.line("float t[V];");
-        c.line("#pragma unroll");
-        c.line(format!(
-            "for (int e = 0; e < V; ++e) t[e] = o + e < n ? {} : OP::id();",
-            emit::expr(body, &env)
-        ));
-        c.line("#pragma unroll");
-        c.line("for (int e = 1; e < V; ++e) t[e] = OP::op(t[e - 1], t[e]);");
-        c.line("float all;");
-        c.line(format!(
-            "const float pre = OP::op(carry, optiml_p::group_scan<OP, G, {}>(t[V - 1], all, warps));",
-            self.threads
-        ));
-        c.line("float y[V];");
-        if scan.exclusive {
-            c.line("y[0] = pre;");
-            c.line("#pragma unroll");
-            c.line("for (int e = 1; e < V; ++e) y[e] = OP::op(pre, t[e - 1]);");
-        } else {
-            c.line("#pragma unroll");
-            c.line("for (int e = 0; e < V; ++e) y[e] = OP::op(pre, t[e]);");
-        }
-        let scalar_stores = |c: &mut Code| {
-            c.line("#pragma unroll");
-            c.open("for (int e = 0; e < V; ++e) {");
-            c.line("const long long q = o + e;");
-            c.line(format!("if (q < n) w[{} * sw] = IO::put(y[e]);", phys("q")));
+            c.line("carry = OP::op(carry, all);");
             c.close("}");
         };
-        if contiguous {
-            c.open("if (vec && o + V <= n) {");
-            let first = if scan.reverse { "n - o - V" } else { "o" };
-            c.line(format!("const long long at = {first};"));
-            c.line("#pragma unroll");
-            c.open("for (int j = 0; j < V / IO::V; ++j) {");
-            c.line("float f[IO::V];");
-            c.line("#pragma unroll");
-            let slot = if scan.reverse {
-                "V - 1 - (j * IO::V + e)"
-            } else {
-                "j * IO::V + e"
-            };
-            c.line(format!("for (int e = 0; e < IO::V; ++e) f[e] = y[{slot}];"));
-            c.line("*reinterpret_cast<uint4*>(w + at + j * IO::V) = IO::pack(f);");
+        if split {
+            c.open("if (stage == 0) {");
+            c.line("float carry = OP::id();");
+            walk(&mut c, false);
+            c.line("// The slice's total, for the prefix launch.");
+            c.line("if (threadIdx.x == 0) total[slice] = carry;");
+            c.line("return;");
             c.close("}");
-            c.mid("} else {");
-            scalar_stores(&mut c);
-            c.close("}");
+            c.line("float carry = slices > 1 ? total[slice] : OP::id();");
         } else {
-            scalar_stores(&mut c);
+            c.line("float carry = OP::id();");
         }
-        c.line("carry = OP::op(carry, all);");
-        c.close("}");
+        walk(&mut c, true);
         c.close("}");
         Candidate {
             source: c.finish(),
@@ -485,7 +617,12 @@ impl ScanSchedule {
                 max_blocks_per_sm: 0,
                 cluster: 1,
                 nonempty_mask: 0,
-                tree: None,
+                tree: split.then_some(TreeLaunch {
+                    blocks: self.blocks,
+                    tile: self.threads * self.chunks * emit::vec_width(p.dtype),
+                    passes: 2,
+                    partials: 1,
+                }),
             }),
             schedule: describe,
         }

@@ -790,6 +790,40 @@ fn scans_keep_the_scanned_axis_and_read_contiguous_lines_in_chunks() {
     }
 }
 
+#[test]
+fn few_long_lines_take_a_split_scan_in_three_launches() {
+    let arch = Arch::new(9, 0);
+    let Ok(shape @ Shape::Scan(_)) = classify(&parsed(SCANS[1].1, SCANS[1].2)) else {
+        panic!("scan")
+    };
+    let variants = shape.default_candidates(arch);
+    let keys: Vec<[u64; 4]> = variants.iter().map(|(k, _)| k.expect("keyed")).collect();
+    assert_eq!(keys, [[4096, 1, 4096, 1], [1, 1, 1 << 24, 1]]);
+    let launch = |c: &Candidate| match c.launch {
+        optiml_runtime::Launch::Program(l) => l,
+        _ => panic!("program launch"),
+    };
+    // Many lines: one launch, a block per line.
+    assert!(launch(&variants[0].1).tree.is_none());
+    // Few long lines: slices of a block each; totals, their prefixes, then the scan.
+    let split = launch(&variants[1].1);
+    let t = split.tree.expect("a split scan");
+    let s = ScanSchedule::for_long_lines(arch);
+    assert!(s.is_valid());
+    assert_eq!((t.passes, t.partials, t.blocks), (2, 1, s.blocks));
+    assert_eq!(t.tile, s.threads * s.chunks * emit::vec_width(SCANS[1].2));
+    assert!(
+        variants[1]
+            .1
+            .source
+            .contains("float* ws, int stage, long long slices)")
+    );
+    // A recorded schedule from before the split reads as a whole-line one.
+    let old: ScanSchedule =
+        serde_json::from_str(r#"{"threads":256,"row_threads":256,"chunks":1}"#).expect("reads");
+    assert_eq!(old, ScanSchedule::default_for(arch));
+}
+
 // ---------------------------------------------------------------- catalogs
 
 fn reaches_the_whole_space<S: Tunable>() {
