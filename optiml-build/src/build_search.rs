@@ -127,8 +127,16 @@ pub(crate) fn run(
         let generator = families::generator_version(&kernel.spec);
         // Without its defaults the entry still serves every shape (by its nearest tuned variant).
         let taken: Vec<Option<[u64; 4]>> = buckets.iter().map(|b| b.shape).collect();
-        let defaults =
-            crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken).unwrap_or_default();
+        let defaults = match crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken) {
+            Ok(d) => d,
+            Err(e) => {
+                notes.push(format!(
+                    "`{}`: the other shape buckets' defaults did not compile, so the tuned variants serve them: {e}",
+                    kernel.name
+                ));
+                Vec::new()
+            }
+        };
         match tune::store(cache, kernel, arch, &generator, &buckets, &[], &defaults) {
             Ok(entry) => {
                 resolved[i].entry = entry;

@@ -66,6 +66,9 @@ pub struct Carried {
     pub kept: Vec<Option<[u64; 4]>>,
     /// The shape buckets left behind, and why.
     pub dropped: Vec<(Option<[u64; 4]>, Dropped)>,
+    /// Why the free shape buckets got no default beside the carried variants (a compile failed), if they did not:
+    /// the entry then serves them by its nearest carried variant.
+    pub defaults_failed: Option<String>,
 }
 
 /// How many times a source is compiled before its CUBIN is declared different. NVRTC's output for one source
@@ -119,6 +122,7 @@ pub fn carry_over(
         entry: None,
         kept: Vec::new(),
         dropped: Vec::new(),
+        defaults_failed: None,
     };
     // Buckets that chose the same kernel share a source: their compiles are shared.
     let mut built: HashMap<String, Vec<Compiled>> = HashMap::new();
@@ -155,8 +159,13 @@ pub fn carry_over(
         // The buckets no carried variant holds keep this generator's defaults, as a new tuned entry does; without
         // them (a compile failure) the entry still serves every shape by its nearest carried variant.
         let taken: Vec<Option<[u64; 4]>> = passed.iter().map(|p| p.shape).collect();
-        let defaults =
-            crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken).unwrap_or_default();
+        let defaults = match crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken) {
+            Ok(d) => d,
+            Err(e) => {
+                carried.defaults_failed = Some(e.to_string());
+                Vec::new()
+            }
+        };
         variants.extend(defaults.iter().map(crate::engine::Untuned::variant));
         carried.entry = Some(cache.store(&inputs, &variants, false)?);
     }

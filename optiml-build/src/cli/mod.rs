@@ -631,6 +631,11 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
                 flag(s)
             );
         }
+        if let Some(why) = &c.defaults_failed {
+            eprintln!(
+                "  the other shape buckets keep no default (the nearest carried variant serves them): {why}"
+            );
+        }
     }
     Ok(())
 }
