@@ -17,8 +17,8 @@
 //!
 //! Few long lines do not fill the GPU a block per line. A schedule with `blocks` set cuts each line into slices, a
 //! block each, in three launches of one kernel ([`optiml_runtime::TreeLaunch`]): every block folds its slice to
-//! one total; one block per line scans the totals (exclusive, in slice order) in the workspace; every block
-//! scans its slice again from its total's prefix and writes it. That reads the input twice, where a decoupled
+//! one total; one thread per line turns the totals into their exclusive prefixes (in slice order) in the
+//! workspace; every block scans its slice again from its prefix and writes it. That reads the input twice, where a decoupled
 //! look-back reads it once, but a look-back's prefix is a sum of whichever predecessors had finished, so its
 //! rounding would change from run to run.
 //!
@@ -52,7 +52,7 @@ pub struct ScanSchedule {
 
 const THREADS: [u32; 5] = [64, 128, 256, 512, 1024];
 const CHUNKS: [u32; 3] = [1, 2, 4];
-/// Blocks per launch of a split scan: about 8 and 31 per SM of an H200.
+/// Blocks per launch of a split scan (0: lines are not split): about 8 and 31 per SM of an H200.
 const BLOCKS: [u32; 3] = [0, 1024, 4096];
 
 impl ScanSchedule {
