@@ -1580,15 +1580,6 @@ template <class U> void __stwb(U* p, U v) { *p = v; }
             .replace("asm(", "OPTIML_ASM(")
     }
 
-    fn c_type(elem: Elem) -> &'static str {
-        match elem {
-            Elem::Float => "T",
-            Elem::I64 => "long long",
-            Elem::I32 => "int",
-            Elem::Bool => "unsigned char",
-        }
-    }
-
     /// The host program: reads the inputs (`in{k}.bin`, stored `mis` elements past an aligned address), runs
     /// every block of the launch with a thread per CUDA thread, checks 8 guard elements around every output and
     /// writes them (`out{k}.bin`). Arguments: `mis`, the grid cap (0: none), every extent, every parameter.
@@ -1645,7 +1636,7 @@ template <class U> static void save(const char* path, const std::vector<unsigned
             d += &format!(
                 "    std::vector<unsigned char> ov{o};\n    {ty}* b{o} = guarded<{ty}>(ov{o}, {}, mis);\n",
                 len(&s.axes),
-                ty = c_type(s.elem)
+                ty = emit::out_type(s.elem)
             );
             args.push(format!("b{o}"));
         }
@@ -1689,7 +1680,7 @@ template <class U> static void save(const char* path, const std::vector<unsigned
         for (o, s) in outs.iter().enumerate() {
             d += &format!(
                 "    save<{}>(\"out{o}.bin\", ov{o}, {}, mis);\n",
-                c_type(s.elem),
+                emit::out_type(s.elem),
                 len(&s.axes)
             );
         }

@@ -425,14 +425,9 @@ impl ScanSchedule {
         };
         for &k in &reads {
             let t = &p.inputs[k];
-            let ty = match t.elem {
-                Elem::Float => "T",
-                Elem::Bool => "unsigned char",
-                Elem::I64 => "long long",
-                Elem::I32 => "int",
-            };
             c.line(format!(
-                "const {ty}* r{k} = in{k} + ({});",
+                "{} r{k} = in{k} + ({});",
+                emit::in_type(t.elem),
                 emit::offset(&t.axes, &[d])
             ));
             if along[k] {
