@@ -29,7 +29,7 @@ MASK = 0xFFFFFFFF
 
 
 def hashed(shape, seed):
-    """U[0, 1) in steps of 2^-24 from a xorshift counter hash, exactly as the Rust side's fill kernel."""
+    """U(0, 1), the odd multiples of 2^-24, from a xorshift counter hash, exactly as the Rust side's fill kernel."""
     n = math.prod(shape)
     out = torch.empty(n, dtype=torch.float32, device="cuda")
     chunk = 1 << 27
@@ -40,7 +40,7 @@ def hashed(shape, seed):
             h ^= (h << 13) & MASK
             h ^= h >> 17
             h ^= (h << 5) & MASK
-        out[s:e] = (h >> 8).to(torch.float32) * (1.0 / 16777216.0)
+        out[s:e] = (((h >> 9) << 1) | 1).to(torch.float32) * (1.0 / 16777216.0)
         del h
     return out.view(shape)
 
@@ -123,6 +123,8 @@ def forward(problem, p):
         94: lambda x, t: torch.mean((x - t) ** 2),
         96: F.smooth_l1_loss,
         100: lambda x, t: torch.mean(torch.clamp(1 - x * t, min=0)),
+        98: lambda x, t: F.kl_div(torch.log(x), t, reduction="batchmean"),
+        99: lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=1.0),
     }[problem]
 
 

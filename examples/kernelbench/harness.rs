@@ -9,15 +9,16 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-/// U[0, 1) in steps of 2⁻²⁴ from a xorshift counter hash: `bench/harness/kernelbench.py` computes the same
-/// values with PyTorch's integer ops, so both sides check and time on identical inputs without moving gigabytes.
-/// A mask is the same hash at or above one half.
+/// U(0, 1), the odd multiples of 2⁻²⁴ (never 0, so that the losses' logarithms of inputs stay finite), from a
+/// xorshift counter hash: `bench/harness/kernelbench.py` computes the same values with PyTorch's integer ops, so
+/// both sides check and time on identical inputs without moving gigabytes. A mask is the hash's top 24 bits at
+/// or above one half.
 const FILL: &str = r#"
 extern "C" __global__ void kb_fill(float* p, long long n, unsigned seed) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         unsigned h = (unsigned)i ^ seed;
         for (int r = 0; r < 2; ++r) { h ^= h << 13; h ^= h >> 17; h ^= h << 5; }
-        p[i] = (float)(h >> 8) * (1.0f / 16777216.0f);
+        p[i] = (float)(((h >> 9) << 1) | 1u) * (1.0f / 16777216.0f);
     }
 }
 extern "C" __global__ void kb_mask(unsigned char* p, long long n, unsigned seed) {

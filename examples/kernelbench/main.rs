@@ -248,6 +248,17 @@ mod words {
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel("hinge loss")]
     pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("kl divergence, batchmean")]
+    pub fn p98(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+    #[optiml::kernel("triplet margin loss, margin 1.0")]
+    pub fn p99(
+        a: &CudaSlice<f32>,
+        p: &CudaSlice<f32>,
+        n: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        r: usize,
+        c: usize,
+    );
     #[optiml::kernel("cumsum along dim 1")]
     pub fn p89(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
     #[optiml::kernel("cumprod along dim 1")]
@@ -481,6 +492,23 @@ mod index {
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel("y = mean(i, j) max(0, 1 - x[i, j] * t[j])")]
     pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel(
+        "kl[i] = sum(j) ((-log(x[i, j])) * t[i, j] + where(t[i, j] > 0, t[i, j] * log(t[i, j]), 0)); \
+         y = mean(i) kl[i]"
+    )]
+    pub fn p98(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel(
+        "dp[i] = sqrt(sum(j) (a[i, j] - p[i, j] + 1e-6)^2); dn[i] = sqrt(sum(j) (a[i, j] - n[i, j] + 1e-6)^2); \
+         y = mean(i) max(dp[i] - dn[i] + 1, 0)"
+    )]
+    pub fn p99(
+        a: &CudaSlice<f32>,
+        p: &CudaSlice<f32>,
+        n: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+    );
     #[optiml::kernel("y[i, j] = cumsum(j) x[i, j]")]
     pub fn p89(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
     #[optiml::kernel("y[i, j] = cumprod(j) x[i, j]")]
@@ -733,6 +761,10 @@ const BN4: [usize; 4] = [64, 64, 512, 512];
 const R3: [usize; 3] = [128, 4096, 4095];
 const LOSS: [usize; 2] = [32768, 32768];
 const SCAN: [usize; 2] = [32768, 32768];
+/// Problem 98's predictions and targets.
+const KL: [usize; 2] = [16384, 16384];
+/// Problem 99's anchor, positive and negative.
+const TRIPLET: [usize; 2] = [32768, 8192];
 
 fn problems() -> Vec<Problem> {
     vec![
@@ -1090,6 +1122,34 @@ fn problems() -> Vec<Problem> {
         loss!(96, "HuberLoss", "smooth l1 loss", LOSS, p96),
         // The targets broadcast along the predictions' last axis, as in PyTorch.
         loss!(100, "HingeLoss", "hinge loss", [LOSS[1]], p100),
+        Problem {
+            number: 98,
+            name: "KLDivLoss",
+            words: "kl divergence, batchmean",
+            inputs: vec![KL.to_vec(), KL.to_vec()],
+            mask: None,
+            flops: None,
+            output: (vec![], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p98(s, &x[0], &x[1], f32_out(y), KL[0], KL[1]),
+                |s, x, y| index::p98(s, &x[0], &x[1], f32_out(y), KL[0], KL[1]),
+            ],
+        },
+        Problem {
+            number: 99,
+            name: "TripletMarginLoss",
+            words: "triplet margin loss, margin 1.0",
+            inputs: vec![TRIPLET.to_vec(), TRIPLET.to_vec(), TRIPLET.to_vec()],
+            mask: None,
+            flops: None,
+            output: (vec![], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p99(s, &x[0], &x[1], &x[2], f32_out(y), TRIPLET[0], TRIPLET[1]),
+                |s, x, y| index::p99(s, &x[0], &x[1], &x[2], f32_out(y), TRIPLET[0], TRIPLET[1]),
+            ],
+        },
     ]
 }
 
@@ -1247,6 +1307,14 @@ fn index_text(number: u32) -> &'static str {
         27 => "y[i] = 1.0507009873554805 * where(x[i] > 0, x[i], 1.6732632423543772 * expm1(x[i]))",
         28 => "y[i] = clamp(x[i] + 3, 0, 6) / 6",
         29 => "y[i] = where(x[i] > 20, x[i], log1p(exp(x[i])))",
+        98 => {
+            "kl[i] = sum(j) ((-log(x[i, j])) * t[i, j] + where(t[i, j] > 0, t[i, j] * log(t[i, j]), 0)); \
+             y = mean(i) kl[i]"
+        }
+        99 => {
+            "dp[i] = sqrt(sum(j) (a[i, j] - p[i, j] + 1e-6)^2); dn[i] = sqrt(sum(j) (a[i, j] - n[i, j] + 1e-6)^2); \
+             y = mean(i) max(dp[i] - dn[i] + 1, 0)"
+        }
         30 => "y[i] = x[i] / (1 + abs(x[i]))",
         31 => "y[i] = where(x[i] > 0, x[i], expm1(x[i]))",
         32 => "y[i] = clamp(x[i], -1, 1)",

@@ -104,6 +104,11 @@ const SPECS: &[&str] = &[
     "mse loss",
     "smooth l1 loss",
     "hinge loss",
+    "kl divergence, batchmean",
+    "triplet margin loss, margin 1.0",
+    "triplet margin loss, bf16",
+    "m[r] = max(c) x[r, c]; s[r] = sum(c) exp(x[r, c] - m[r]); lo = min(r) m[r]; \
+     y = sum(r) log(s[r]) * w[r] * 0.5 + lo; z = max(r) s[r]",
     "y[i] = relu(x[i])",
     "y[i] = x[i] * sigmoid(x[i])",
     "softmax over the last axis, bf16",
@@ -274,10 +279,19 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
     // `OPTIML_TENSOR_CLASS` (pointwise, rows, columns, tree, scan) keeps the programs of one generator.
     let class =
         optiml_spec::env::var_os("OPTIML_TENSOR_CLASS").map(|c| c.to_string_lossy().into_owned());
+    // `OPTIML_TENSOR_ONLY` (texts separated by `|`) keeps the specs that hold one of them.
+    let only =
+        optiml_spec::env::var_os("OPTIML_TENSOR_ONLY").map(|c| c.to_string_lossy().into_owned());
     let (mut lines, mut failures) = (Vec::new(), Vec::new());
     for text in SPECS {
         let shape = shape_of(text);
         if class.as_deref().is_some_and(|c| c != shape.class()) {
+            continue;
+        }
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split('|').any(|t| text.contains(t)))
+        {
             continue;
         }
         let lowered = shape.program().clone();

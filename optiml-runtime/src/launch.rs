@@ -121,9 +121,11 @@ pub struct ProgramLaunch {
 /// writing the outputs.
 ///
 /// The entry point takes, after the [`ProgramLaunch`] arguments, the workspace (`float*`, `partials · items ·
-/// slices` elements), the stage (`int`, `0..=passes`) and the slices per item (`long long`). The grid is `items ·
-/// slices` blocks of [`threads`](ProgramLaunch::threads), where `slices = ⌊blocks / items⌋` but at least 1 and at
-/// most one per `tile` reduced elements: a function of the shape and the schedule only, never of the GPU.
+/// slices` elements), the stage (`int`, `0..=passes`) and the slices per item (`long long`). The grid is
+/// `⌈items / items_per_block⌉ · slices` blocks of [`threads`](ProgramLaunch::threads), where `slices = ⌊blocks /
+/// items⌋` but at least 1 and at most one per `tile` reduced elements: a function of the shape and the schedule
+/// only, never of the GPU. Items share a block only in launches with one slice per item (`blocks` 0: a row
+/// program whose rows store per-row values in the workspace, folded by the last launch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TreeLaunch {

@@ -575,7 +575,9 @@ pub fn tree_grid(
     let slices = (u64::from(t.blocks) / items)
         .min(reduced.div_ceil(u64::from(t.tile.max(1))))
         .max(1);
-    let blocks = u128::from(items) * u128::from(slices);
+    // Items share a block only where each has one slice (a row program's tail: `TreeLaunch` says so).
+    let groups = items.div_ceil(u64::from(p.items_per_block.max(1)));
+    let blocks = u128::from(groups) * u128::from(slices);
     if blocks > i32::MAX as u128 {
         return Err(blocks);
     }
@@ -706,6 +708,25 @@ mod tests {
         assert_eq!((g.items, g.slices), (5000, 1));
         assert!(tree_grid(&p, &t, &[8, 0, 8, 8]).unwrap().is_none());
         assert!(tree_grid(&p, &t, &[1, 1 << 40, 1, 1]).is_err());
+    }
+
+    #[test]
+    fn a_row_programs_tail_launches_its_row_groups_once_per_stage() {
+        // 32768 rows (dim 0) of 4096, 8 rows per block, no slicing: the rows' grid at every stage.
+        let t = crate::TreeLaunch {
+            blocks: 0,
+            tile: 0,
+            passes: 1,
+            partials: 1,
+        };
+        let p = ProgramLaunch {
+            tree: Some(t),
+            ..launch(0b01, 8, 0, 1)
+        };
+        let g = tree_grid(&p, &t, &[32768, 4096]).unwrap().unwrap();
+        assert_eq!((g.items, g.slices, g.config.grid_dim.0), (32768, 1, 4096));
+        let g = tree_grid(&p, &t, &[9, 4096]).unwrap().unwrap();
+        assert_eq!((g.items, g.config.grid_dim.0), (9, 2));
     }
 
     #[test]

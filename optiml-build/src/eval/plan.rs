@@ -23,6 +23,9 @@ pub enum Distribution {
     NearConstant,
     /// 1000·N(0, 1): `exp` of these overflows fp32 unless the row maximum is subtracted first.
     Large,
+    /// exp(2·N(0, 1)), log-normal: positive values over twelve orders of magnitude, for programs that take the
+    /// logarithm or the square root of an input (a KL divergence of probabilities).
+    Positive,
 }
 
 impl Distribution {
@@ -34,6 +37,7 @@ impl Distribution {
             Distribution::HeavyTailed => 2,
             Distribution::NearConstant => 3,
             Distribution::Large => 4,
+            Distribution::Positive => 5,
         }
     }
 }
@@ -46,6 +50,7 @@ impl fmt::Display for Distribution {
             Distribution::HeavyTailed => "heavy-tailed",
             Distribution::NearConstant => "near-constant",
             Distribution::Large => "large",
+            Distribution::Positive => "positive",
         })
     }
 }

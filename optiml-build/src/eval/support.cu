@@ -21,7 +21,8 @@ __device__ __forceinline__ float optiml_normal(u64 seed, u64 i, u64 lane) {
     return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
 }
 
-// dist 0: uniform (-1, 1); 1: standard normal; 2: Student's t, 3 degrees of freedom, clipped at 1e4.
+// dist 0: uniform (-1, 1); 1: standard normal; 2: Student's t, 3 degrees of freedom, clipped at 1e4; 3: near
+// constant; 4: large; 5: log-normal (plan.rs, Distribution).
 extern "C" __global__ void optiml_fill(float* p, long long n, u64 seed, int dist) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
@@ -36,6 +37,9 @@ extern "C" __global__ void optiml_fill(float* p, long long n, u64 seed, int dist
         } else if (dist == 4) {
             // Large: exp of these overflows unless the row maximum is subtracted first.
             v = 1e3f * optiml_normal(seed, i, 0);
+        } else if (dist == 5) {
+            // Positive: log-normal, for the logarithm or square root of an input.
+            v = expf(2.0f * optiml_normal(seed, i, 0));
         } else {
             float z = optiml_normal(seed, i, 0);
             float a = optiml_normal(seed, i, 2), b = optiml_normal(seed, i, 4),

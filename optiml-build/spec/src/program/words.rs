@@ -111,6 +111,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("mse loss", "mse loss"),
     ("huber loss", "smooth l1 loss"),
     ("hinge loss", "hinge loss"),
+    ("kl divergence", "kl divergence, batchmean"),
+    ("triplet margin loss", "triplet margin loss, margin 1.0"),
     ("l1 norm", "l1 norm over dim 1"),
     ("l2 norm", "l2 norm along rows"),
     (
@@ -159,6 +161,8 @@ enum Op {
     Mse,
     Huber,
     Hinge,
+    KlDiv,
+    Triplet,
     L1Norm,
     L2Norm,
     LayerNorm,
@@ -194,6 +198,10 @@ enum Class {
     Inclusion,
     /// A boolean mask multiplying a scan's input.
     Mask,
+    /// How a loss reduces over the batch.
+    Reduction,
+    /// A margin loss's margin.
+    Margin,
 }
 
 impl Op {
@@ -224,6 +232,8 @@ impl Op {
             Op::Mse => "mse loss",
             Op::Huber => "huber loss",
             Op::Hinge => "hinge loss",
+            Op::KlDiv => "kl divergence",
+            Op::Triplet => "triplet margin loss",
             Op::L1Norm => "l1 norm",
             Op::L2Norm => "l2 norm",
             Op::LayerNorm => "layer norm",
@@ -256,6 +266,8 @@ impl Op {
             Op::HardTanh => &[Rank, Bounds],
             Op::Softplus => &[Rank, SoftplusArgs],
             Op::Diag | Op::Hinge => &[],
+            Op::KlDiv => &[Reduction],
+            Op::Triplet => &[Margin],
             Op::Softmax | Op::LogSoftmax | Op::L1Norm | Op::L2Norm => &[Axis, Rank],
             Op::RmsNorm => &[Axis, Rank, Eps, Affine],
             Op::LayerNorm => &[Axis, Rank, Eps, Affine],
@@ -313,6 +325,8 @@ enum Arg {
     Exclusive,
     Inclusive,
     Masked,
+    BatchMean,
+    Margin,
 }
 
 impl Arg {
@@ -334,6 +348,8 @@ impl Arg {
             Arg::Reverse => Class::Direction,
             Arg::Exclusive | Arg::Inclusive => Class::Inclusion,
             Arg::Masked => Class::Mask,
+            Arg::BatchMean => Class::Reduction,
+            Arg::Margin => Class::Margin,
             Arg::DType(_) | Arg::BadDType(_) => return None,
         })
     }
@@ -370,6 +386,8 @@ impl Arg {
             Arg::Exclusive => "exclusive",
             Arg::Inclusive => "inclusive",
             Arg::Masked => "masked",
+            Arg::BatchMean => "batchmean",
+            Arg::Margin => "margin 1.0",
         }
     }
 }
@@ -406,6 +424,8 @@ fn accepts(op: Op) -> String {
             Class::Direction => &["reverse"],
             Class::Inclusion => &["exclusive"],
             Class::Mask => &["masked"],
+            Class::Reduction => &["batchmean"],
+            Class::Margin => &["margin 1.0"],
         };
         out.extend(shown);
     }
@@ -517,6 +537,15 @@ const PHRASES: &[(&str, Meaning)] = {
         ("smooth l1", O(Op::Huber, None)),
         ("hinge loss", O(Op::Hinge, None)),
         ("hingeloss", O(Op::Hinge, None)),
+        ("kl divergence", O(Op::KlDiv, None)),
+        ("kl divergence loss", O(Op::KlDiv, None)),
+        ("kl div", O(Op::KlDiv, None)),
+        ("kl div loss", O(Op::KlDiv, None)),
+        ("kldivloss", O(Op::KlDiv, None)),
+        ("kullback leibler divergence", O(Op::KlDiv, None)),
+        ("triplet margin loss", O(Op::Triplet, None)),
+        ("tripletmarginloss", O(Op::Triplet, None)),
+        ("triplet loss", O(Op::Triplet, None)),
         ("l1 norm", O(Op::L1Norm, None)),
         ("l1norm", O(Op::L1Norm, None)),
         ("l1 normalization", O(Op::L1Norm, None)),
@@ -560,6 +589,10 @@ const PHRASES: &[(&str, Meaning)] = {
         ("flipped", A(Arg::Reverse)),
         ("exclusive", A(Arg::Exclusive)),
         ("inclusive", A(Arg::Inclusive)),
+        ("batchmean", A(Arg::BatchMean)),
+        ("batch mean", A(Arg::BatchMean)),
+        ("reduction batchmean", A(Arg::BatchMean)),
+        ("margin #", A(Arg::Margin)),
         ("masked", A(Arg::Masked)),
         ("mask", A(Arg::Masked)),
         ("boolean mask", A(Arg::Masked)),
@@ -744,6 +777,8 @@ const KEYS: &[&str] = &[
     "max",
     "beta",
     "threshold",
+    "margin",
+    "reduction",
     "affine",
     "rank",
 ];
@@ -1090,6 +1125,7 @@ struct Args {
     reverse: bool,
     exclusive: bool,
     masked: bool,
+    margin: Option<f64>,
 }
 
 fn build(
@@ -1193,6 +1229,8 @@ fn build(
             Arg::Exclusive => a.exclusive = true,
             Arg::Inclusive => {}
             Arg::Masked => a.masked = true,
+            Arg::BatchMean => {}
+            Arg::Margin => a.margin = Some(value),
             Arg::DType(_) | Arg::BadDType(_) => {}
         }
     }
@@ -1255,6 +1293,20 @@ fn build(
         // `mean(clamp(1 - predictions * targets, min=0))` with PyTorch's broadcasting: the targets' one axis
         // lines up with the predictions' last (KernelBench 100: predictions [32768, 32768], targets [32768]).
         Op::Hinge => "y = mean(n, c) max(0, 1 - x[n, c] * t[c])".to_string(),
+        // `kl_div(log(x), t, reduction='batchmean')` of probabilities `x` and targets `t` (KernelBench 98): the
+        // sum over classes of `t · (log t − log x)` (0 where `t` is 0, as PyTorch's `xlogy`), averaged over the
+        // batch. Cross term first, so that the predictions are the first input.
+        Op::KlDiv => "d[r] = sum(c) ((-log(x[r, c])) * t[r, c] + where(t[r, c] > 0, t[r, c] * log(t[r, c]), 0)); \
+                      y = mean(r) d[r]"
+            .to_string(),
+        // PyTorch's default: Euclidean distances with `pairwise_distance`'s eps added to each difference, the
+        // mean over the batch (KernelBench 99: anchor, positive, negative of [32768, 8192]).
+        Op::Triplet => format!(
+            "dp[r] = sqrt(sum(c) (a[r, c] - p[r, c] + 1e-6) ^ 2); \
+             dn[r] = sqrt(sum(c) (a[r, c] - n[r, c] + 1e-6) ^ 2); \
+             y = mean(r) max(dp[r] - dn[r] + {}, 0)",
+            num(a.margin.unwrap_or(1.0))
+        ),
         Op::BatchNorm | Op::InstanceNorm | Op::GroupNorm => {
             channel_norm(op, implied_rank, &a, bad)?
         }
@@ -1640,6 +1692,31 @@ mod tests {
         ),
         ("hinge loss", "loss = mean(i, j) max(0, 1 - p[i, j] * q[j])"),
         ("HingeLoss", "loss = mean(i, j) max(0, 1 - p[i, j] * q[j])"),
+        (
+            "kl divergence, batchmean",
+            "kl[i] = sum(j) ((-log(pr[i, j])) * tg[i, j] + where(tg[i, j] > 0, tg[i, j] * log(tg[i, j]), 0)); \
+             loss = mean(i) kl[i]",
+        ),
+        (
+            "KLDivLoss",
+            "kl[i] = sum(j) ((-log(pr[i, j])) * tg[i, j] + where(tg[i, j] > 0, tg[i, j] * log(tg[i, j]), 0)); \
+             loss = mean(i) kl[i]",
+        ),
+        (
+            "triplet margin loss, margin 1.0",
+            "d1[i] = sqrt(sum(j) (an[i, j] - po[i, j] + 1e-6)^2); d2[i] = sqrt(sum(j) (an[i, j] - ne[i, j] + 1e-6)^2); \
+             loss = mean(i) max(d1[i] - d2[i] + 1, 0)",
+        ),
+        (
+            "TripletMarginLoss",
+            "d1[i] = sqrt(sum(j) (an[i, j] - po[i, j] + 1e-6)^2); d2[i] = sqrt(sum(j) (an[i, j] - ne[i, j] + 1e-6)^2); \
+             loss = mean(i) max(d1[i] - d2[i] + 1, 0)",
+        ),
+        (
+            "triplet margin loss, margin 0.5, bf16",
+            "d1[i] = sqrt(sum(j) (an[i, j] - po[i, j] + 1e-6)^2); d2[i] = sqrt(sum(j) (an[i, j] - ne[i, j] + 1e-6)^2); \
+             loss = mean(i) max(d1[i] - d2[i] + 0.5, 0), bf16",
+        ),
         ("ReLU, fp16", "o[i] = max(inp[i], 0), half"),
         ("elementwise relu", "o[i] = max(inp[i], 0)"),
         (

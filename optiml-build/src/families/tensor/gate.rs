@@ -13,7 +13,7 @@ use half::{bf16, f16};
 use optiml_runtime::Target;
 use optiml_runtime::program::{self as rt, In, Out, ProgramArgs, Signature, TensorSig};
 use optiml_spec::program::interp::{self, HostTensor, Sample};
-use optiml_spec::program::{Elem, Expr, Program, Reduce};
+use optiml_spec::program::{Elem, Expr, Program, Reduce, Unary};
 use optiml_spec::{DType, Dim, Precision};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -171,6 +171,9 @@ pub fn test_plan(p: &Program, extra: &[Dims]) -> TestPlan {
         // A running product of thousands of values of magnitude above 1 overflows to infinity, which the
         // gate reads as unwritten: these two shrink instead (and cross the subnormal range, which counts too).
         vec![Distribution::Uniform, Distribution::Normal]
+    } else if roots_or_logs_of_inputs(p) {
+        // The logarithm of a negative input is NaN, which the gate reads as unwritten: positive values only.
+        vec![Distribution::Positive, Distribution::NearConstant]
     } else {
         vec![
             Distribution::Uniform,
@@ -181,6 +184,25 @@ pub fn test_plan(p: &Program, extra: &[Dims]) -> TestPlan {
         ]
     };
     plan
+}
+
+/// Whether `p` takes the logarithm, square root or reciprocal square root of an input itself (not of a value
+/// computed from it, such as a sum of squares).
+fn roots_or_logs_of_inputs(p: &Program) -> bool {
+    fn walk(e: &Expr) -> bool {
+        match e {
+            Expr::Unary(Unary::Log | Unary::Sqrt | Unary::Rsqrt, a)
+                if matches!(**a, Expr::Input(_)) =>
+            {
+                true
+            }
+            Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) => walk(a),
+            Expr::Binary(_, a, b) => walk(a) || walk(b),
+            Expr::Select(c, a, b) => walk(c) || walk(a) || walk(b),
+            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+        }
+    }
+    p.stmts.iter().any(|s| walk(&s.expr))
 }
 
 /// Whether `p` computes a running product (`cumprod`).
@@ -748,6 +770,24 @@ fn coords(axes: &[usize], extents: &[usize], mut pos: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logarithms_of_inputs_are_tested_on_positive_inputs_only() {
+        let plan = |text: &str| {
+            let p = optiml_spec::program::notation::parse(text).expect("parses");
+            test_plan(&p, &[]).distributions
+        };
+        let kl = "d[r] = sum(c) ((-log(x[r, c])) * t[r, c] + where(t[r, c] > 0, t[r, c] * log(t[r, c]), 0)); \
+                  y = mean(r) d[r]";
+        assert_eq!(
+            plan(kl),
+            [Distribution::Positive, Distribution::NearConstant]
+        );
+        assert_eq!(plan("y[i] = sqrt(x[i])")[0], Distribution::Positive);
+        // The root of a sum of squares takes any input.
+        let norm = plan("y[r, c] = x[r, c] / sqrt(sum(c) x[r, c]^2)");
+        assert!(norm.contains(&Distribution::Normal));
+    }
 
     #[test]
     fn positions_follow_the_sample() {

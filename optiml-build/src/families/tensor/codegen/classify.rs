@@ -55,6 +55,45 @@ pub struct RowShape {
     pub reduced: Vec<usize>,
     /// The other dimensions (one row per combination), outermost first.
     pub items: Vec<usize>,
+    /// Statements after the rows that fold per-row values over every row into scalars (a loss's mean over
+    /// the batch of a per-row reduction), or `None`.
+    pub tail: Option<Tail>,
+}
+
+/// The end of a row program that folds per-row values into scalars: `loss[] = mean(r) d[r]` after
+/// `d[r] = sum(c) …`. Each row stores its contribution to every fold in a workspace; a second launch folds
+/// them in row order ([`optiml_runtime::TreeLaunch`] with one pass).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// The first tail statement: every statement from here on has no axes, and is a fold over every row
+    /// (a sum, mean, product, max or min of per-row values) or a pointwise function of earlier folds.
+    pub start: usize,
+    /// What the rows compute: the program with each fold's body in its place as a per-row statement (axes:
+    /// the rows' dimensions), the tail's other statements as dead constants, and no tail output. Statement
+    /// numbers are the program's.
+    pub rows: Program,
+}
+
+impl Tail {
+    /// The tail's folds in statement order: `(statement, operation)`.
+    pub fn folds<'a>(&self, full: &'a Program) -> impl Iterator<Item = (usize, Reduce)> + 'a {
+        let start = self.start;
+        full.stmts
+            .iter()
+            .enumerate()
+            .skip(start)
+            .filter_map(|(j, s)| match &s.expr {
+                Expr::Reduce(op, ..) => Some((j, *op)),
+                _ => None,
+            })
+    }
+}
+
+impl RowShape {
+    /// The program the row kernel's passes compute: the rows' part of a program with a [`Tail`].
+    pub fn rows_program(&self) -> &Program {
+        self.tail.as_ref().map_or(&self.program, |t| &t.rows)
+    }
 }
 
 /// A program whose reductions reduce axes that some tensor has dimensions after.
@@ -401,6 +440,95 @@ pub(crate) fn has_scan(e: &Expr) -> bool {
 
 fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
     let lowered = lower(program)?;
+    if let Some(shape) = rows_with_tail(&lowered)? {
+        return Ok(shape);
+    }
+    classify_lowered(lowered)
+}
+
+/// A row program that ends by folding per-row values over every row ([`Tail`]), or `None` when `lowered` does
+/// not end so or its rows' part is not a row program.
+fn rows_with_tail(lowered: &Program) -> Result<Option<Shape>, Unsupported> {
+    let Some((start, folded)) = tail_start(lowered) else {
+        return Ok(None);
+    };
+    let mut rows = lowered.clone();
+    for s in &mut rows.stmts[start..] {
+        s.output = false;
+        (s.axes, s.expr) = match &s.expr {
+            Expr::Reduce(_, _, body) => (folded.clone(), (**body).clone()),
+            _ => (Vec::new(), Expr::Const(0.0)),
+        };
+    }
+    let Shape::Rows(r) = classify_lowered(rows)? else {
+        return Ok(None);
+    };
+    let mut items = r.items.clone();
+    items.sort_unstable();
+    if items != folded {
+        return Ok(None);
+    }
+    Ok(Some(Shape::Rows(RowShape {
+        program: lowered.clone(),
+        reduced: r.reduced,
+        items: r.items,
+        tail: Some(Tail {
+            start,
+            rows: r.program,
+        }),
+    })))
+}
+
+/// Where a [`Tail`] starts in `p` and the dimensions its folds reduce (sorted), if `p` ends with one: from its
+/// first statement on, no statement has axes; each is either a fold (not an argmax or argmin: a position among
+/// rows is not generated) of per-row values, per-row inputs and parameters over one set of dimensions, or a
+/// function of earlier folds and parameters; before it, some reduction over other dimensions.
+fn tail_start(p: &Program) -> Option<(usize, Vec<usize>)> {
+    let start = p.stmts.iter().position(|s| {
+        s.axes.is_empty() && matches!(&s.expr, Expr::Reduce(op, ..) if !op.is_arg())
+    })?;
+    let mut folded: Option<Vec<usize>> = None;
+    for s in &p.stmts[start..] {
+        if !s.axes.is_empty() {
+            return None;
+        }
+        match &s.expr {
+            Expr::Reduce(op, dims, body) => {
+                let mut sorted = dims.clone();
+                sorted.sort_unstable();
+                if op.is_arg() || folded.as_ref().is_some_and(|f| *f != sorted) {
+                    return None;
+                }
+                folded = Some(sorted);
+                let per_row = |e: &Expr| match e {
+                    Expr::Value(k) => *k < start,
+                    _ => true,
+                };
+                if !super::emit::leaves_all(body, &per_row) {
+                    return None;
+                }
+            }
+            e => {
+                let of_folds = |e: &Expr| matches!(e, Expr::Value(k) if *k >= start);
+                if !super::emit::leaves_all(e, &of_folds) {
+                    return None;
+                }
+            }
+        }
+    }
+    let folded = folded?;
+    let mut row_reductions = p.stmts[..start].iter().filter_map(|s| match &s.expr {
+        Expr::Reduce(_, dims, _) => Some(dims),
+        _ => None,
+    });
+    let first = row_reductions.next()?;
+    let disjoint = |dims: &Vec<usize>| !dims.iter().any(|d| folded.contains(d));
+    (disjoint(first) && row_reductions.all(disjoint)).then_some((start, folded))
+}
+
+/// [`classify_reduction`] of a program already lowered.
+fn classify_lowered(lowered: Program) -> Result<Shape, Unsupported> {
+    let program = &lowered;
     let name = |d: usize| program.dims[d].name.clone();
     // The reduced set: every reduction's, as a set.
     let mut set: Option<(Vec<usize>, &Stmt)> = None;
@@ -564,6 +692,7 @@ fn classify_reduction(program: &Program) -> Result<Shape, Unsupported> {
             program: lowered,
             reduced,
             items,
+            tail: None,
         }))
     } else {
         Ok(Shape::Columns(ColumnShape {

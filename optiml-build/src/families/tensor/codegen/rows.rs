@@ -27,12 +27,12 @@
 //! thread folds a chunk at a time into a running (max, sum) pair, rescaling the sum when the max grows, and the
 //! pairs combine like any other partials. The row is then read twice, not three times.
 
-use super::classify::RowShape;
+use super::classify::{RowShape, Tail};
 use super::emit::{self, Code, Env as _};
 use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
-use optiml_runtime::{Arch, Launch, ProgramLaunch};
+use optiml_runtime::{Arch, Launch, ProgramLaunch, TreeLaunch};
 use optiml_spec::program::{Program, Reduce};
 
 /// How a row kernel maps rows to threads and where a row lives between passes: what the search transforms.
@@ -154,11 +154,20 @@ impl RowSchedule {
 
     /// The candidate computing `shape`'s program.
     pub fn candidate(&self, shape: &RowShape) -> Candidate {
-        let p = &shape.program;
+        if shape.tail.is_some() && self.cluster > 1 {
+            // A tail's stages launch the rows' grid, which a cluster would have to divide.
+            return RowSchedule {
+                cluster: 1,
+                ..*self
+            }
+            .candidate(shape);
+        }
+        let full = &shape.program;
+        let p = shape.rows_program();
         let passes = passes(shape);
         let g = Geometry::new(self, &passes, emit::vec_width(p.dtype));
         let describe = self.describe();
-        let mut c = emit::prologue(p, "rows", &describe);
+        let mut c = emit::prologue(full, "rows", &describe);
         c.line(format!(
             "#define OPTIML_RT {}  // threads per row",
             self.row_threads
@@ -200,7 +209,18 @@ impl RowSchedule {
         } else {
             String::new()
         };
-        emit::entry_with(&mut c, p, &format!("{}, 1", self.threads()), &attrs);
+        let tail_args: &[&str] = if shape.tail.is_some() {
+            &["float* ws", "int stage", "long long slices"]
+        } else {
+            &[]
+        };
+        emit::entry_full(
+            &mut c,
+            full,
+            &format!("{}, 1", self.threads()),
+            &attrs,
+            tail_args,
+        );
         let k = Kernel {
             p,
             shape,
@@ -222,8 +242,18 @@ impl RowSchedule {
                 items_per_block: self.rows_per_block,
                 max_blocks_per_sm: self.blocks_per_sm,
                 cluster: self.cluster,
-                nonempty_mask: emit::nonempty_mask(p),
-                tree: None,
+                // A tail over no row launches nothing, so it would write nothing: refused like a mean.
+                nonempty_mask: emit::nonempty_mask(full)
+                    | shape
+                        .tail
+                        .as_ref()
+                        .map_or(0, |_| emit::mask(shape.items.iter().copied())),
+                tree: shape.tail.as_ref().map(|t| TreeLaunch {
+                    blocks: 0,
+                    tile: 0,
+                    passes: 1,
+                    partials: t.folds(full).count() as u32,
+                }),
             }),
             schedule: describe,
         }
@@ -232,8 +262,9 @@ impl RowSchedule {
 
 /// The passes of a row program: a softmax's max and shifted sum in one ([`Passes::fuse_online`]).
 pub(crate) fn passes(shape: &RowShape) -> Passes {
-    let mut passes = Passes::new(&shape.program, &shape.reduced);
-    passes.fuse_online(&shape.program);
+    let p = shape.rows_program();
+    let mut passes = Passes::new(p, &shape.reduced);
+    passes.fuse_online(p);
     passes
 }
 
@@ -316,6 +347,19 @@ enum Source {
     Global,
 }
 
+/// The leaves of a tail statement: earlier tail statements (a tail reads no input).
+struct TailEnv;
+
+impl emit::Env for TailEnv {
+    fn input(&self, _k: usize) -> String {
+        // `classify` keeps inputs out of the tail's statements; a compile error names the bug.
+        "OPTIML_INPUT_IN_A_TAIL".into()
+    }
+    fn value(&self, j: usize) -> String {
+        format!("s{j}")
+    }
+}
+
 /// An element input's value: element `l` of its unpacked chunk.
 fn chunk_element(k: usize) -> String {
     format!("x{k}[l]")
@@ -380,6 +424,9 @@ impl Kernel<'_> {
         c.line("const int tid = threadIdx.x % OPTIML_RT;");
         c.line("const int grp = threadIdx.x / OPTIML_RT;");
         c.line("(void)nchunks; (void)grp;");
+        if let Some(tail) = &self.shape.tail {
+            self.fold_tail(c, tail);
+        }
         if self.clustered {
             c.line("const int vtid = (int)optiml_p::cluster_rank() * OPTIML_RT + tid;");
         }
@@ -537,11 +584,105 @@ impl Kernel<'_> {
             }
             c.close("}");
         }
+        if let Some(tail) = &self.shape.tail {
+            c.open(format!("if ({} == 0) {{", self.vt));
+            for (q, (j, _)) in tail.folds(&self.shape.program).enumerate() {
+                c.line(format!("ws[{q}LL * rows + row] = s{j};"));
+            }
+            c.close("}");
+        }
+    }
+
+    /// The tail's launch (stage 1): block 0 folds each fold's per-row values, which stage 0 stored in row order,
+    /// then computes the tail's statements and stores its outputs. Each thread folds the rows `t, t + T, …` in
+    /// order (eight loads in flight), then a warp xor butterfly, then thread 0 the warps in order: the order
+    /// depends on the row count and the block size only. Sums and products fold in double, rounded once.
+    fn fold_tail(&self, c: &mut Code, tail: &Tail) {
+        let full = &self.shape.program;
+        c.open("if (stage != 0) {");
+        c.line("(void)slices;");
+        c.line("if (blockIdx.x != 0) return;");
+        c.line("const int t_ = threadIdx.x, nt_ = blockDim.x;");
+        c.line("__shared__ double tail_w[32];");
+        let folds: Vec<(usize, Reduce)> = tail.folds(full).collect();
+        for &(j, _) in &folds {
+            c.line(format!("float s{j} = 0.f;"));
+        }
+        for (q, &(j, op)) in folds.iter().enumerate() {
+            let (ty, id, step) = match op {
+                Reduce::Prod => ("double", "1.0", "a_ * (double)v_"),
+                Reduce::Max => ("float", "(-optiml_p::inf_f())", "optiml_p::maxf(a_, v_)"),
+                Reduce::Min => ("float", "optiml_p::inf_f()", "optiml_p::minf(a_, v_)"),
+                _ => ("double", "0.0", "a_ + (double)v_"),
+            };
+            let fold = |v: &str| step.replace("v_", v);
+            c.open("{");
+            c.line(format!("{ty} a_ = {id};"));
+            c.line("long long r_ = t_;");
+            c.line(format!("const float* w_ = ws + {q}LL * rows;"));
+            c.open("for (; r_ + 7LL * nt_ < rows; r_ += 8LL * nt_) {");
+            c.line("float v_[8];");
+            c.line("#pragma unroll");
+            c.line("for (int u = 0; u < 8; ++u) v_[u] = w_[r_ + (long long)u * nt_];");
+            c.line("#pragma unroll");
+            c.line(format!(
+                "for (int u = 0; u < 8; ++u) a_ = {};",
+                fold("v_[u]")
+            ));
+            c.close("}");
+            c.line(format!(
+                "for (; r_ < rows; r_ += nt_) a_ = {};",
+                fold("w_[r_]")
+            ));
+            c.line("#pragma unroll");
+            c.line(format!(
+                "for (int o = 16; o > 0; o >>= 1) a_ = {};",
+                fold("__shfl_xor_sync(0xffffffffu, a_, o)")
+            ));
+            c.line("if ((t_ & 31) == 0) tail_w[t_ >> 5] = a_;");
+            c.line("__syncthreads();");
+            c.open("if (t_ == 0) {");
+            c.line("a_ = tail_w[0];");
+            c.line(format!(
+                "for (int w = 1; w < (nt_ + 31) / 32; ++w) a_ = {};",
+                fold("tail_w[w]")
+            ));
+            c.line(if op == Reduce::Mean {
+                format!("s{j} = (float)(a_ / (double)rows);")
+            } else {
+                format!("s{j} = (float)a_;")
+            });
+            c.close("}");
+            c.line("__syncthreads();");
+            c.close("}");
+        }
+        c.open("if (t_ == 0) {");
+        let env = TailEnv;
+        let ord = emit::output_ordinals(full);
+        for (j, st) in full.stmts.iter().enumerate().skip(tail.start) {
+            if !matches!(st.expr, optiml_spec::program::Expr::Reduce(..)) {
+                c.line(format!(
+                    "const float s{j} = {};",
+                    emit::expr(&st.expr, &env)
+                ));
+            }
+            if let Some(o) = ord[j] {
+                c.line(format!("out{o}[0] = {};", plan::scalar_store(full, j)));
+            }
+        }
+        c.close("}");
+        c.line("return;");
+        c.close("}");
     }
 
     fn scalars(&self, c: &mut Code, stmts: &[usize]) {
         let env = ScalarEnv(self.env());
-        for &j in stmts {
+        // A tail's statements but its folds' bodies are the second launch's.
+        let rows_own = |j: &&usize| match &self.shape.tail {
+            Some(t) => **j < t.start || t.folds(&self.shape.program).any(|(f, _)| f == **j),
+            None => true,
+        };
+        for &j in stmts.iter().filter(rows_own) {
             c.line(format!(
                 "const float s{j} = {};",
                 emit::expr(&self.p.stmts[j].expr, &env)

@@ -374,8 +374,32 @@ fn supported() -> Vec<(&'static str, Program, &'static str)> {
     for (name, text, dtype) in SCANS {
         out.push((*name, parsed(text, *dtype), "scan"));
     }
+    for (name, text, dtype) in TAILS {
+        out.push((*name, parsed(text, *dtype), "rows"));
+    }
     out
 }
+
+/// Row programs that fold their per-row values over the rows: losses over a batch, several folds at once.
+const TAILS: &[(&str, &str, DType)] = &[
+    (
+        "kl batchmean",
+        "d[r] = sum(c) t[r, c] * (log(t[r, c]) - log(p[r, c])); y = mean(r) d[r]",
+        DType::F32,
+    ),
+    (
+        "triplet margin",
+        "dp[r] = sqrt(sum(c) (a[r, c] - p[r, c] + 1e-6)^2); \
+         dn[r] = sqrt(sum(c) (a[r, c] - n[r, c] + 1e-6)^2); y = mean(r) max(dp[r] - dn[r] + 1, 0)",
+        DType::F32,
+    ),
+    (
+        "folds of a softmax's statistics",
+        "m[r] = max(c) x[r, c]; s[r] = sum(c) exp(x[r, c] - m[r]); lo = min(r) m[r]; \
+         y = sum(r) log(s[r]) * w[r] * 0.5 + lo; z = prod(r) m[r]",
+        DType::Bf16,
+    ),
+];
 
 /// Scans along the contiguous axis and along a strided one, each option once.
 const SCANS: &[(&str, &str, DType)] = &[
@@ -418,6 +442,47 @@ fn every_test_program_lands_in_its_class() {
         let shape = classify(&p).unwrap_or_else(|e| panic!("{name} ({:?}): {e}", p.dtype));
         assert_eq!(shape.class(), class, "{name} ({:?})", p.dtype);
     }
+}
+
+#[test]
+fn a_row_program_that_folds_its_rows_keeps_the_folds_for_a_second_launch() {
+    let p = parsed(TAILS[2].1, DType::F32);
+    let Ok(Shape::Rows(shape)) = classify(&p) else {
+        panic!("rows");
+    };
+    let tail = shape.tail.as_ref().expect("a tail");
+    // m, s, then the folds lo, y#0 (the sum, hoisted), y and z.
+    let folds: Vec<(usize, Reduce)> = tail.folds(&shape.program).collect();
+    assert_eq!(tail.start, 2);
+    assert_eq!(
+        folds,
+        [(2, Reduce::Min), (3, Reduce::Sum), (5, Reduce::Prod)]
+    );
+    // The rows compute each fold's body per row and no tail output.
+    let rows = shape.rows_program();
+    assert_eq!(rows.stmts[3].axes, [0]);
+    assert!(rows.stmts[2..].iter().all(|s| !s.output));
+    let c = Shape::Rows(shape.clone()).default_candidates(Arch::new(9, 0));
+    for (_, c) in &c {
+        let optiml_runtime::Launch::Program(l) = c.launch else {
+            panic!("a program launch");
+        };
+        let t = l.tree.expect("a tail runs in two launches");
+        assert_eq!((t.passes, t.partials, t.blocks), (1, 3, 0));
+        assert_eq!(l.cluster, 1, "{}", c.schedule);
+        // No row may go missing from the folds: the rows' dimension must not be empty.
+        assert_eq!(l.nonempty_mask & 1, 1);
+        assert!(c.source.contains("ws[2LL * rows + row] = s5;"));
+    }
+    // Folds over a column program's items are not generated (yet): the reason names both reduced sets.
+    let columns = parsed(
+        "d[r, k] = sum(c) x[r, c, k]; y = mean(r, k) d[r, k]",
+        DType::F32,
+    );
+    assert!(matches!(
+        unsupported(&columns),
+        Unsupported::MixedReductions { .. }
+    ));
 }
 
 #[test]
@@ -956,7 +1021,8 @@ fn candidates_follow_the_abi() {
         let outputs = p.outputs().count();
         // A tree's workspace, stage and slices follow.
         let tree = if l.tree.is_some() { 3 } else { 0 };
-        assert_eq!(shape.class() == "tree", tree == 3, "{name}");
+        let tail = matches!(&shape, Shape::Rows(r) if r.tail.is_some());
+        assert_eq!(shape.class() == "tree" || tail, tree == 3, "{name}");
         assert_eq!(
             n_args,
             p.inputs.len() + outputs + p.dims.len() + p.params.len() + tree,
@@ -966,7 +1032,7 @@ fn candidates_follow_the_abi() {
         let needs_elements = shape.program().stmts.iter().any(
             |s| matches!(s.expr, Expr::Reduce(op, ..) if !matches!(op, Reduce::Sum | Reduce::Prod)),
         );
-        assert_eq!(l.nonempty_mask != 0, needs_elements, "{name}");
+        assert_eq!(l.nonempty_mask != 0, needs_elements || tail, "{name}");
     }
 }
 
