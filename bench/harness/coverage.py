@@ -119,10 +119,8 @@ NOT_YET = {
     11: "a contraction over two leading dimensions (the matmul family folds one batch dimension)",
     14: "a product whose output keeps one triangle (index comparisons in the IR)",
     15: "a product whose output keeps one triangle (index comparisons in the IR)",
-    95: "a gather by integer targets, then a mean of a row reduction",
+    95: "the target's logit per row (integer targets read in a row kernel, an index compared with them)",
     97: "attention (a fused product, softmax and product)",
-    98: "a mean over rows of a row reduction (two reductions in sequence)",
-    99: "a mean over rows of row norms (two reductions in sequence)",
 }
 POOLING = set(range(41, 47))
 CONVOLUTION = {50} | set(range(54, 88))

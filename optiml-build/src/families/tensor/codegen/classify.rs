@@ -775,10 +775,12 @@ fn tree_shape(lowered: Program, c_set: &[usize], items: Vec<usize>) -> Result<Sh
 /// The program with every reduction that is not the whole expression of its statement (or that rebinds one of
 /// the statement's axes) moved into a statement of its own, inserted just before (named `<statement>#<n>`, not an
 /// output, with the statement's axes less the reduced ones), and read back through [`Expr::Value`]. `y[r, c] = x[r, c] / sum(c) x[r, c]` becomes
-/// `y#0[r] = sum(c) x[r, c]; y[r, c] = x[r, c] / y#0[r]`.
+/// `y#0[r] = sum(c) x[r, c]; y[r, c] = x[r, c] / y#0[r]`. A reduction inside another's body moves out the same
+/// way, with the variables bound around it as its axes less its own: `y = mean(r) sqrt(sum(c) x[r, c]^2)`
+/// becomes `y#0[r] = sum(c) x[r, c]^2; y = mean(r) sqrt(y#0[r])`.
 ///
 /// # Errors
-/// [`Unsupported::NestedReduction`] when a reduction's body holds another.
+/// [`Unsupported::NestedReduction`] when a reduction's body holds a scan.
 pub fn lower(program: &Program) -> Result<Program, Unsupported> {
     let mut stmts: Vec<Stmt> = Vec::with_capacity(program.stmts.len());
     let mut map = vec![0usize; program.stmts.len()];
@@ -788,10 +790,11 @@ pub fn lower(program: &Program) -> Result<Program, Unsupported> {
         };
         let expr = match &s.expr {
             Expr::Reduce(op, dims, body) if !dims.iter().any(|d| s.axes.contains(d)) => {
-                if has_reduce(body) {
-                    return Err(nested());
-                }
-                Expr::Reduce(*op, dims.clone(), Box::new(remap(body, &map)))
+                let mut hoisted = 0;
+                let scope = bind(&s.axes, dims);
+                let body = hoist(body, s, &scope, &map, &mut stmts, &mut hoisted)
+                    .map_err(|()| nested())?;
+                Expr::Reduce(*op, dims.clone(), Box::new(body))
             }
             Expr::Reduce(op, ..) if op.is_arg() => {
                 return Err(Unsupported::ArgBroadcast {
@@ -800,7 +803,7 @@ pub fn lower(program: &Program) -> Result<Program, Unsupported> {
             }
             e => {
                 let mut hoisted = 0;
-                hoist(e, s, &map, &mut stmts, &mut hoisted).map_err(|()| nested())?
+                hoist(e, s, &s.axes, &map, &mut stmts, &mut hoisted).map_err(|()| nested())?
             }
         };
         map[i] = stmts.len();
@@ -812,31 +815,39 @@ pub fn lower(program: &Program) -> Result<Program, Unsupported> {
     })
 }
 
+/// `axes` then the `dims` it lacks: the variables bound inside a reduction over `dims` at a point where `axes`
+/// are bound.
+fn bind(axes: &[usize], dims: &[usize]) -> Vec<usize> {
+    let mut scope = axes.to_vec();
+    scope.extend(dims.iter().filter(|d| !axes.contains(d)));
+    scope
+}
+
+/// `e` (in statement `s`, where the variables `scope` are bound) with each reduction moved into a statement of
+/// its own, innermost first.
 fn hoist(
     e: &Expr,
     s: &Stmt,
+    scope: &[usize],
     map: &[usize],
     stmts: &mut Vec<Stmt>,
     hoisted: &mut usize,
 ) -> Result<Expr, ()> {
-    let mut go = |e: &Expr| hoist(e, s, map, stmts, hoisted).map(Box::new);
+    let mut go = |e: &Expr| hoist(e, s, scope, map, stmts, hoisted).map(Box::new);
     Ok(match e {
         Expr::Reduce(op, dims, body) => {
-            if has_reduce(body) {
-                return Err(());
-            }
+            let body = hoist(body, s, &bind(scope, dims), map, stmts, hoisted)?;
             let name = format!("{}#{}", s.name, *hoisted);
             *hoisted += 1;
             stmts.push(Stmt {
                 name,
-                // The statement's axes but those the reduction rebinds: its value is one per row.
-                axes: s
-                    .axes
+                // The variables bound here but those the reduction rebinds: its value is one per row.
+                axes: scope
                     .iter()
                     .copied()
                     .filter(|d| !dims.contains(d))
                     .collect(),
-                expr: Expr::Reduce(*op, dims.clone(), Box::new(remap(body, map))),
+                expr: Expr::Reduce(*op, dims.clone(), Box::new(body)),
                 elem: if op.is_arg() { Elem::I64 } else { Elem::Float },
                 output: false,
             });
@@ -857,20 +868,6 @@ fn hoist(
         Expr::Scan(..) => return Err(()),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
     })
-}
-
-/// `e` with statement references renumbered.
-fn remap(e: &Expr, map: &[usize]) -> Expr {
-    let go = |e: &Expr| Box::new(remap(e, map));
-    match e {
-        Expr::Value(j) => Expr::Value(map[*j]),
-        Expr::Unary(op, a) => Expr::Unary(*op, go(a)),
-        Expr::Binary(op, a, b) => Expr::Binary(*op, go(a), go(b)),
-        Expr::Select(c, a, b) => Expr::Select(go(c), go(a), go(b)),
-        Expr::Reduce(op, d, b) => Expr::Reduce(*op, d.clone(), go(b)),
-        Expr::Scan(scan, b) => Expr::Scan(*scan, go(b)),
-        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
-    }
 }
 
 /// Whether `e` holds a reduction.

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! Program ──classify──▶ Shape::Pointwise ──PointwiseSchedule::candidate──▶ Candidate
-//!                       Shape::Rows      ──RowSchedule::candidate──────▶ Candidate
+//!                       Shape::Rows      ──RowSchedule::candidate──────▶ Candidate (a Tail: then folds the
+//!                                                                          rows' values over every row)
 //!                       Shape::Columns   ──ColumnSchedule::candidate───▶ Candidate
 //!                       Shape::Tree      ──TreeSchedule::candidate─────▶ Candidate
 //!                       Shape::Scan      ──ScanSchedule::candidate─────▶ Candidate
@@ -37,6 +38,9 @@
 //! - Reduction order: each thread folds its own elements in increasing order, then a warp xor butterfly, then the
 //!   warps' (or split threads', or a cluster's blocks') partials in order. A tree folds its blocks' partials per
 //!   item in slice order; how many slices follows the shape and the schedule, never the GPU.
+//! - A row program's tail ([`Tail`], a loss's mean over the batch) folds the per-row values in row
+//!   order: each thread of one block the rows `t, t + T, …`, then a warp butterfly, then the warps in order; sums
+//!   and products in double, rounded to f32 once.
 //! - A tree computes a mean and the spread around it (`Σ (x − mean)²`) in one pass: each thread's tile values
 //!   are reduced to count, mean and squared distance, merged pairwise (Chan, Golub and LeVeque) in the same
 //!   fixed order. It rounds differently from two passes but is as stable (no cancellation between sums).
@@ -53,8 +57,8 @@ mod tests;
 mod tree;
 
 pub use classify::{
-    ColumnShape, PointwiseShape, RowShape, ScanShape, Shape, TreeShape, Unsupported, classify,
-    lower,
+    ColumnShape, PointwiseShape, RowShape, ScanShape, Shape, Tail, TreeShape, Unsupported,
+    classify, lower,
 };
 pub use columns::ColumnSchedule;
 pub use pointwise::PointwiseSchedule;

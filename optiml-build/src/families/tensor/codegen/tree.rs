@@ -120,7 +120,7 @@ impl TreeShape {
     /// the row kernel: rows longer than a cluster keeps close (192 KiB per block, 8
     /// blocks), which the row kernel reads from DRAM once per pass, of a program whose mean and variance fuse
     /// into one pass (group norm over 8 · 512 · 512 elements: two reads and a write instead of three reads and
-    /// a write). `None` where the row kernel does as well, and for a program with a tail ([`super::classify::Tail`]).
+    /// a write). `None` where the row kernel does as well, and for a program with a tail ([`super::Tail`]).
     pub fn for_long_rows(shape: &RowShape, row_len: usize, arch: Arch) -> Option<TreeShape> {
         // A tail folds per-row values, which only the row kernel stores.
         if shape.tail.is_some() {
