@@ -108,7 +108,8 @@ pub struct ProgramLaunch {
     /// Blocks per thread-block cluster along x (1: no cluster); each work item is then a cluster's.
     pub cluster: u32,
     /// Bit `i` set: dimension `i` must not be empty (a max, min, mean or arg reduction over it has no value
-    /// then), and a call with it empty is an error.
+    /// then; a row program's tail folds over it in a launch that needs a row), and a call with it empty is an
+    /// error.
     pub nonempty_mask: u32,
     /// A reduction whose items are too few to fill the GPU (a sum to one value, batch statistics per channel):
     /// several launches of the same kernel through a workspace.

@@ -459,7 +459,8 @@ fn launch_checked(
                 kernel: name,
                 arg: dim,
                 value: "0".into(),
-                reason: "is reduced by a max, min, mean or arg reduction, which has no value over nothing",
+                reason: "is reduced by a max, min, mean or arg reduction (which has no value over nothing), or \
+                         folded over after a row reduction (whose second launch needs a row)",
             });
         }
         if i64::try_from(extent).is_err() {

@@ -23,7 +23,7 @@ pub enum Distribution {
     NearConstant,
     /// 1000·N(0, 1): `exp` of these overflows fp32 unless the row maximum is subtracted first.
     Large,
-    /// exp(2·N(0, 1)), log-normal: positive values over twelve orders of magnitude, for programs that take the
+    /// exp(2·N(0, 1)), log-normal: positive values over about ten orders of magnitude, for programs that take the
     /// logarithm or the square root of an input (a KL divergence of probabilities).
     Positive,
 }

@@ -183,7 +183,8 @@ pub enum Unsupported {
         /// The statement holding it.
         stmt: String,
     },
-    /// A reduction inside another one's body.
+    /// A scan inside an expression or a reduction's body, where [`lower`] meets it (a reduction inside another's
+    /// body is hoisted into a statement of its own).
     NestedReduction {
         /// The statement holding it.
         stmt: String,
@@ -275,7 +276,8 @@ impl fmt::Display for Unsupported {
             }
             Unsupported::NestedReduction { stmt } => write!(
                 f,
-                "`{stmt}` nests a reduction in another one's body (two reduced sets in one expression)"
+                "`{stmt}` holds a scan inside an expression or a reduction; a scan is computed only as a whole \
+                 statement"
             ),
             Unsupported::MixedReductions { first, other } => write!(
                 f,
@@ -780,7 +782,7 @@ fn tree_shape(lowered: Program, c_set: &[usize], items: Vec<usize>) -> Result<Sh
 /// becomes `y#0[r] = sum(c) x[r, c]^2; y = mean(r) sqrt(y#0[r])`.
 ///
 /// # Errors
-/// [`Unsupported::NestedReduction`] when a reduction's body holds a scan.
+/// [`Unsupported::NestedReduction`] when a statement holds a scan inside an expression or a reduction.
 pub fn lower(program: &Program) -> Result<Program, Unsupported> {
     let mut stmts: Vec<Stmt> = Vec::with_capacity(program.stmts.len());
     let mut map = vec![0usize; program.stmts.len()];
