@@ -6,7 +6,8 @@
 //! ```
 
 use optiml::cudarc::driver::CudaSlice;
-use optiml_examples::{BoxError, describe, gpu_or_explain, poisoned, random, time};
+use optiml_examples::check::check_each;
+use optiml_examples::{BoxError, Device, poisoned, random, time};
 
 /// `out = gelu(x)`, the exact (erf) form.
 #[optiml::kernel("y = gelu(x), f32")]
@@ -17,40 +18,28 @@ pub fn gelu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
 pub fn add(x: &CudaSlice<f32>, y: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
 
 fn main() -> Result<(), BoxError> {
-    let Some(ctx) = gpu_or_explain("The elementwise kernels (`gelu`, `add`)") else {
+    let Some(Device { stream, gpu, .. }) =
+        Device::open_or_explain("The elementwise kernels (`gelu`, `add`)")
+    else {
         return Ok(());
     };
-    let stream = ctx.default_stream();
-    println!("optiml elementwise f32 on {}", describe(&ctx));
+    println!("optiml elementwise f32 on {gpu}");
     let n = 4096 * 32768;
-    let (x, _) = random(n, None);
-    let (y, _) = random(n, None);
+    let (x, seed_x) = random::<f32>(n);
+    let (y, seed_y) = random::<f32>(n);
+    let seeds = format!("seeds {seed_x}, {seed_y}");
     let (dx, dy) = (stream.clone_htod(&x)?, stream.clone_htod(&y)?);
     let mut out = poisoned(&stream, n)?;
 
     gelu(&stream, &dx, &mut out)?;
-    let got = stream.clone_dtoh(&out)?;
-    let worst = x
-        .iter()
-        .zip(&got)
-        .map(|(&v, &g)| {
-            let v = v as f64;
-            let want = optiml_spec::reference::gelu(v);
-            if g.is_finite() {
-                (g as f64 - want).abs()
-            } else {
-                f64::INFINITY
-            }
-        })
-        .fold(0f64, f64::max);
-    if worst > 1e-6 {
-        return Err(format!("gelu: max abs error {worst:e} > 1e-6").into());
-    }
+    check_each(&stream.clone_dtoh(&out)?, 1e-6, |i| {
+        optiml_spec::reference::gelu(f64::from(x[i]))
+    })
+    .map_err(|e| format!("gelu: {e} ({seeds})"))?;
+    // The sum of two floats rounds once, to the same float on every device: it must match exactly.
     add(&stream, &dx, &dy, &mut out)?;
-    let got = stream.clone_dtoh(&out)?;
-    if let Some(i) = (0..n).find(|&i| got[i] != x[i] + y[i]) {
-        return Err(format!("add: element {i} is {}, expected {}", got[i], x[i] + y[i]).into());
-    }
+    check_each(&stream.clone_dtoh(&out)?, 0.0, |i| f64::from(x[i] + y[i]))
+        .map_err(|e| format!("add: {e} ({seeds})"))?;
 
     let mut copy = poisoned(&stream, n)?;
     let copy_t = time(&stream, 3, 20, || Ok(stream.memcpy_dtod(&dx, &mut copy)?))?;

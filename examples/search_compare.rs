@@ -23,12 +23,12 @@ use optiml_build::search::{
     self, Backup, Config, DeterministicJudge, Header, Method, Replay, RoutedProposer, Search,
     SearchLog, Signals, Tunable,
 };
+use optiml_examples::BoxError;
+use optiml_examples::report::{Align, Table, write_json};
 use optiml_spec::Family;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-type BoxError = Box<dyn std::error::Error>;
 
 /// Specs whose landscapes differ: square batched, one large square, tall-skinny, small-K, and a fused epilogue
 /// with a transposed operand.
@@ -202,7 +202,9 @@ fn curve(
 
 /// The table rows of one spec: the best found (median over seeds) and the evaluations each seed needed to come
 /// within 5% of `reference`.
+#[allow(clippy::too_many_arguments)]
 fn rows(
+    table: &mut Table,
     name: &str,
     shape: &str,
     space: u64,
@@ -210,8 +212,7 @@ fn rows(
     kind: &str,
     default: f64,
     runs: &[serde_json::Value],
-) -> String {
-    let mut out = String::new();
+) {
     for method in [Method::Mcts, Method::Random] {
         let mine: Vec<&serde_json::Value> = runs
             .iter()
@@ -233,13 +234,20 @@ fn rows(
                     .map_or("—".to_string(), |v| v.to_string())
             })
             .collect();
-        out.push_str(&format!(
-            "| {name} | {shape} | {space} | {reference:.4} ({kind}) | {default:.4} | {method} | {:.4} | {} |\n",
-            bests.get(bests.len() / 2).copied().unwrap_or(f64::NAN),
-            within.join(", ")
-        ));
+        table.row(&[
+            name.to_string(),
+            shape.to_string(),
+            space.to_string(),
+            format!("{reference:.4} ({kind})"),
+            format!("{default:.4}"),
+            method.to_string(),
+            format!(
+                "{:.4}",
+                bests.get(bests.len() / 2).copied().unwrap_or(f64::NAN)
+            ),
+            within.join(", "),
+        ]);
     }
-    out
 }
 
 /// `<out>/<name>.svg`: best time found against evaluations, one line per run.
@@ -259,12 +267,27 @@ fn write_chart(
     Ok(())
 }
 
-const TABLE_HEAD: &str = "| spec | shape | space | reference (ms) | default (ms) | method | best found, median of seeds (ms) | within 5% of the reference after (evaluations, per seed) |\n|---|---|---|---|---|---|---|---|\n";
+/// The comparison's table, before its rows.
+fn comparison_table() -> Table {
+    Table::new(
+        &[
+            "spec",
+            "shape",
+            "space",
+            "reference (ms)",
+            "default (ms)",
+            "method",
+            "best found, median of seeds (ms)",
+            "within 5% of the reference after (evaluations, per seed)",
+        ]
+        .map(|title| (title, Align::Left)),
+    )
+}
 
 /// `--render`: the table and charts of an earlier run, with `--reference` values applied.
 fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
-    let mut table = String::from(TABLE_HEAD);
+    let mut table = comparison_table();
     for r in report["results"].as_array().ok_or("no results")? {
         let name = r["name"].as_str().unwrap_or("?");
         let shape = r["shape"].as_str().unwrap_or("?");
@@ -284,7 +307,9 @@ fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
             .or_else(|| r["exhaustive"]["default_ms"].as_f64())
             .unwrap_or(f64::NAN);
         let space = r["space"].as_u64().unwrap_or(0);
-        table.push_str(&rows(name, shape, space, reference, kind, default, &runs));
+        rows(
+            &mut table, name, shape, space, reference, kind, default, &runs,
+        );
         let curves: Vec<Convergence> = runs
             .iter()
             .map(|run| Convergence {
@@ -310,7 +335,7 @@ fn render(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
             .collect();
         write_chart(&args.out, name, shape, &curves)?;
     }
-    std::fs::write(args.out.join("search_compare.md"), &table)?;
+    std::fs::write(args.out.join("search_compare.md"), table.as_str())?;
     println!("{table}");
     Ok(())
 }
@@ -348,8 +373,9 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
         }
     }
     let default = landscape.measured_ms(&root).unwrap_or(f64::NAN);
-    let mut table = String::from(TABLE_HEAD);
-    table.push_str(&rows(
+    let mut table = comparison_table();
+    rows(
+        &mut table,
         &name,
         &records.header.shape,
         landscape.len() as u64,
@@ -357,16 +383,16 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
         "best of the replayed landscape",
         default,
         &runs,
-    ));
+    );
     write_chart(
         &args.out,
         &format!("{name}-replay"),
         &records.header.shape,
         &curves,
     )?;
-    std::fs::write(
-        args.out.join(format!("{name}-replay.json")),
-        serde_json::to_string_pretty(&json!({ "landscape": path, "runs": runs }))?,
+    write_json(
+        &args.out.join(format!("{name}-replay.json")),
+        &json!({ "landscape": path, "runs": runs }),
     )?;
     println!("{table}");
     Ok(())
@@ -398,7 +424,7 @@ fn main() -> Result<(), BoxError> {
         .filter(|s| *s != root && s.split_k == 1)
         .collect();
     let mut results = Vec::new();
-    let mut table = String::from(TABLE_HEAD);
+    let mut table = comparison_table();
     for (name, text, shape) in SPECS {
         if args
             .only
@@ -517,7 +543,8 @@ fn main() -> Result<(), BoxError> {
                 "evals_to_within_5pct": evals_to_within(c, reference), "curve": c.points,
             }));
         }
-        table.push_str(&rows(
+        rows(
+            &mut table,
             name,
             &shape.to_string(),
             space.len() as u64 + 1,
@@ -525,7 +552,7 @@ fn main() -> Result<(), BoxError> {
             reference_kind,
             default,
             &runs,
-        ));
+        );
         write_chart(&args.out, name, &shape.to_string(), &curves)?;
         results.push(json!({
             "spec": text, "name": name, "shape": shape.to_string(), "space": space.len() + 1,
@@ -540,11 +567,8 @@ fn main() -> Result<(), BoxError> {
             "date": optiml_build::tune::now_rfc3339(), "budget": args.budget, "seeds": args.seeds,
             "results": results,
         });
-        std::fs::write(
-            args.out.join("search_compare.json"),
-            serde_json::to_string_pretty(&report)?,
-        )?;
-        std::fs::write(args.out.join("search_compare.md"), &table)?;
+        write_json(&args.out.join("search_compare.json"), &report)?;
+        std::fs::write(args.out.join("search_compare.md"), table.as_str())?;
     }
     println!("{table}");
     Ok(())

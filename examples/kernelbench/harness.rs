@@ -4,6 +4,7 @@
 use optiml::cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
+use optiml_examples::time::time_flushed;
 use optiml_examples::{BoxError, Stats};
 use std::io::Write;
 use std::path::Path;
@@ -144,34 +145,9 @@ impl Harness {
     pub fn time(
         &mut self,
         runs: usize,
-        mut f: impl FnMut() -> Result<(), BoxError>,
+        f: impl FnMut() -> Result<(), BoxError>,
     ) -> Result<(Stats, f64), BoxError> {
-        for _ in 0..3 {
-            f()?;
-        }
-        self.stream.synchronize()?;
-        let flags = Some(optiml::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let (mut times, mut host) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
-        for _ in 0..runs {
-            self.stream.memset_zeros(&mut self.flush)?;
-            let start = self.stream.record_event(flags)?;
-            let called = std::time::Instant::now();
-            f()?;
-            host.push(called.elapsed().as_secs_f64() * 1e6);
-            let end = self.stream.record_event(flags)?;
-            times.push(f64::from(start.elapsed_ms(&end)?));
-        }
-        times.sort_by(f64::total_cmp);
-        host.sort_by(f64::total_cmp);
-        Ok((
-            Stats {
-                median_ms: times[times.len() / 2],
-                min_ms: times[0],
-                max_ms: times[times.len() - 1],
-                runs,
-            },
-            host[host.len() / 2],
-        ))
+        time_flushed(&self.stream, &mut self.flush, 3, runs, f)
     }
 
     /// Writes about `count` elements of `out` (64 evenly spaced runs, the first and the last element among
