@@ -45,8 +45,22 @@ def hashed(shape, seed):
     return out.view(shape)
 
 
+def hashed_targets(shape, seed, classes):
+    """Class indices below `classes`: the hash's top 24 bits modulo the class count, as the Rust side's kernel."""
+    n = math.prod(shape)
+    h = (torch.arange(n, dtype=torch.int64, device="cuda") & MASK) ^ seed
+    for _ in range(2):
+        h ^= (h << 13) & MASK
+        h ^= h >> 17
+        h ^= (h << 5) & MASK
+    return ((h >> 8) % classes).view(shape)
+
+
 def made(t):
-    """An input as `ours.json` describes it: hashed values, or a mask true where they are at least one half."""
+    """An input as `ours.json` describes it: hashed values, a mask true where they are at least one half, or
+    class indices."""
+    if t.get("dtype") == "i64":
+        return hashed_targets(t["shape"], t["seed"], t["classes"])
     values = hashed(t["shape"], t["seed"])
     if t.get("dtype") == "bool":
         return values >= 0.5
@@ -123,6 +137,7 @@ def forward(problem, p):
         94: lambda x, t: torch.mean((x - t) ** 2),
         96: F.smooth_l1_loss,
         100: lambda x, t: torch.mean(torch.clamp(1 - x * t, min=0)),
+        95: lambda x, t: F.cross_entropy(x, t),
         98: lambda x, t: F.kl_div(torch.log(x), t, reduction="batchmean"),
         99: lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=1.0),
     }[problem]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// U(0, 1), the odd multiples of 2⁻²⁴ (never 0, so that the losses' logarithms of inputs stay finite), from a
 /// xorshift counter hash: `bench/harness/kernelbench.py` computes the same values with PyTorch's integer ops, so
 /// both sides check and time on identical inputs without moving gigabytes. A mask is the hash's top 24 bits at
-/// or above one half.
+/// or above one half; class indices (cross-entropy's targets) are its top 24 bits modulo the class count.
 const FILL: &str = r#"
 extern "C" __global__ void kb_fill(float* p, long long n, unsigned seed) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -28,6 +28,13 @@ extern "C" __global__ void kb_mask(unsigned char* p, long long n, unsigned seed)
         for (int r = 0; r < 2; ++r) { h ^= h << 13; h ^= h >> 17; h ^= h << 5; }
         p[i] = (h >> 8) >= (1u << 23) ? 1 : 0;
     }
+}
+extern "C" __global__ void kb_targets(long long* p, long long n, unsigned seed, long long classes) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i ^ seed;
+        for (int r = 0; r < 2; ++r) { h ^= h << 13; h ^= h >> 17; h ^= h << 5; }
+        p[i] = (long long)((h >> 8) % (unsigned)classes);
+    }
 }"#;
 
 /// The device side of the harness.
@@ -36,6 +43,7 @@ pub struct Harness {
     pub stream: Arc<CudaStream>,
     fill: CudaFunction,
     mask: CudaFunction,
+    targets: CudaFunction,
     flush: CudaSlice<f32>,
 }
 
@@ -91,11 +99,13 @@ impl Harness {
         let module = ctx.load_module(ptx)?;
         let fill = module.load_function("kb_fill")?;
         let mask = module.load_function("kb_mask")?;
+        let targets = module.load_function("kb_targets")?;
         let flush = stream.alloc_zeros::<f32>(128 << 20)?;
         Ok(Harness {
             stream,
             fill,
             mask,
+            targets,
             flush,
         })
     }
@@ -103,17 +113,30 @@ impl Harness {
     /// A tensor of `len` hashed values from `seed`.
     pub fn input(&self, len: usize, seed: u32) -> Result<CudaSlice<f32>, BoxError> {
         // SAFETY: `kb_fill(float*, long long, unsigned)` writes f32 values at indices below its length argument.
-        unsafe { self.hashed(&self.fill, len, seed) }
+        unsafe { self.hashed(&self.fill, len, seed, None) }
     }
 
     /// A mask of `len` elements from `seed`: true where the hashed value is at least one half.
     pub fn mask(&self, len: usize, seed: u32) -> Result<CudaSlice<bool>, BoxError> {
         // SAFETY: `kb_mask(unsigned char*, long long, unsigned)` writes 0 or 1 (valid `bool`s) at indices below
         // its length argument.
-        unsafe { self.hashed(&self.mask, len, seed) }
+        unsafe { self.hashed(&self.mask, len, seed, None) }
     }
 
-    /// A fresh buffer of `len` elements written by `kernel(buffer, len, seed)`.
+    /// `len` class indices below `classes` (at least 1) from `seed`.
+    pub fn targets(
+        &self,
+        len: usize,
+        classes: usize,
+        seed: u32,
+    ) -> Result<CudaSlice<i64>, BoxError> {
+        let classes = classes.clamp(1, u32::MAX as usize) as i64;
+        // SAFETY: `kb_targets(long long*, long long, unsigned, long long)` writes integers (valid `i64`s) at
+        // indices below its length argument.
+        unsafe { self.hashed(&self.targets, len, seed, Some(classes)) }
+    }
+
+    /// A fresh buffer of `len` elements written by `kernel(buffer, len, seed[, extra])`.
     ///
     /// # Safety
     /// `kernel` must write only valid `T` values, at indices below its length argument.
@@ -122,11 +145,15 @@ impl Harness {
         kernel: &CudaFunction,
         len: usize,
         seed: u32,
+        extra: Option<i64>,
     ) -> Result<CudaSlice<T>, BoxError> {
         let mut buf = self.stream.alloc_zeros::<T>(len.max(1))?;
         let n = len as i64;
         let mut b = self.stream.launch_builder(kernel);
         b.arg(&mut buf).arg(&n).arg(&seed);
+        if let Some(extra) = &extra {
+            b.arg(extra);
+        }
         // SAFETY: the caller's contract; the buffer holds at least `n` elements.
         unsafe {
             b.launch(LaunchConfig {

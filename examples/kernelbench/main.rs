@@ -248,6 +248,8 @@ mod words {
     pub fn p96(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel("hinge loss")]
     pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
+    #[optiml::kernel("cross entropy loss")]
+    pub fn p95(x: &CudaSlice<f32>, t: &CudaSlice<i64>, y: &mut CudaSlice<f32>, r: usize, c: usize);
     #[optiml::kernel("kl divergence, batchmean")]
     pub fn p98(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
     #[optiml::kernel("triplet margin loss, margin 1.0")]
@@ -493,6 +495,10 @@ mod index {
     #[optiml::kernel("y = mean(i, j) max(0, 1 - x[i, j] * t[j])")]
     pub fn p100(x: &CudaSlice<f32>, t: &CudaSlice<f32>, y: &mut CudaSlice<f32>);
     #[optiml::kernel(
+        "mx[i] = max(j) x[i, j]; y = mean(i) (mx[i] + log(sum(j) exp(x[i, j] - mx[i])) - x[i, t[i]]), i64 t"
+    )]
+    pub fn p95(x: &CudaSlice<f32>, t: &CudaSlice<i64>, y: &mut CudaSlice<f32>, i: usize, j: usize);
+    #[optiml::kernel(
         "kl[i] = sum(j) ((-log(x[i, j])) * t[i, j] + where(t[i, j] > 0, t[i, j] * log(t[i, j]), 0)); \
          y = mean(i) kl[i]"
     )]
@@ -527,10 +533,21 @@ mod index {
     );
 }
 
-/// A problem's inputs: its f32 tensors (indexed as `x[0]`, `x[1]` …) and, for a masked scan, its mask.
+/// A problem's inputs: its f32 tensors (indexed as `x[0]`, `x[1]` …), then a masked scan's mask or a
+/// cross-entropy's class indices.
 struct Inputs {
     values: Vec<CudaSlice<f32>>,
     mask: Option<CudaSlice<bool>>,
+    targets: Option<CudaSlice<i64>>,
+}
+
+/// A problem's input after its f32 tensors.
+enum Extra {
+    None,
+    /// A boolean mask of this shape (93).
+    Mask(Vec<usize>),
+    /// Class indices of this shape, below the class count (95).
+    Targets(Vec<usize>, usize),
 }
 
 impl std::ops::Index<usize> for Inputs {
@@ -554,6 +571,20 @@ impl Inputs {
                 axes: format!("[r={}, c={}]", SCAN[0], SCAN[1]),
             })
     }
+
+    /// The class indices of a cross-entropy (a problem with `Extra::Targets`); an empty-buffer error for any
+    /// other.
+    fn targets(&self) -> Result<&CudaSlice<i64>, optiml::Error> {
+        self.targets
+            .as_ref()
+            .ok_or_else(|| optiml::Error::BufferLength {
+                kernel: "kernelbench",
+                arg: "t",
+                got: 0,
+                expected: CE[0],
+                axes: format!("[r={}]", CE[0]),
+            })
+    }
 }
 
 /// Launches one spelling of a problem's kernel on the harness's buffers.
@@ -566,8 +597,8 @@ struct Problem {
     words: &'static str,
     /// The v0.1 input shapes.
     inputs: Vec<Vec<usize>>,
-    /// The shape of a boolean mask input, after the others (93).
-    mask: Option<Vec<usize>>,
+    /// An input after the f32 ones: a mask (93) or class indices (95).
+    extra: Extra,
     /// Floating-point operations, for a matrix product (compute-bound: its rate is FLOP/s, not bytes).
     flops: Option<f64>,
     /// The output's shape; `true` for indices (i64).
@@ -602,7 +633,7 @@ macro_rules! map {
             name: $name,
             words: $w,
             inputs: vec![$shape.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: ($shape.to_vec(), false),
             params: vec![],
@@ -623,7 +654,7 @@ macro_rules! loss {
             name: $name,
             words: $w,
             inputs: vec![LOSS.to_vec(), $t.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![], false),
             params: vec![],
@@ -644,7 +675,7 @@ macro_rules! mm {
             name: $name,
             words: $w,
             inputs: vec![$a.to_vec(), $b.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: Some(2.0 * $m as f64 * $nn as f64 * $k as f64),
             output: (vec![$m, $nn], false),
             params: vec![],
@@ -660,7 +691,7 @@ macro_rules! mm {
             name: $name,
             words: $w,
             inputs: vec![$a.to_vec(), $b.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: Some(2.0 * $batch as f64 * $m as f64 * $nn as f64 * $k as f64),
             output: (vec![$batch, $m, $nn], false),
             params: vec![],
@@ -680,7 +711,7 @@ macro_rules! scan {
             name: $name,
             words: $w,
             inputs: vec![SCAN.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (SCAN.to_vec(), false),
             params: vec![],
@@ -696,7 +727,7 @@ macro_rules! scan {
             name: $name,
             words: $w,
             inputs: vec![SCAN.to_vec()],
-            mask: Some(SCAN.to_vec()),
+            extra: Extra::Mask(SCAN.to_vec()),
             flops: None,
             output: (SCAN.to_vec(), false),
             params: vec![],
@@ -716,7 +747,7 @@ macro_rules! rows {
             name: $name,
             words: $w,
             inputs: vec![$shape.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: ($shape.to_vec(), false),
             params: vec![],
@@ -736,7 +767,7 @@ macro_rules! dim1 {
             name: $name,
             words: $w,
             inputs: vec![R3.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![R3[0], R3[2]], $index),
             params: vec![],
@@ -761,6 +792,9 @@ const BN4: [usize; 4] = [64, 64, 512, 512];
 const R3: [usize; 3] = [128, 4096, 4095];
 const LOSS: [usize; 2] = [32768, 32768];
 const SCAN: [usize; 2] = [32768, 32768];
+/// Problem 95's logits (rows, classes); its targets are one class index per row.
+const CE: [usize; 2] = [32768, 4096];
+
 /// Problem 98's predictions and targets.
 const KL: [usize; 2] = [16384, 16384];
 /// Problem 99's anchor, positive and negative.
@@ -891,7 +925,7 @@ fn problems() -> Vec<Problem> {
             name: "Matrix scalar multiplication",
             words: "matrix scalar multiplication",
             inputs: vec![vec![65536, 16384]],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![65536, 16384], false),
             params: vec![SCALAR],
@@ -905,7 +939,7 @@ fn problems() -> Vec<Problem> {
             name: "diag(A) @ B",
             words: "diag(A) @ B",
             inputs: vec![vec![4096], vec![4096, 4096]],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![4096, 4096], false),
             params: vec![],
@@ -933,7 +967,7 @@ fn problems() -> Vec<Problem> {
             name: "BatchNorm (training mode)",
             words: "batch norm, training mode, eps 1e-5",
             inputs: vec![BN4.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (BN4.to_vec(), false),
             params: vec![],
@@ -947,7 +981,7 @@ fn problems() -> Vec<Problem> {
             name: "InstanceNorm",
             words: "instance norm",
             inputs: vec![NORM4.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
@@ -961,7 +995,7 @@ fn problems() -> Vec<Problem> {
             name: "GroupNorm (8 groups)",
             words: "group norm, groups 8",
             inputs: vec![NORM4.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
@@ -995,7 +1029,7 @@ fn problems() -> Vec<Problem> {
             name: "RMSNorm (over channels)",
             words: "rms norm over dim 1 of a 4-D tensor, eps 1e-5",
             inputs: vec![NORM4.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
@@ -1009,7 +1043,7 @@ fn problems() -> Vec<Problem> {
             name: "FrobeniusNorm",
             words: "frobenius norm",
             inputs: vec![NORM4.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (NORM4.to_vec(), false),
             params: vec![],
@@ -1023,7 +1057,7 @@ fn problems() -> Vec<Problem> {
             name: "L1Norm",
             words: "l1 norm over dim 1",
             inputs: vec![ROWS38.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (ROWS38.to_vec(), false),
             params: vec![],
@@ -1037,7 +1071,7 @@ fn problems() -> Vec<Problem> {
             name: "L2Norm",
             words: "l2 norm along rows",
             inputs: vec![ROWS38.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (ROWS38.to_vec(), false),
             params: vec![],
@@ -1055,7 +1089,7 @@ fn problems() -> Vec<Problem> {
                 vec![64, 256, 256],
                 vec![64, 256, 256],
             ],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![16, 64, 256, 256], false),
             params: vec![],
@@ -1123,11 +1157,25 @@ fn problems() -> Vec<Problem> {
         // The targets broadcast along the predictions' last axis, as in PyTorch.
         loss!(100, "HingeLoss", "hinge loss", [LOSS[1]], p100),
         Problem {
+            number: 95,
+            name: "CrossEntropyLoss",
+            words: "cross entropy loss",
+            inputs: vec![CE.to_vec()],
+            extra: Extra::Targets(vec![CE[0]], CE[1]),
+            flops: None,
+            output: (vec![], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p95(s, &x[0], x.targets()?, f32_out(y), CE[0], CE[1]),
+                |s, x, y| index::p95(s, &x[0], x.targets()?, f32_out(y), CE[0], CE[1]),
+            ],
+        },
+        Problem {
             number: 98,
             name: "KLDivLoss",
             words: "kl divergence, batchmean",
             inputs: vec![KL.to_vec(), KL.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![], false),
             params: vec![],
@@ -1141,7 +1189,7 @@ fn problems() -> Vec<Problem> {
             name: "TripletMarginLoss",
             words: "triplet margin loss, margin 1.0",
             inputs: vec![TRIPLET.to_vec(), TRIPLET.to_vec(), TRIPLET.to_vec()],
-            mask: None,
+            extra: Extra::None,
             flops: None,
             output: (vec![], false),
             params: vec![],
@@ -1216,11 +1264,20 @@ fn run(
         .enumerate()
         .map(|(i, shape)| h.input(shape.iter().product(), seed(i)))
         .collect::<Result<_, _>>()?;
-    let mask = match &p.mask {
-        Some(shape) => Some(h.mask(shape.iter().product(), seed(p.inputs.len()))?),
-        None => None,
+    let extra_seed = seed(p.inputs.len());
+    let (mask, targets) = match &p.extra {
+        Extra::None => (None, None),
+        Extra::Mask(shape) => (Some(h.mask(shape.iter().product(), extra_seed)?), None),
+        Extra::Targets(shape, classes) => (
+            None,
+            Some(h.targets(shape.iter().product(), *classes, extra_seed)?),
+        ),
     };
-    let inputs = Inputs { values, mask };
+    let inputs = Inputs {
+        values,
+        mask,
+        targets,
+    };
     let len: usize = p.output.0.iter().product();
     let alloc = |h: &Harness| -> Result<OutBuf, BoxError> {
         Ok(if p.output.1 {
@@ -1245,10 +1302,11 @@ fn run(
         .iter()
         .map(|s| s.iter().product::<usize>() * 4)
         .sum::<usize>()
-        + p.mask
-            .iter()
-            .map(|s| s.iter().product::<usize>())
-            .sum::<usize>()
+        + match &p.extra {
+            Extra::None => 0,
+            Extra::Mask(s) => s.iter().product::<usize>(),
+            Extra::Targets(s, _) => s.iter().product::<usize>() * 8,
+        }
         + len * if p.output.1 { 8 } else { 4 };
     let mut described: Vec<serde_json::Value> = p
         .inputs
@@ -1256,8 +1314,11 @@ fn run(
         .enumerate()
         .map(|(i, s)| json!({"shape": s, "seed": seed(i), "dtype": "f32"}))
         .collect();
-    if let Some(s) = &p.mask {
-        described.push(json!({"shape": s, "seed": seed(p.inputs.len()), "dtype": "bool"}));
+    match &p.extra {
+        Extra::None => {}
+        Extra::Mask(s) => described.push(json!({"shape": s, "seed": extra_seed, "dtype": "bool"})),
+        Extra::Targets(s, classes) => described
+            .push(json!({"shape": s, "seed": extra_seed, "dtype": "i64", "classes": classes})),
     }
     Ok(json!({
         "problem": p.number,
@@ -1307,6 +1368,9 @@ fn index_text(number: u32) -> &'static str {
         27 => "y[i] = 1.0507009873554805 * where(x[i] > 0, x[i], 1.6732632423543772 * expm1(x[i]))",
         28 => "y[i] = clamp(x[i] + 3, 0, 6) / 6",
         29 => "y[i] = where(x[i] > 20, x[i], log1p(exp(x[i])))",
+        95 => {
+            "mx[i] = max(j) x[i, j]; y = mean(i) (mx[i] + log(sum(j) exp(x[i, j] - mx[i])) - x[i, t[i]]), i64 t"
+        }
         98 => {
             "kl[i] = sum(j) ((-log(x[i, j])) * t[i, j] + where(t[i, j] > 0, t[i, j] * log(t[i, j]), 0)); \
              y = mean(i) kl[i]"

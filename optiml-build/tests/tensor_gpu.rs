@@ -107,6 +107,7 @@ const SPECS: &[&str] = &[
     "kl divergence, batchmean",
     "triplet margin loss, margin 1.0",
     "triplet margin loss, bf16",
+    "cross entropy loss",
     "m[r] = max(c) x[r, c]; s[r] = sum(c) exp(x[r, c] - m[r]); lo = min(r) m[r]; \
      y = sum(r) log(s[r]) * w[r] * 0.5 + lo; z = max(r) s[r]",
     "y[i] = relu(x[i])",

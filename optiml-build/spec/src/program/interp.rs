@@ -588,6 +588,15 @@ enum Op<'a> {
         at: usize,
         code: Box<ReduceCode<'a>>,
     },
+    /// A gather: slot `at` holds the index on entry and the value read on exit. `access` covers every axis but
+    /// the gathered one, whose stride and extent follow.
+    Gather {
+        at: usize,
+        data: &'a [f32],
+        access: Access,
+        stride: usize,
+        extent: usize,
+    },
 }
 
 struct ReduceCode<'a> {
@@ -693,12 +702,31 @@ impl<'p, 'a> Compiler<'p, 'a> {
         extents: &[usize],
         by_value: bool,
     ) -> Result<Access, InterpError> {
+        self.access_but(name, axes, extents, by_value, None)
+            .map(|(access, _)| access)
+    }
+
+    /// [`Self::access`] without the axis at position `skip` (a gather's, set by data): it need not be bound, and
+    /// its stride is returned beside the access (0 without one).
+    fn access_but(
+        &self,
+        name: &str,
+        axes: &[usize],
+        extents: &[usize],
+        by_value: bool,
+        skip: Option<usize>,
+    ) -> Result<(Access, usize), InterpError> {
         let mut terms = Vec::with_capacity(axes.len());
-        let (mut step, mut gather) = (0, false);
+        let (mut step, mut gather, mut skipped) = (0, false, 0);
         let mut stride = 1usize;
-        for &dim in axes.iter().rev() {
+        for (pos, &dim) in axes.iter().enumerate().rev() {
             if dim >= self.program.dims.len() {
                 return Err(self.malformed(format!("`{name}` has axis #{dim}, not a dimension")));
+            }
+            if Some(pos) == skip {
+                skipped = stride;
+                stride = stride.saturating_mul(extents[dim]);
+                continue;
             }
             if !self.stmt().axes.contains(&dim) && !self.bound.contains(&dim) {
                 return Err(self.malformed(format!(
@@ -714,11 +742,14 @@ impl<'p, 'a> Compiler<'p, 'a> {
             }
             stride = stride.saturating_mul(extents[dim]);
         }
-        Ok(Access {
-            terms: terms.into(),
-            step,
-            gather,
-        })
+        Ok((
+            Access {
+                terms: terms.into(),
+                step,
+                gather,
+            },
+            skipped,
+        ))
     }
 
     /// Compiles `e` onto `ops`. Returns the dimensions it reads that it does not bind itself, and the op
@@ -827,6 +858,44 @@ impl<'p, 'a> Compiler<'p, 'a> {
                     "holds a scan inside its expression; a scan must be a statement's whole expression"
                         .into(),
                 ));
+            }
+            Expr::Gather(g, index) => {
+                let Some(decl) = self.program.inputs.get(g.input) else {
+                    return Err(self.malformed(format!(
+                        "gathers from input #{}, which does not exist",
+                        g.input
+                    )));
+                };
+                let Some(&dim) = decl.axes.get(g.axis) else {
+                    return Err(self.malformed(format!(
+                        "gathers along axis {} of `{}`, which has {}",
+                        g.axis,
+                        decl.name,
+                        decl.axes.len()
+                    )));
+                };
+                let HostTensor::Float(data) = self.inputs[g.input] else {
+                    return Err(
+                        self.malformed(format!("gathers from `{}`, an integer input", decl.name))
+                    );
+                };
+                let (fi, wi) = self.expr(index, ops, live)?;
+                free = fi;
+                let (access, stride) =
+                    self.access_but(&decl.name, &decl.axes, self.extents, true, Some(g.axis))?;
+                for (p, &a) in decl.axes.iter().enumerate() {
+                    if p != g.axis {
+                        free[a] = true;
+                    }
+                }
+                ops.push(Op::Gather {
+                    at: self.depth - 1,
+                    data,
+                    access,
+                    stride,
+                    extent: self.extents[dim],
+                });
+                wi.saturating_add(1)
             }
             Expr::Reduce(op, over, body) => {
                 for (k, &d) in over.iter().enumerate() {
@@ -1103,6 +1172,31 @@ impl Machine<'_> {
                         }
                     }
                     self.e[at * LANES..at * LANES + n].fill(0.0);
+                }
+                Op::Gather {
+                    at,
+                    data,
+                    access,
+                    stride,
+                    extent,
+                } => {
+                    let base = offset(&access.terms, &self.val);
+                    for l in 0..n {
+                        let p = if access.gather {
+                            self.sampled_values[first + l]
+                        } else {
+                            first + l
+                        };
+                        let i = self.v[at * LANES + l];
+                        // Out of range (or not a whole number): NaN, as every kernel reads it.
+                        self.v[at * LANES + l] =
+                            if i >= 0.0 && i < *extent as f64 && i.fract() == 0.0 {
+                                data[base + p * access.step + i as usize * stride] as f64
+                            } else {
+                                f64::NAN
+                            };
+                        self.e[at * LANES + l] = 0.0;
+                    }
                 }
                 Op::Int { at, data, access } => {
                     let base = offset(&access.terms, &self.val);
@@ -2055,6 +2149,67 @@ mod tests {
         assert_eq!(r.values, vec![11.0, (1u64 << 40) as f64]);
         // 11: one rounding of the sum. 2⁴⁰: exact in f32, so again one rounding of the sum only.
         assert_eq!(r.scales, vec![11.0, (1u64 << 40) as f64]);
+    }
+
+    #[test]
+    fn a_gather_reads_at_the_index_and_nan_outside_the_axis() {
+        use crate::program::notation::parse;
+        // Cross-entropy over 5 rows of 70 classes (the lane block is 64 wide), with one target out of range.
+        let (rows, n) = (5, 70);
+        let xs = noise(rows * n, 11, 3.0);
+        let mut targets: Vec<i64> = (0..rows as i64).map(|r| (r * 17 + 3) % n as i64).collect();
+        let per_row =
+            parse("m[r] = max(c) x[r, c]; l[r] = m[r] + log(sum(c) exp(x[r, c] - m[r])) - x[r, t[r]], i64 t")
+                .unwrap();
+        let loss = crate::program::words::lower("cross entropy loss")
+            .unwrap()
+            .unwrap();
+        let direct = |targets: &[i64]| -> Vec<f64> {
+            (0..rows)
+                .map(|r| {
+                    let row = &xs[r * n..(r + 1) * n];
+                    let m = row.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v as f64));
+                    let s: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
+                    m + s.ln() - row[targets[r] as usize] as f64
+                })
+                .collect()
+        };
+        let run = |p: &Program, targets: &[i64], sample: Option<&Sample>| {
+            eval(
+                p,
+                &[rows, n],
+                &[HostTensor::Float(&xs), HostTensor::Int(targets)],
+                &[],
+                sample,
+                1,
+            )
+            .unwrap()
+        };
+        let want = direct(&targets);
+        let l = &run(&per_row, &targets, None)[0];
+        let y = &run(&loss, &targets, None)[0];
+        assert_eq!(l.values.len(), rows);
+        for (got, want) in l.values.iter().zip(&want) {
+            assert!((got - want).abs() < 1e-12, "{got} against {want}");
+        }
+        let mean = want.iter().sum::<f64>() / rows as f64;
+        assert!((y.values[0] - mean).abs() < 1e-12);
+        // Sampled rows read the same gathered values.
+        let sample = Sample {
+            dim: 0,
+            values: vec![3, 1],
+        };
+        let sampled = &run(&per_row, &targets, Some(&sample))[0];
+        assert!((sampled.values[0] - want[3]).abs() < 1e-12);
+        assert!((sampled.values[1] - want[1]).abs() < 1e-12);
+        // An index past the axis, or negative, reads NaN.
+        for bad in [n as i64, -1] {
+            targets[2] = bad;
+            let l = &run(&per_row, &targets, None)[0];
+            assert!(l.values[2].is_nan());
+            assert!(!l.values[1].is_nan());
+            assert!(run(&loss, &targets, None)[0].values[0].is_nan());
+        }
     }
 
     #[test]

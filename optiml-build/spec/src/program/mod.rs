@@ -30,6 +30,10 @@
 //! - A scan ([`Expr::Scan`]: `cumsum(c) x[r, c]`) appears only as the whole expression of a statement that has
 //!   the scanned dimension as an axis, and its body holds no reduction or scan. It binds nothing: its body is
 //!   evaluated at every position of the scanned dimension up to the element's own (or from it, reversed).
+//! - A gather ([`Expr::Gather`]: `x[r, t[r]]`) reads an input with one axis set by an integer input's value
+//!   instead of an index variable. That axis is not a free variable of the gather; the index input's axes are.
+//!   The gathered tensor is read elsewhere with its index variables, which name the gathered axis's dimension.
+//!   An index outside that dimension's extent reads NaN, in the interpreter and in every kernel.
 //! - Arithmetic is f32 in kernels and f64 in the interpreter; [`Program::dtype`] is the storage type of every
 //!   floating tensor, inputs and outputs alike (intermediates a kernel keeps on chip are f32).
 
@@ -125,6 +129,19 @@ pub enum Expr {
     Reduce(Reduce, Vec<usize>, Box<Expr>),
     /// A running reduction of the body along one of the statement's axes ([`Scan`]): `cumsum(c) x[r, c]`.
     Scan(Scan, Box<Expr>),
+    /// An input read at an index taken from data ([`Gather`]): the expression is the index, an integer input at
+    /// the current values of its axes (`x[r, t[r]]`: `t[r]`).
+    Gather(Gather, Box<Expr>),
+}
+
+/// Where a gather reads: input `input` at the current values of its axes, except the axis at position `axis`
+/// of [`TensorDecl::axes`], which takes the index's value (cross-entropy's `x[r, t[r]]`: input `x`, axis 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Gather {
+    /// The tensor read: an index into [`Program::inputs`].
+    pub input: usize,
+    /// The position in that input's axes that the index sets.
+    pub axis: usize,
 }
 
 /// A running reduction (prefix scan) along one dimension: the element at position `i` folds the body's values
@@ -199,6 +216,10 @@ impl std::hash::Hash for Expr {
             Expr::Scan(scan, body) => {
                 scan.hash(state);
                 body.hash(state);
+            }
+            Expr::Gather(g, index) => {
+                g.hash(state);
+                index.hash(state);
             }
         }
     }
@@ -416,6 +437,7 @@ impl Program {
                     out.push(scan.dim);
                     walk(body, out);
                 }
+                Expr::Gather(_, index) => walk(index, out),
             }
         }
         let mut out = Vec::new();

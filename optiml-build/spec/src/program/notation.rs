@@ -69,7 +69,7 @@
 //! operations deep (`a + b + …` with more than 128 terms) is refused with an error, so parsing is linear and never
 //! exhausts the stack.
 
-use super::{Binary, DimDecl, Elem, Expr, Program, Reduce, Scan, Stmt, TensorDecl, Unary};
+use super::{Binary, DimDecl, Elem, Expr, Gather, Program, Reduce, Scan, Stmt, TensorDecl, Unary};
 use crate::error::SpecError;
 use crate::model::{DType, Dim};
 use std::collections::BTreeSet;
@@ -692,13 +692,20 @@ struct Node<'a> {
 enum Kind<'a> {
     Num(f64),
     Name(Name<'a>),
-    Load(Name<'a>, Vec<Name<'a>>),
+    Load(Name<'a>, Vec<Ix<'a>>),
     Call(Name<'a>, Vec<Node<'a>>),
     Reduce(Reduce, Vec<Name<'a>>, Box<Node<'a>>),
     /// A scan: the dimension, then its modifiers.
     Scan(Reduce, Vec<Name<'a>>, Box<Node<'a>>),
     Neg(Box<Node<'a>>),
     Bin(Binary, Box<Node<'a>>, Box<Node<'a>>),
+}
+
+/// One index of a load: an index variable, or an integer tensor read with index variables (a gather).
+#[derive(Debug)]
+enum Ix<'a> {
+    Var(Name<'a>),
+    Load(Name<'a>, Vec<Name<'a>>),
 }
 
 struct StmtAst<'a> {
@@ -1028,6 +1035,48 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
+    /// A load's `[i, j]`, where an index may also read an integer tensor: `[r, t[r]]`.
+    fn load_indices(&mut self) -> Res<Vec<Ix<'a>>> {
+        let open = self.bump();
+        let mut out = Vec::new();
+        if self.peek() == Tk::RBrack {
+            self.bump();
+            return Ok(out);
+        }
+        loop {
+            let t = self.bump();
+            match t.kind {
+                Tk::Ident if self.peek() == Tk::LBrack => {
+                    let name = self.name(t);
+                    let inner = self.indices()?;
+                    out.push(Ix::Load(name, inner));
+                }
+                Tk::Ident => out.push(Ix::Var(self.name(t))),
+                Tk::End => return Err(self.err(open, "unbalanced `[`: it is never closed", "")),
+                _ => {
+                    return Err(self.err(
+                        t,
+                        "an index is an index variable, as in `x[i, j]`, or an integer tensor, as in `x[r, t[r]]`",
+                        "numbers, arithmetic and slices are not supported inside `[…]`",
+                    ));
+                }
+            }
+            let t = self.bump();
+            match t.kind {
+                Tk::Comma => {}
+                Tk::RBrack => return Ok(out),
+                Tk::End => return Err(self.err(open, "unbalanced `[`: it is never closed", "")),
+                _ => {
+                    return Err(self.err(
+                        t,
+                        "expected `,` or `]` after an index",
+                        "an index is an index variable, as in `x[i, j]`",
+                    ));
+                }
+            }
+        }
+    }
+
     fn expr(&mut self) -> Res<Node<'a>> {
         self.binary(1)
     }
@@ -1116,7 +1165,7 @@ impl<'a> Parser<'a, '_> {
         }
         let name = self.name(t);
         if self.peek() == Tk::LBrack {
-            let idx = self.indices()?;
+            let idx = self.load_indices()?;
             self.node(Kind::Load(name, idx), t.pos())
         } else {
             self.node(Kind::Name(name), t.pos())
@@ -1338,6 +1387,9 @@ struct Resolver<'a> {
     lifted: Map<Expr, usize>,
     next_suffix: Map<String, usize>,
     indices: Elem,
+    /// Each gather's index input, gathered input, and where the index is written: checked for their types
+    /// once the options have typed the inputs.
+    gathers: Vec<(usize, usize, Pos)>,
 }
 
 impl<'a> Resolver<'a> {
@@ -1359,6 +1411,7 @@ impl<'a> Resolver<'a> {
             lifted: Map::default(),
             next_suffix: Map::default(),
             indices: Elem::I64,
+            gathers: Vec::new(),
         }
     }
 
@@ -1428,6 +1481,33 @@ impl<'a> Resolver<'a> {
                     ));
                 }
                 input.elem = *elem;
+            }
+        }
+        for &(index, gathered, pos) in &self.gathers {
+            let (t, x) = (&self.inputs[index], &self.inputs[gathered]);
+            if !matches!(t.elem, Elem::I64 | Elem::I32) {
+                return Err(self.err(
+                    pos,
+                    format!(
+                        "`{}` indexes `{}`, so it holds integers",
+                        show(&t.name),
+                        show(&x.name)
+                    ),
+                    format!(
+                        "give it an integer type: add the option `i64 {}`",
+                        show(&t.name)
+                    ),
+                ));
+            }
+            if x.elem != Elem::Float {
+                return Err(self.err(
+                    pos,
+                    format!(
+                        "`{}` is read at an index from a tensor, so it must be a floating tensor",
+                        show(&x.name)
+                    ),
+                    "gathers read floating inputs",
+                ));
             }
         }
         for opt in &ast.opts {
@@ -1543,8 +1623,18 @@ impl<'a> Resolver<'a> {
         match &n.kind {
             Kind::Load(name, idx) => {
                 self.loaded.insert(name.s);
-                for v in idx {
-                    self.dim(*v)?;
+                for ix in idx {
+                    match ix {
+                        Ix::Var(v) => {
+                            self.dim(*v)?;
+                        }
+                        Ix::Load(name, inner) => {
+                            self.loaded.insert(name.s);
+                            for v in inner {
+                                self.dim(*v)?;
+                            }
+                        }
+                    }
                 }
             }
             Kind::Reduce(_, over, body) => {
@@ -1720,7 +1810,7 @@ impl<'a> Resolver<'a> {
         match &n.kind {
             Kind::Num(v) => Ok(Expr::Const(*v)),
             Kind::Name(name) => self.bare(*name, cx),
-            Kind::Load(name, idx) => self.load(*name, idx, cx),
+            Kind::Load(name, idx) => self.load_ix(*name, idx, cx),
             Kind::Neg(a) => {
                 let a = self.expr(a, cx, false)?;
                 self.combine(None, a, None, n.pos)
@@ -2004,6 +2094,168 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
+    /// A load whose indices may read an integer tensor: a plain load, or a gather.
+    fn load_ix(&mut self, name: Name<'a>, idx: &[Ix<'a>], cx: &mut Cx<'a>) -> Res<Expr> {
+        let vars: Vec<Name<'a>> = idx
+            .iter()
+            .filter_map(|ix| match ix {
+                Ix::Var(v) => Some(*v),
+                Ix::Load(..) => None,
+            })
+            .collect();
+        if vars.len() == idx.len() {
+            return self.load(name, &vars, cx);
+        }
+        self.gather(name, idx, cx)
+    }
+
+    /// `x[r, t[r]]`: input `x` read at the value of the integer input `t` along one axis.
+    #[inline(never)]
+    fn gather(&mut self, name: Name<'a>, idx: &[Ix<'a>], cx: &mut Cx<'a>) -> Res<Expr> {
+        let s = name.s;
+        let mut loads = idx.iter().enumerate().filter_map(|(p, ix)| match ix {
+            Ix::Load(t, inner) => Some((p, *t, inner)),
+            Ix::Var(_) => None,
+        });
+        let Some((axis, index_name, inner)) = loads.next() else {
+            return Err(self.err(name.pos, "a gather without a gathered index", ""));
+        };
+        if let Some((_, second, _)) = loads.next() {
+            return Err(self.err(
+                second.pos,
+                format!("a second index of `{}` read from a tensor", show(s)),
+                "one index of a read may come from a tensor; read the others with index variables",
+            ));
+        }
+        let Some(&(input, first)) = self.input_of.get(s) else {
+            let (what, hint) = if self.stmt_of.contains_key(s) || self.dim_of.contains_key(s) {
+                (
+                    format!(
+                        "`{}` is not an input: only inputs are read at an index from a tensor",
+                        show(s)
+                    ),
+                    "compute the gathered values from inputs after the gather".to_string(),
+                )
+            } else {
+                (
+                    format!(
+                        "`{}` is read at an index from a tensor before it is read with index variables",
+                        show(s)
+                    ),
+                    format!(
+                        "read it with index variables first (as in `{}[{}]`): that names the dimension `{}` indexes",
+                        show(s),
+                        vec!["…"; idx.len()].join(", "),
+                        show(index_name.s)
+                    ),
+                )
+            };
+            return Err(self.err(name.pos, what, hint));
+        };
+        let axes = self.inputs[input].axes.clone();
+        let spell = |ds: &[usize]| -> String {
+            let v: Vec<&str> = ds.iter().map(|&d| self.dims[d].name.as_str()).collect();
+            format!("{}[{}]", show(s), v.join(", "))
+        };
+        if axes.len() != idx.len() {
+            return Err(self.err(
+                name.pos,
+                format!(
+                    "`{}` has {} axes (`{}` at character {}), but {} indices here",
+                    show(s),
+                    axes.len(),
+                    spell(&axes),
+                    first.at + 1,
+                    idx.len()
+                ),
+                "give one index per axis",
+            ));
+        }
+        for (p, ix) in idx.iter().enumerate() {
+            let Ix::Var(v) = ix else { continue };
+            let d = self.index_var(*v, cx)?;
+            if d != axes[p] {
+                return Err(self.err(
+                    v.pos,
+                    format!(
+                        "axis {} of `{}` is `{}` (`{}` at character {}), not `{}`",
+                        p + 1,
+                        show(s),
+                        self.dims[axes[p]].name,
+                        spell(&axes),
+                        first.at + 1,
+                        show(v.s)
+                    ),
+                    "a tensor is indexed by the same variables in the same order everywhere",
+                ));
+            }
+        }
+        let index = self.load(index_name, inner, cx)?;
+        let Expr::Input(k) = index else {
+            return Err(self.err(
+                index_name.pos,
+                format!(
+                    "`{}` is computed by the program; an index read from a tensor comes from an input",
+                    show(index_name.s)
+                ),
+                format!("make `{}` an input of integer type, as in `i64 {0}`", show(index_name.s)),
+            ));
+        };
+        self.gathers.push((k, input, index_name.pos));
+        Ok(Expr::Gather(Gather { input, axis }, Box::new(index)))
+    }
+
+    /// Checks that index variable `v` is bound here (an axis of the statement or a variable
+    /// an enclosing reduction binds) and returns its dimension.
+    fn index_var(&self, v: Name<'a>, cx: &mut Cx<'a>) -> Res<usize> {
+        let d = self.dim_of[v.s];
+        if cx.bound.contains(&d) {
+            return Ok(d);
+        }
+        if cx.axes.contains(&d) {
+            cx.used_free.insert(d);
+            return Ok(d);
+        }
+        if let Some((rpos, op)) = cx.reduced.get(&d) {
+            return Err(self.err(
+                v.pos,
+                format!(
+                    "`{}` is used here outside the `{}({})` at character {} that reduces it, and is not an axis of `{}`",
+                    show(v.s),
+                    op.name(),
+                    show(v.s),
+                    rpos.at + 1,
+                    show(cx.name)
+                ),
+                "a reduction's body is the rest of the product and ends at the next `+`, `-` or comparison: put the whole body in parentheses, as in `sum(c) (a[c] + b[c])`",
+            ));
+        }
+        let axes: Vec<&str> = cx
+            .axes
+            .iter()
+            .map(|&d| self.dims[d].name.as_str())
+            .collect();
+        Err(self.err(
+            v.pos,
+            format!(
+                "`{}` is not an axis of `{}` (its axes: {})",
+                show(v.s),
+                show(cx.name),
+                if axes.is_empty() {
+                    "none".into()
+                } else {
+                    axes.join(", ")
+                }
+            ),
+            format!(
+                "reduce over it (`sum({0}) …`) or add it to the left side: `{1}[{2}{0}]`",
+                show(v.s),
+                show(cx.name),
+                axes.iter().map(|a| format!("{a}, ")).collect::<String>()
+            ),
+        ))
+    }
+
     fn load(&mut self, name: Name<'a>, idx: &[Name<'a>], cx: &mut Cx<'a>) -> Res<Expr> {
         let s = name.s;
         if self.dim_of.contains_key(s) {
@@ -2031,52 +2283,7 @@ impl<'a> Resolver<'a> {
                     "each axis of a tensor has its own index variable (diagonals are not supported)",
                 ));
             }
-            dims.push(d);
-            if cx.bound.contains(&d) {
-                continue;
-            }
-            if cx.axes.contains(&d) {
-                cx.used_free.insert(d);
-                continue;
-            }
-            if let Some((rpos, op)) = cx.reduced.get(&d) {
-                return Err(self.err(
-                    v.pos,
-                    format!(
-                        "`{}` is used here outside the `{}({})` at character {} that reduces it, and is not an axis of `{}`",
-                        show(v.s),
-                        op.name(),
-                        show(v.s),
-                        rpos.at + 1,
-                        show(cx.name)
-                    ),
-                    "a reduction's body is the rest of the product and ends at the next `+`, `-` or comparison: put the whole body in parentheses, as in `sum(c) (a[c] + b[c])`",
-                ));
-            }
-            let axes: Vec<&str> = cx
-                .axes
-                .iter()
-                .map(|&d| self.dims[d].name.as_str())
-                .collect();
-            return Err(self.err(
-                v.pos,
-                format!(
-                    "`{}` is not an axis of `{}` (its axes: {})",
-                    show(v.s),
-                    show(cx.name),
-                    if axes.is_empty() {
-                        "none".into()
-                    } else {
-                        axes.join(", ")
-                    }
-                ),
-                format!(
-                    "reduce over it (`sum({0}) …`) or add it to the left side: `{1}[{2}{0}]`",
-                    show(v.s),
-                    show(cx.name),
-                    axes.iter().map(|a| format!("{a}, ")).collect::<String>()
-                ),
-            ));
+            dims.push(self.index_var(*v, cx)?);
         }
         let (expr, axes, first) = if let Some(&(j, at)) = self.stmt_of.get(s) {
             self.check_readable(j, name.pos)?;
@@ -2263,13 +2470,23 @@ impl<'a> Resolver<'a> {
                 out.insert(scan.dim);
                 self.collect_free(body, out);
             }
+            Expr::Gather(g, index) => {
+                let axes = &self.inputs[g.input].axes;
+                out.extend(
+                    axes.iter()
+                        .enumerate()
+                        .filter(|&(p, _)| p != g.axis)
+                        .map(|(_, &d)| d),
+                );
+                self.collect_free(index, out);
+            }
         }
     }
 
     /// Moves every reduction that is not a statement's whole expression into a statement of its own.
     fn lift(&mut self, e: &mut Expr, root: bool, base: &str) {
         match e {
-            Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) => {
+            Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) | Expr::Gather(_, a) => {
                 self.lift(a, false, base);
             }
             Expr::Binary(_, a, b) => {
@@ -2356,7 +2573,9 @@ fn mark_reads(e: &Expr, read: &mut [bool]) {
     match e {
         Expr::Value(j) => read[*j] = true,
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => {}
-        Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) => mark_reads(a, read),
+        Expr::Unary(_, a) | Expr::Reduce(_, _, a) | Expr::Scan(_, a) | Expr::Gather(_, a) => {
+            mark_reads(a, read)
+        }
         Expr::Binary(_, a, b) => {
             mark_reads(a, read);
             mark_reads(b, read);
@@ -2655,6 +2874,21 @@ impl<'p> Printer<'p> {
                 out.push_str(&self.inputs[*i]);
                 out.push('[');
                 out.push_str(&self.axes(&self.p.inputs[*i].axes));
+                out.push(']');
+            }
+            Expr::Gather(g, index) => {
+                out.push_str(&self.inputs[g.input]);
+                out.push('[');
+                for (p, &d) in self.p.inputs[g.input].axes.iter().enumerate() {
+                    if p > 0 {
+                        out.push_str(", ");
+                    }
+                    if p == g.axis {
+                        self.go(index, 0, false, out);
+                    } else {
+                        out.push_str(self.dims[d].as_str());
+                    }
+                }
                 out.push(']');
             }
             Expr::Value(j) => {
@@ -3028,6 +3262,66 @@ mod tests {
         ] {
             has(&fails(text), parts);
         }
+    }
+
+    #[test]
+    fn a_gather_reads_an_input_at_an_integer_inputs_value() {
+        let p = ok(
+            "m[r] = max(c) x[r, c]; y = mean(r) (m[r] + log(sum(c) exp(x[r, c] - m[r])) - x[r, t[r]]), i64 t",
+        );
+        let names: Vec<&str> = p.inputs.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["x", "t"]);
+        assert_eq!(p.inputs[1].elem, Elem::I64);
+        assert_eq!(p.inputs[1].axes, [0]);
+        let y = p.stmts.last().unwrap();
+        let Expr::Reduce(_, _, body) = &y.expr else {
+            panic!("{y:?}")
+        };
+        let Expr::Binary(Binary::Sub, _, gather) = &**body else {
+            panic!("{body:?}")
+        };
+        assert_eq!(
+            **gather,
+            Expr::Gather(Gather { input: 0, axis: 1 }, Box::new(Expr::Input(1)))
+        );
+        let text = p.to_string();
+        assert!(text.contains("x[r, t[r]]"), "{text}");
+        assert_eq!(ok(&text), p);
+        // An embedding lookup: the table is read with its variables once, which names the gathered axis.
+        let e = ok("n2[v] = sum(d) w[v, d] ^ 2; y[b, d] = w[ids[b], d] * g[b], i32 ids");
+        assert!(e.to_string().contains("w[ids[b], d]"));
+    }
+
+    #[test]
+    fn gather_mistakes_have_their_own_errors() {
+        has(
+            &fails("m[r] = max(c) x[r, c]; y[r] = x[r, t[r]]"),
+            &["`t` indexes `x`, so it holds integers", "`i64 t`"],
+        );
+        has(
+            &fails("y[r] = x[r, t[r]], i64 t"),
+            &["read at an index from a tensor before it is read with index variables"],
+        );
+        has(
+            &fails("m[r] = max(c) x[r, c]; y[r] = x[t[r], t[r]], i64 t"),
+            &["a second index of `x` read from a tensor"],
+        );
+        has(
+            &fails("m[r] = max(c) x[r, c]; y[r] = x[t[r]], i64 t"),
+            &["`x` has 2 axes"],
+        );
+        has(
+            &fails("m[r] = max(c) x[r, c]; y[r] = x[k, t[r]], i64 t"),
+            &["`k` is not an axis of `y`"],
+        );
+        has(
+            &fails("m[r] = max(c) x[r, c]; u[r] = m[r] * 2; y[r] = x[r, u[r]]"),
+            &["`u` is computed by the program"],
+        );
+        has(
+            &fails("m[r] = max(c) x[r, c]; y[r] = x[r, t[r]], i64 t, i64 x"),
+            &["must be a floating tensor"],
+        );
     }
 
     #[test]

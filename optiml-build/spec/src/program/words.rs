@@ -113,6 +113,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("hinge loss", "hinge loss"),
     ("kl divergence", "kl divergence, batchmean"),
     ("triplet margin loss", "triplet margin loss, margin 1.0"),
+    ("cross entropy loss", "cross entropy loss"),
     ("l1 norm", "l1 norm over dim 1"),
     ("l2 norm", "l2 norm along rows"),
     (
@@ -163,6 +164,7 @@ enum Op {
     Hinge,
     KlDiv,
     Triplet,
+    CrossEntropy,
     L1Norm,
     L2Norm,
     LayerNorm,
@@ -234,6 +236,7 @@ impl Op {
             Op::Hinge => "hinge loss",
             Op::KlDiv => "kl divergence",
             Op::Triplet => "triplet margin loss",
+            Op::CrossEntropy => "cross entropy loss",
             Op::L1Norm => "l1 norm",
             Op::L2Norm => "l2 norm",
             Op::LayerNorm => "layer norm",
@@ -265,7 +268,7 @@ impl Op {
             Op::Elu => &[Rank, Alpha],
             Op::HardTanh => &[Rank, Bounds],
             Op::Softplus => &[Rank, SoftplusArgs],
-            Op::Diag | Op::Hinge => &[],
+            Op::Diag | Op::Hinge | Op::CrossEntropy => &[],
             Op::KlDiv => &[Reduction],
             Op::Triplet => &[Margin],
             Op::Softmax | Op::LogSoftmax | Op::L1Norm | Op::L2Norm => &[Axis, Rank],
@@ -546,6 +549,12 @@ const PHRASES: &[(&str, Meaning)] = {
         ("triplet margin loss", O(Op::Triplet, None)),
         ("tripletmarginloss", O(Op::Triplet, None)),
         ("triplet loss", O(Op::Triplet, None)),
+        ("cross entropy", O(Op::CrossEntropy, None)),
+        ("cross entropy loss", O(Op::CrossEntropy, None)),
+        ("cross-entropy", O(Op::CrossEntropy, None)),
+        ("cross-entropy loss", O(Op::CrossEntropy, None)),
+        ("crossentropyloss", O(Op::CrossEntropy, None)),
+        ("softmax cross entropy", O(Op::CrossEntropy, None)),
         ("l1 norm", O(Op::L1Norm, None)),
         ("l1norm", O(Op::L1Norm, None)),
         ("l1 normalization", O(Op::L1Norm, None)),
@@ -1307,6 +1316,12 @@ fn build(
              y = mean(r) max(dp[r] - dn[r] + {}, 0)",
             num(a.margin.unwrap_or(1.0))
         ),
+        // `F.cross_entropy(x, t)` of logits `x` [rows, classes] and class indices `t` [rows] (KernelBench 95):
+        // the log of the softmax's denominator, shifted by the row's max, less the target's logit, averaged
+        // over the rows. The max first, so that the logits are the first input and the targets the second.
+        Op::CrossEntropy => "m[r] = max(c) x[r, c]; \
+                             y = mean(r) (m[r] + log(sum(c) exp(x[r, c] - m[r])) - x[r, t[r]]), i64 t"
+            .to_string(),
         Op::BatchNorm | Op::InstanceNorm | Op::GroupNorm => {
             channel_norm(op, implied_rank, &a, bad)?
         }
@@ -1701,6 +1716,14 @@ mod tests {
             "KLDivLoss",
             "kl[i] = sum(j) ((-log(pr[i, j])) * tg[i, j] + where(tg[i, j] > 0, tg[i, j] * log(tg[i, j]), 0)); \
              loss = mean(i) kl[i]",
+        ),
+        (
+            "cross entropy loss",
+            "mx[i] = max(j) lg[i, j]; loss = mean(i) (mx[i] + log(sum(j) exp(lg[i, j] - mx[i])) - lg[i, lb[i]]), i64 lb",
+        ),
+        (
+            "CrossEntropyLoss",
+            "mx[i] = max(j) lg[i, j]; loss = mean(i) (mx[i] + log(sum(j) exp(lg[i, j] - mx[i])) - lg[i, lb[i]]), i64 lb",
         ),
         (
             "triplet margin loss, margin 1.0",

@@ -1,7 +1,7 @@
 //! Which generator covers a program, with the dimension roles it needs; reductions hoisted into statements of
 //! their own first, so every later stage sees a reduction only as the whole expression of a statement.
 
-use optiml_spec::program::{Elem, Expr, Program, Reduce, Scan, Stmt};
+use optiml_spec::program::{Elem, Expr, Gather, Program, Reduce, Scan, Stmt};
 use std::fmt;
 
 /// What kind of kernel a program is, with the dimension roles the generator needs.
@@ -158,6 +158,12 @@ pub enum Unsupported {
         /// The input.
         input: String,
     },
+    /// A gather ([`Expr::Gather`]) that is not one value per row of a row program: only row kernels read
+    /// gathered values so far, once per row (cross-entropy's target logit).
+    Gather {
+        /// The statement holding it.
+        stmt: String,
+    },
     /// A boolean input outside a scan (only scan kernels read masks so far).
     MaskInput {
         /// The input.
@@ -252,6 +258,12 @@ impl fmt::Display for Unsupported {
                 f,
                 "input `{input}` has an integer type; generated kernels read floating inputs only"
             ),
+            Unsupported::Gather { stmt } => write!(
+                f,
+                "`{stmt}` reads a tensor at an index from data where it is not one value per row; generated \
+                 kernels gather once per row of a row program (`x[r, t[r]]` beside reductions over `x`'s other \
+                 axes) so far"
+            ),
             Unsupported::MaskInput { input } => write!(
                 f,
                 "input `{input}` is a mask (bool); only scan kernels read masks so far (multiply by a floating mask \
@@ -341,7 +353,21 @@ pub fn classify(program: &Program) -> Result<Shape, Unsupported> {
     if program.stmts.iter().any(|s| has_scan(&s.expr)) {
         return classify_scan(program);
     }
-    if let Some(input) = program.inputs.iter().find(|t| t.elem != Elem::Float) {
+    // Integer inputs are read only as gathers' indices; masks only by scans (below).
+    let indices = gathers(program);
+    let mut plain = Vec::new();
+    for s in &program.stmts {
+        super::emit::refs(&s.expr, &mut plain, &mut Vec::new());
+    }
+    if let Some(input) = program
+        .inputs
+        .iter()
+        .enumerate()
+        .find(|&(k, t)| {
+            t.elem != Elem::Float && (plain.contains(&k) || !indices.iter().any(|&(_, i)| i == k))
+        })
+        .map(|(_, t)| t)
+    {
         return Err(match input.elem {
             Elem::Bool => Unsupported::MaskInput {
                 input: input.name.clone(),
@@ -350,6 +376,25 @@ pub fn classify(program: &Program) -> Result<Shape, Unsupported> {
                 input: input.name.clone(),
             },
         });
+    }
+    if let Some(s) = program.stmts.iter().find(|s| has_gather(&s.expr)) {
+        let shape = if program.stmts.iter().any(|s| has_reduce(&s.expr)) {
+            classify_reduction(program)?
+        } else {
+            return Err(Unsupported::Gather {
+                stmt: s.name.clone(),
+            });
+        };
+        return match &shape {
+            Shape::Rows(r) => {
+                let rows = r.tail.as_ref().map_or(&r.program, |t| &t.rows);
+                row_gathers(rows, r)?;
+                Ok(shape)
+            }
+            _ => Err(Unsupported::Gather {
+                stmt: s.name.clone(),
+            }),
+        };
     }
     if !program.stmts.iter().any(|s| has_reduce(&s.expr)) {
         let items = first.axes.clone();
@@ -429,11 +474,101 @@ fn classify_scan(program: &Program) -> Result<Shape, Unsupported> {
     }))
 }
 
+/// The distinct gathers of `p`'s statements whose index is an input, as (where, index input), in order of
+/// appearance: the only gathers [`classify`] lets through, each loaded once per row.
+pub(crate) fn gathers(p: &Program) -> Vec<(Gather, usize)> {
+    fn walk(e: &Expr, out: &mut Vec<(Gather, usize)>) {
+        match e {
+            Expr::Gather(g, index) => {
+                if let Expr::Input(k) = **index
+                    && !out.contains(&(*g, k))
+                {
+                    out.push((*g, k));
+                }
+                walk(index, out);
+            }
+            Expr::Reduce(_, _, a) | Expr::Unary(_, a) | Expr::Scan(_, a) => walk(a, out),
+            Expr::Binary(_, a, b) => {
+                walk(a, out);
+                walk(b, out);
+            }
+            Expr::Select(c, a, b) => {
+                walk(c, out);
+                walk(a, out);
+                walk(b, out);
+            }
+            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    for s in &p.stmts {
+        walk(&s.expr, &mut out);
+    }
+    out
+}
+
+/// Whether `e` holds a gather.
+pub(crate) fn has_gather(e: &Expr) -> bool {
+    match e {
+        Expr::Gather(..) => true,
+        Expr::Reduce(_, _, a) | Expr::Unary(_, a) | Expr::Scan(_, a) => has_gather(a),
+        Expr::Binary(_, a, b) => has_gather(a) || has_gather(b),
+        Expr::Select(c, a, b) => has_gather(c) || has_gather(a) || has_gather(b),
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+    }
+}
+
+/// Checks that every gather of the row program `rows` (the shape's program, or its tail's rows) is one value
+/// per row: in a statement without reduced axes that is not a reduction, reading an integer input without
+/// reduced axes, from a floating input whose other axes are not reduced.
+fn row_gathers(rows: &Program, shape: &RowShape) -> Result<(), Unsupported> {
+    fn per_row(p: &Program, e: &Expr, reduced: &[usize]) -> bool {
+        let row_axes = |axes: &[usize]| !axes.iter().any(|d| reduced.contains(d));
+        match e {
+            Expr::Gather(g, index) => {
+                let Some(x) = p.inputs.get(g.input) else {
+                    return false;
+                };
+                let others: Vec<usize> = x
+                    .axes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(a, _)| a != g.axis)
+                    .map(|(_, &d)| d)
+                    .collect();
+                let index_ok = matches!(**index, Expr::Input(k)
+                    if p.inputs.get(k).is_some_and(|t| matches!(t.elem, Elem::I64 | Elem::I32) && row_axes(&t.axes)));
+                x.elem == Elem::Float && g.axis < x.axes.len() && row_axes(&others) && index_ok
+            }
+            Expr::Reduce(_, _, a) | Expr::Scan(_, a) => !has_gather(a),
+            Expr::Unary(_, a) => per_row(p, a, reduced),
+            Expr::Binary(_, a, b) => per_row(p, a, reduced) && per_row(p, b, reduced),
+            Expr::Select(c, a, b) => {
+                per_row(p, c, reduced) && per_row(p, a, reduced) && per_row(p, b, reduced)
+            }
+            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => true,
+        }
+    }
+    for s in &rows.stmts {
+        if !has_gather(&s.expr) {
+            continue;
+        }
+        let row_level = !s.axes.iter().any(|d| shape.reduced.contains(d))
+            && !matches!(s.expr, Expr::Reduce(..));
+        if !row_level || !per_row(rows, &s.expr, &shape.reduced) {
+            return Err(Unsupported::Gather {
+                stmt: s.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Whether `e` holds a scan.
 pub(crate) fn has_scan(e: &Expr) -> bool {
     match e {
         Expr::Scan(..) => true,
-        Expr::Reduce(_, _, a) | Expr::Unary(_, a) => has_scan(a),
+        Expr::Reduce(_, _, a) | Expr::Unary(_, a) | Expr::Gather(_, a) => has_scan(a),
         Expr::Binary(_, a, b) => has_scan(a) || has_scan(b),
         Expr::Select(c, a, b) => has_scan(c) || has_scan(a) || has_scan(b),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
@@ -866,6 +1001,7 @@ fn hoist(
             Expr::Select(c, a, go(b)?)
         }
         Expr::Value(j) => Expr::Value(map[*j]),
+        Expr::Gather(g, index) => Expr::Gather(*g, go(index)?),
         // `classify` sends scans to their own shape before anything is lowered.
         Expr::Scan(..) => return Err(()),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) => e.clone(),
@@ -876,7 +1012,7 @@ fn hoist(
 pub(crate) fn has_reduce(e: &Expr) -> bool {
     match e {
         Expr::Reduce(..) | Expr::Scan(..) => true,
-        Expr::Unary(_, a) => has_reduce(a),
+        Expr::Unary(_, a) | Expr::Gather(_, a) => has_reduce(a),
         Expr::Binary(_, a, b) => has_reduce(a) || has_reduce(b),
         Expr::Select(c, a, b) => has_reduce(c) || has_reduce(a) || has_reduce(b),
         Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
@@ -935,6 +1071,24 @@ fn check_expr(p: &Program, i: usize, e: &Expr, scope: &[usize]) -> Result<(), Un
             _ => bad("reads a statement that is not computed before it".into()),
         },
         Expr::Unary(_, a) => check_expr(p, i, a, scope),
+        Expr::Gather(g, index) => match p.inputs.get(g.input) {
+            Some(t) if g.axis >= t.axes.len() => {
+                bad(format!("`{}` gathered along no axis", t.name))
+            }
+            Some(t)
+                if t.axes
+                    .iter()
+                    .enumerate()
+                    .all(|(a, d)| a == g.axis || scope.contains(d)) =>
+            {
+                check_expr(p, i, index, scope)
+            }
+            Some(t) => bad(format!(
+                "`{}` is gathered with a variable out of scope",
+                t.name
+            )),
+            None => bad("a gather from an input out of range".into()),
+        },
         Expr::Binary(_, a, b) => {
             check_expr(p, i, a, scope)?;
             check_expr(p, i, b, scope)

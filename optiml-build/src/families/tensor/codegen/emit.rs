@@ -96,13 +96,30 @@ pub(crate) trait Env {
     fn fast(&self) -> bool {
         false
     }
+    /// A gather's value ([`Expr::Gather`]). Only row kernels gather (once per row, into [`gathered`]'s
+    /// variable); `classify` refuses a gather anywhere else, and this default makes a compile error name the bug.
+    fn gather(&self, _e: &Expr) -> String {
+        "OPTIML_GATHER_UNSUPPORTED".into()
+    }
+}
+
+/// The variable a kernel holds a row's gathered value in: `sg{input}_{axis}_{index input}`. `None` unless the
+/// index is an input, the only gathers `classify` lets through.
+pub(crate) fn gathered(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Gather(g, index) => match **index {
+            Expr::Input(k) => Some(format!("sg{}_{}_{k}", g.input, g.axis)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Whether every leaf of `e` satisfies `leaf` (constants and parameters always do).
 pub(crate) fn leaves_all(e: &Expr, leaf: &dyn Fn(&Expr) -> bool) -> bool {
     match e {
         Expr::Const(_) | Expr::Param(_) => true,
-        Expr::Input(_) | Expr::Value(_) => leaf(e),
+        Expr::Input(_) | Expr::Value(_) | Expr::Gather(..) => leaf(e),
         Expr::Unary(_, a) => leaves_all(a, leaf),
         Expr::Binary(_, a, b) => leaves_all(a, leaf) && leaves_all(b, leaf),
         Expr::Select(c, a, b) => leaves_all(c, leaf) && leaves_all(a, leaf) && leaves_all(b, leaf),
@@ -119,6 +136,7 @@ pub(crate) fn expr(e: &Expr, env: &dyn Env) -> String {
         Expr::Param(k) => format!("p{k}"),
         Expr::Input(k) => env.input(*k),
         Expr::Value(j) => env.value(*j),
+        Expr::Gather(..) => env.gather(e),
         Expr::Unary(op, a) => {
             let a = go(a);
             match op {
@@ -202,7 +220,9 @@ pub(crate) fn transcendental(e: &Expr) -> bool {
         }
         Expr::Select(c, a, b) => transcendental(c) || transcendental(a) || transcendental(b),
         Expr::Reduce(_, _, b) | Expr::Scan(_, b) => transcendental(b),
-        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) | Expr::Gather(..) => {
+            false
+        }
     }
 }
 
@@ -311,6 +331,14 @@ fn expr_text(e: &Expr) -> String {
         }
         fn value(&self, j: usize) -> String {
             format!("v{j}")
+        }
+        fn gather(&self, e: &Expr) -> String {
+            match e {
+                Expr::Gather(g, index) => {
+                    format!("in{}[axis {} at {}]", g.input, g.axis, expr_text(index))
+                }
+                _ => String::new(),
+            }
         }
     }
     match e {
@@ -489,7 +517,7 @@ fn walk_reduces(e: &Expr, f: &mut dyn FnMut(Reduce, &[usize])) {
             f(*op, dims);
             walk_reduces(body, f);
         }
-        Expr::Unary(_, a) | Expr::Scan(_, a) => walk_reduces(a, f),
+        Expr::Unary(_, a) | Expr::Scan(_, a) | Expr::Gather(_, a) => walk_reduces(a, f),
         Expr::Binary(_, a, b) => {
             walk_reduces(a, f);
             walk_reduces(b, f);
@@ -527,6 +555,7 @@ pub(crate) fn refs(e: &Expr, inputs: &mut Vec<usize>, values: &mut Vec<usize>) {
             refs(b, inputs, values);
         }
         Expr::Reduce(_, _, b) | Expr::Scan(_, b) => refs(b, inputs, values),
-        Expr::Const(_) | Expr::Param(_) => {}
+        // A gather reads its tensors itself, once per row ([`gathered`]): not as element or item inputs.
+        Expr::Const(_) | Expr::Param(_) | Expr::Gather(..) => {}
     }
 }

@@ -56,6 +56,7 @@ mod scan;
 mod tests;
 mod tree;
 
+pub(crate) use classify::gathers;
 pub use classify::{
     ColumnShape, PointwiseShape, RowShape, ScanShape, Shape, Tail, TreeShape, Unsupported,
     classify, lower,

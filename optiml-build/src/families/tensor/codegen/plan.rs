@@ -281,7 +281,10 @@ impl Passes {
             n.elems.dedup();
             need.push(n);
         }
-        let item_inputs: Vec<usize> = (0..p.inputs.len()).filter(|&k| !element_input(k)).collect();
+        // Integer inputs are gathers' indices, which each gather reads itself.
+        let item_inputs: Vec<usize> = (0..p.inputs.len())
+            .filter(|&k| !element_input(k) && p.inputs[k].elem == Elem::Float)
+            .collect();
         let cached: Vec<usize> = (0..p.inputs.len())
             .filter(|&k| {
                 element_input(k)
@@ -609,8 +612,13 @@ impl emit::Env for ElementEnv<'_> {
         emit::leaves_all(e, &|leaf| match leaf {
             Expr::Input(k) => passes.item_inputs.contains(k),
             Expr::Value(j) => passes.role[*j] != Role::Element,
+            // Loaded once per row.
+            Expr::Gather(..) => true,
             _ => false,
         })
+    }
+    fn gather(&self, e: &Expr) -> String {
+        emit::gathered(e).unwrap_or_else(|| "OPTIML_GATHER_UNSUPPORTED".into())
     }
 }
 
@@ -623,6 +631,9 @@ impl emit::Env for ScalarEnv<'_> {
     }
     fn value(&self, j: usize) -> String {
         self.0.value(j)
+    }
+    fn gather(&self, e: &Expr) -> String {
+        self.0.gather(e)
     }
 }
 

@@ -69,7 +69,9 @@ fn divides(e: &Expr) -> bool {
         Expr::Unary(_, a) => divides(a),
         Expr::Select(c, a, b) => divides(c) || divides(a) || divides(b),
         Expr::Reduce(_, _, b) | Expr::Scan(_, b) => divides(b),
-        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => false,
+        Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) | Expr::Gather(..) => {
+            false
+        }
     }
 }
 

@@ -27,13 +27,13 @@
 //! thread folds a chunk at a time into a running (max, sum) pair, rescaling the sum when the max grows, and the
 //! pairs combine like any other partials. The row is then read twice, not three times.
 
-use super::classify::{RowShape, Tail};
+use super::classify::{RowShape, Tail, gathers};
 use super::emit::{self, Code, Env as _};
 use super::plan::{self, ElementEnv, Passes, Role, ScalarEnv};
 use crate::experts::Candidate;
 use crate::search::{Bottleneck, Transform, Tunable};
 use optiml_runtime::{Arch, Launch, ProgramLaunch, TreeLaunch};
-use optiml_spec::program::{Program, Reduce};
+use optiml_spec::program::{Expr, Program, Reduce};
 
 /// How a row kernel maps rows to threads and where a row lives between passes: what the search transforms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -503,6 +503,16 @@ impl Kernel<'_> {
                 }
             }
         }
+        let gathers = gathers(p);
+        for &(g, k) in &gathers {
+            let at = p.inputs[g.input].axes.iter().enumerate();
+            let x_axes = at.filter(|&(a, _)| a != g.axis).map(|(_, &d)| d);
+            for d in x_axes.chain(p.inputs[k].axes.iter().copied()) {
+                if !needed.contains(&d) {
+                    needed.push(d);
+                }
+            }
+        }
         emit::coords(c, "row", &self.shape.items, &needed, "long long");
         let mut aligned = Vec::new();
         for k in self.element_inputs() {
@@ -524,6 +534,23 @@ impl Kernel<'_> {
             c.line(format!(
                 "const float si{k} = IO::get(in{k}[{}]);",
                 self.row_offset(&p.inputs[k].axes)
+            ));
+        }
+        for &(g, k) in &gathers {
+            // The row's index, then the value it selects: NaN outside the axis, as the interpreter reads it.
+            let axes = &p.inputs[g.input].axes;
+            let name =
+                emit::gathered(&Expr::Gather(g, Box::new(Expr::Input(k)))).unwrap_or_default();
+            c.line(format!(
+                "const long long gi_{name} = (long long)in{k}[{}];",
+                emit::offset(&p.inputs[k].axes, &[])
+            ));
+            c.line(format!(
+                "const float {name} = (gi_{name} >= 0 && gi_{name} < n{}) ? IO::get(in{}[{} + gi_{name} * ({})]) : optiml_p::nan_f();",
+                axes[g.axis],
+                g.input,
+                emit::offset(axes, &[axes[g.axis]]),
+                emit::product(&axes[g.axis + 1..])
             ));
         }
         if aligned.is_empty() {

@@ -394,6 +394,11 @@ const TAILS: &[(&str, &str, DType)] = &[
         DType::F32,
     ),
     (
+        "cross entropy",
+        "m[r] = max(c) x[r, c]; y = mean(r) (m[r] + log(sum(c) exp(x[r, c] - m[r])) - x[r, t[r]]), i64 t",
+        DType::F32,
+    ),
+    (
         "folds of a softmax's statistics",
         "m[r] = max(c) x[r, c]; s[r] = sum(c) exp(x[r, c] - m[r]); lo = min(r) m[r]; \
          y = sum(r) log(s[r]) * w[r] * 0.5 + lo; z = prod(r) m[r]",
@@ -445,8 +450,49 @@ fn every_test_program_lands_in_its_class() {
 }
 
 #[test]
-fn a_row_program_that_folds_its_rows_keeps_the_folds_for_a_second_launch() {
+fn a_row_program_gathers_once_per_row_and_nowhere_else() {
     let p = parsed(TAILS[2].1, DType::F32);
+    let Ok(Shape::Rows(shape)) = classify(&p) else {
+        panic!("rows");
+    };
+    assert!(shape.tail.is_some());
+    for (_, c) in Shape::Rows(shape).default_candidates(Arch::new(9, 0)) {
+        // The row's target, bounds-checked: NaN outside the classes, as the interpreter reads it.
+        assert!(
+            c.source
+                .contains("const long long gi_sg0_1_1 = (long long)in1[q0];"),
+            "{}",
+            c.source
+        );
+        assert!(
+            c.source
+                .contains("gi_sg0_1_1 < n1) ? IO::get(in0[q0 * (n1) + gi_sg0_1_1 * (1LL)])")
+        );
+        assert!(c.source.contains("const long long* in1"));
+        assert!(!c.source.contains("si1"), "the index is no item input");
+    }
+    // Per element, in a pointwise program, or with the index read as a value: refused with the reason.
+    for text in [
+        "m[r] = max(c) x[r, c]; y[r, c] = x[r, c] - x[r, t[r]] + m[r], i64 t",
+        "m[r] = max(c) x[r, c]; s[r] = sum(c) x[r, c] * x[r, t[r]], i64 t",
+        "m[r] = max(c) x[r, c]; y[r] = x[r, t[r]] * t[r] + m[r], i64 t",
+    ] {
+        let e = unsupported(&parsed(text, DType::F32));
+        assert!(
+            matches!(
+                e,
+                Unsupported::Gather { .. } | Unsupported::IntegerInput { .. }
+            ),
+            "{text}: {e:?}"
+        );
+    }
+    let plain = parsed("y[r, c] = x[r, c]; z[r] = x[r, t[r]], i64 t", DType::F32);
+    assert!(matches!(unsupported(&plain), Unsupported::Gather { .. }));
+}
+
+#[test]
+fn a_row_program_that_folds_its_rows_keeps_the_folds_for_a_second_launch() {
+    let p = parsed(TAILS[3].1, DType::F32);
     let Ok(Shape::Rows(shape)) = classify(&p) else {
         panic!("rows");
     };
