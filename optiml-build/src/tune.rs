@@ -281,7 +281,7 @@ pub fn search<S: Evaluable>(
         options,
         ..
     } = *request;
-    let (root, catalog, space) = (S::default_for(arch), S::catalog(), S::space());
+    let (root, catalog, space) = (S::start(&spec, shape, arch), S::catalog(), S::space());
     let key = target.bucket;
     // The family's words for the target (`r=4096 c=393216`), which the log keeps and reports repeat.
     let label = target.label.clone();

@@ -311,6 +311,20 @@ mod tests {
         let mixed = [None, Some([16, 64, 64, 64])];
         assert_eq!(pick(mixed.iter().copied(), Some([1, 4096, 4096, 4096])), 1);
         assert_eq!(pick(mixed.iter().copied(), None), 0);
+        // A tensor program tuned at 16384 rows of 16384, beside the untuned row-length buckets (keyed at 4096
+        // rows): the winner for calls at its shape, the bucket for calls far from it. A winner without a key
+        // would never be picked while a keyed variant exists.
+        let rows = [
+            Some([16384, 1, 16384, 1]),
+            Some([4096, 1, 2048, 1]),
+            Some([4096, 1, 16384, 1]),
+        ];
+        assert_eq!(pick(rows.iter().copied(), Some([16384, 1, 16384, 1])), 0);
+        assert_eq!(pick(rows.iter().copied(), Some([12000, 1, 16384, 1])), 0);
+        assert_eq!(pick(rows.iter().copied(), Some([1000, 1, 16384, 1])), 2);
+        assert_eq!(pick(rows.iter().copied(), Some([16384, 1, 2048, 1])), 1);
+        let unkeyed = [None, Some([4096, 1, 16384, 1])];
+        assert_eq!(pick(unkeyed.iter().copied(), Some([16384, 1, 16384, 1])), 1);
     }
 
     #[test]

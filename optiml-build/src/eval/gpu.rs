@@ -99,6 +99,11 @@ pub trait Evaluable: Tunable {
     fn as_launched(&self, _shape: Self::Shape) -> Self {
         *self
     }
+    /// Where a search at `shape` starts: the schedule an untuned build launches there (a family with shape
+    /// buckets has one default per bucket), so that the search's winner is never slower than what it replaces.
+    fn start(_spec: &Self::Spec, _shape: Self::Shape, arch: Arch) -> Self {
+        Self::default_for(arch)
+    }
 }
 
 /// Totals of one evaluator's work, for the log and the throughput figure.
