@@ -404,6 +404,91 @@ fn c_chars_to_string(chars: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// The compile checks every kernel generator's tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// NVRTC: the compile checks fail without it, as `nvrtc_compile.rs` does (`.ci/run` sets `OPTIML_NVRTC`), so a
+    /// machine without it cannot pass them quietly.
+    pub(crate) fn nvrtc() -> &'static crate::nvrtc::Nvrtc {
+        crate::nvrtc::load().unwrap_or_else(|e| {
+            panic!(
+                "NVRTC not found ({e}); set OPTIML_NVRTC ({})",
+                crate::nvrtc::INSTALL_HINT
+            )
+        })
+    }
+
+    /// Compiles every job on all cores; one line per failure (error, spill, stack frame).
+    fn compile_all(nvrtc: &crate::nvrtc::Nvrtc, jobs: &[(String, String)]) -> Vec<String> {
+        let arch = optiml_runtime::Arch::new(9, 0);
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    s.spawn(move || {
+                        let mut bad = Vec::new();
+                        for (name, source) in jobs.iter().skip(w).step_by(workers) {
+                            match crate::nvrtc::compile(nvrtc, "program.cu", source, arch) {
+                                Err(e) => bad.push(format!("{name}: {e}")),
+                                Ok(out) => {
+                                    let r = out.resources;
+                                    let warnings = out.log.matches("warning").count();
+                                    eprintln!(
+                                        "{name}: {} registers, {} B smem, {warnings} warnings",
+                                        r.registers, r.shared_bytes
+                                    );
+                                    if warnings > 0 {
+                                        bad.push(format!("{name}: warnings\n{}", out.log));
+                                    }
+                                    if r.spill_stores + r.spill_loads > 0 || r.stack_frame > 0 {
+                                        bad.push(format!("{name}: {r:?}"));
+                                    }
+                                }
+                            }
+                        }
+                        bad
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("compile worker"))
+                .collect()
+        })
+    }
+
+    /// Compiles every job (name, source) for sm_90 and fails naming each that does not compile cleanly, spills or
+    /// keeps a stack frame.
+    pub(crate) fn assert_compiles(jobs: Vec<(String, String)>) {
+        let nvrtc = nvrtc();
+        // Schedules that differ only in launch knobs share a source but for the `@generated` line that describes
+        // them: compile each kernel once.
+        let mut seen = std::collections::HashSet::new();
+        let jobs: Vec<(String, String)> = jobs
+            .into_iter()
+            .filter(|(_, s)| {
+                seen.insert(s.split_once('\n').map_or("", |(_, rest)| rest).to_string())
+            })
+            .collect();
+        let started = std::time::Instant::now();
+        let bad = compile_all(nvrtc, &jobs);
+        assert!(
+            bad.is_empty(),
+            "{} of {} failed:\n{}",
+            bad.len(),
+            jobs.len(),
+            bad.join("\n")
+        );
+        eprintln!(
+            "{} sources compiled in {:.1} s",
+            jobs.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -753,3 +753,63 @@ fn heavy_maps_across_launch_shapes() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The transpose family's kernel: every schedule of its space on 8192 × 8192 f32 and bf16 matrices (the
+/// measurements behind its default), a spread of them on a batch of matrices and on a 4-D f16 tensor, and a
+/// ragged shape whose rows are no multiple of a chunk. Each passes the gate (the float64 interpreter of the
+/// program); beside them, the tensor family's pointwise kernel of the same program, which is what a transpose
+/// compiled to before the family. `OPTIML_TRANSPOSE_SWEEP` (a substring of the spec) keeps some.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn transposes_across_their_schedule_space() {
+    use optiml_build::families::transpose::{Schedule, TransposeShape};
+    let keep = optiml_spec::env::var("OPTIML_TRANSPOSE_SWEEP").unwrap_or_default();
+    let arch = arch();
+    let mut failures = Vec::new();
+    let cases: [(&str, &[usize], bool); 5] = [
+        ("transpose", &[8192, 8192], true),
+        ("transpose, bf16", &[8192, 8192], true),
+        ("batched transpose", &[16, 2048, 2048], false),
+        ("transpose of a 4-D tensor, f16", &[4, 8, 1024, 1024], false),
+        ("y[j, i] = x[i, j]", &[6001, 8191], false),
+    ];
+    for (text, extents, whole_space) in cases {
+        if !text.contains(keep.as_str()) {
+            continue;
+        }
+        let spec = optiml_spec::parse(text).unwrap();
+        let shape = TransposeShape::of(&spec).unwrap_or_else(|| panic!("{text} is no transpose"));
+        let program = shape.program.clone();
+        let schedules = if whole_space {
+            let mut all = vec![Schedule::default_for(arch)];
+            all.extend(
+                Schedule::space()
+                    .into_iter()
+                    .filter(|s| *s != Schedule::default_for(arch)),
+            );
+            all
+        } else {
+            spread::<Schedule>(arch, 12)
+        };
+        sweep(
+            text,
+            shape,
+            &program,
+            schedules,
+            extents.to_vec(),
+            &mut failures,
+        );
+        let Ok(Shape::Pointwise(pointwise)) = codegen::classify(&program) else {
+            panic!("{text}: the tensor family reads it as a map");
+        };
+        sweep(
+            &format!("{text} (pointwise)"),
+            pointwise.clone(),
+            &program,
+            vec![PointwiseSchedule::for_program(&pointwise, arch)],
+            extents.to_vec(),
+            &mut failures,
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

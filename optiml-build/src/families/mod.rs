@@ -3,11 +3,15 @@
 //! Everything above this module (the build engine, migration, the CLI) reaches a family only through
 //! [`Family`]; everything below it (search, evaluation, cache, the tune driver) names none.
 //!
-//! Adding a family: a folder with a type implementing [`Family`], one line in [`FAMILIES`] and one arm in
-//! [`of`] (the compiler asks for it when the spec grows a variant), and a launcher in `optiml-runtime`.
+//! Adding a family: a folder with a type implementing [`Family`] and one line in [`FAMILIES`]. A family whose specs
+//! are tensor programs of one shape (as [`transpose`]'s are) claims them ahead of the tensor family and needs
+//! nothing else: the macro binds its signature and the runtime's program launcher launches its kernels. A family
+//! with a spec of its own adds a variant to the spec model, its words to the spec parser and a launcher in
+//! `optiml-runtime` (as [`matmul`] has).
 
 pub mod matmul;
 pub mod tensor;
+pub mod transpose;
 
 use crate::config::{Dims, KernelSettings};
 use crate::eval::Gate;
@@ -23,6 +27,10 @@ use std::borrow::Cow;
 pub trait Family: Sync {
     /// Its name in messages and listings (`matmul`).
     fn name(&self) -> &'static str;
+
+    /// Whether this family generates `spec`'s kernels. Families are asked in [`FAMILIES`]' order, so a family
+    /// of one program shape comes before the tensor family, which takes every program.
+    fn claims(&self, spec: &Spec) -> bool;
 
     /// Whether this family generates `spec`'s kernels; the reason when it cannot (a program no generator shape
     /// covers yet). The build skips such a kernel with that reason before asking for any candidate.
@@ -106,15 +114,18 @@ pub trait Family: Sync {
     ) -> Result<Bucket, TuneError>;
 }
 
-/// Every family, in the order listings show them.
-pub static FAMILIES: &[&dyn Family] = &[&matmul::Matmul, &tensor::Tensor];
+/// Every family, in the order they are asked to claim a spec (and listings show them).
+pub static FAMILIES: &[&dyn Family] = &[&matmul::Matmul, &transpose::Transpose, &tensor::Tensor];
 
-/// The family that generates `spec`'s kernels.
+/// The family that generates `spec`'s kernels: the first in [`FAMILIES`] that claims it. Every spec is claimed
+/// (the matmul family takes every matmul spec, the tensor family every program); were none to claim one, the
+/// tensor family would refuse it with its reason when asked whether it generates it.
 pub fn of(spec: &Spec) -> &'static dyn Family {
-    match spec.family {
-        optiml_spec::Family::Matmul(_) => &matmul::Matmul,
-        optiml_spec::Family::Tensor(_) => &tensor::Tensor,
-    }
+    FAMILIES
+        .iter()
+        .copied()
+        .find(|f| f.claims(spec))
+        .unwrap_or(&tensor::Tensor)
 }
 
 /// Moves the kernels of `scan` that no family generates yet (a program no generator shape covers) to its skipped
@@ -311,7 +322,12 @@ mod tests {
 
     #[test]
     fn every_family_is_reachable_from_a_spec() {
-        for text in ["matmul, f32", "relu", "softmax over the last axis"] {
+        for text in [
+            "matmul, f32",
+            "relu",
+            "softmax over the last axis",
+            "transpose",
+        ] {
             let spec = optiml_spec::parse(text).unwrap();
             let family = of(&spec);
             assert!(FAMILIES.iter().any(|f| f.name() == family.name()));
@@ -336,6 +352,7 @@ mod tests {
             "sum over dim 1 of a 3-D tensor",
             "frobenius norm",
             "cumsum along dim 1",
+            "transpose",
         ];
         let mut seen = Vec::new();
         for text in specs {

@@ -133,6 +133,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("cumsum", "exclusive cumulative sum along rows"),
     ("cumsum", "masked cumsum along dim 1"),
     ("cumprod", "cumprod over dim 1 of a 3-D tensor"),
+    ("transpose", "transpose"),
+    ("transpose", "batched transpose, bf16"),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +178,7 @@ enum Op {
     Argmin,
     Cumsum,
     Cumprod,
+    Transpose,
 }
 
 /// Groups of argument phrases an operator may take.
@@ -248,6 +251,7 @@ impl Op {
             Op::Argmin => "argmin",
             Op::Cumsum => "cumsum",
             Op::Cumprod => "cumprod",
+            Op::Transpose => "transpose",
         }
     }
 
@@ -281,6 +285,7 @@ impl Op {
             Op::Argmax | Op::Argmin => &[Axis, Rank, KeepDim, Indices],
             Op::Cumsum => &[Axis, Rank, Direction, Inclusion, Mask],
             Op::Cumprod => &[Axis, Rank, Direction, Inclusion],
+            Op::Transpose => &[Rank],
         }
     }
 
@@ -555,6 +560,14 @@ const PHRASES: &[(&str, Meaning)] = {
         ("cross-entropy loss", O(Op::CrossEntropy, None)),
         ("crossentropyloss", O(Op::CrossEntropy, None)),
         ("softmax cross entropy", O(Op::CrossEntropy, None)),
+        ("transpose", O(Op::Transpose, None)),
+        ("transposed copy", O(Op::Transpose, None)),
+        ("matrix transpose", O(Op::Transpose, None)),
+        ("transpose the last two axes", O(Op::Transpose, None)),
+        ("swap the last two axes", O(Op::Transpose, None)),
+        ("batched transpose", O(Op::Transpose, Some(3))),
+        ("batch transpose", O(Op::Transpose, Some(3))),
+        ("batched matrix transpose", O(Op::Transpose, Some(3))),
         ("l1 norm", O(Op::L1Norm, None)),
         ("l1norm", O(Op::L1Norm, None)),
         ("l1 normalization", O(Op::L1Norm, None)),
@@ -921,7 +934,9 @@ fn tokenize(text: &str) -> Option<Tokens> {
     };
     for (k, t) in out.iter().enumerate() {
         let Tok::Word(w) = &t.tok else { continue };
-        if FOREIGN.contains(&w.as_str())
+        // "batched" is the matmul vocabulary's, except in a batched transpose.
+        let batched_transpose = w == "batched" && matches!(word(k + 1), "transpose" | "matrix");
+        if (FOREIGN.contains(&w.as_str()) && !batched_transpose)
             || (w == "matrix"
                 && matches!(
                     word(k + 1),
@@ -1325,6 +1340,7 @@ fn build(
         Op::BatchNorm | Op::InstanceNorm | Op::GroupNorm => {
             channel_norm(op, implied_rank, &a, bad)?
         }
+        Op::Transpose => transpose(implied_rank, &a, bad)?,
         Op::Cumsum | Op::Cumprod => {
             let (rank, along) = axes(op, &a, bad)?;
             if let (&[], Some((_, _, said))) = (along.as_slice(), &a.axis) {
@@ -1549,6 +1565,50 @@ fn axis_op(op: Op, rank: usize, reduced: &[usize], a: &Args) -> String {
 
 /// `y[…] = cumsum(d, reverse, exclusive) x[…]` along axis `along` of a rank-`rank` tensor (`r, c` for the last axis
 /// of a 2-D one), times a boolean mask `m` of the same shape when masked.
+/// `y[c, r] = x[r, c]` for a matrix; for a higher rank the last two axes swap and the leading ones (`b`, or
+/// `d0 … d{R-3}`) are a batch kept in place. The transpose family generates it.
+fn transpose(
+    implied_rank: Option<usize>,
+    a: &Args,
+    bad: impl Fn(&str, String) -> SpecError,
+) -> Result<String, SpecError> {
+    let rank = match (&a.rank, implied_rank) {
+        (Some((r, said)), Some(implied)) if *r != implied => {
+            return Err(bad(
+                said,
+                format!("a batched transpose swaps the last two axes of a {implied}-D tensor"),
+            ));
+        }
+        (Some((r, _)), _) => *r,
+        (None, implied) => implied.unwrap_or(2),
+    };
+    if rank < 2 {
+        let said = a.rank.as_ref().map_or("transpose", |(_, s)| s.as_str());
+        return Err(bad(
+            said,
+            format!("a transpose swaps two axes; a {rank}-D tensor has fewer"),
+        ));
+    }
+    let batch: Vec<String> = match rank {
+        2 => Vec::new(),
+        3 => vec!["b".into()],
+        _ => (0..rank - 2).map(|d| format!("d{d}")).collect(),
+    };
+    let axes = |last: &[&str]| {
+        let all: Vec<&str> = batch
+            .iter()
+            .map(String::as_str)
+            .chain(last.iter().copied())
+            .collect();
+        all.join(", ")
+    };
+    Ok(format!(
+        "y[{}] = x[{}]",
+        axes(&["c", "r"]),
+        axes(&["r", "c"])
+    ))
+}
+
 fn scan(op: Op, rank: usize, along: usize, a: &Args) -> String {
     let names: Vec<String> = if rank == 2 && along == 1 {
         vec!["r".into(), "c".into()]
@@ -1981,6 +2041,13 @@ mod tests {
             "reversed exclusive prefix product along dim -1, bf16",
             "o[a, b] = cumprod(b, exclusive, reverse) t[a, b], bf16",
         ),
+        ("transpose", "o[q, p] = t[p, q]"),
+        ("matrix transpose, f16", "o[q, p] = t[p, q], f16"),
+        ("batched transpose, bf16", "o[z, q, p] = t[z, p, q], bf16"),
+        (
+            "swap the last two axes of a 4-D tensor",
+            "o[u, v, q, p] = t[u, v, p, q]",
+        ),
     ];
 
     #[test]
@@ -2112,6 +2179,20 @@ mod tests {
         ] {
             assert!(lower(text).is_none(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_transpose_needs_two_axes_and_a_batched_one_three() {
+        let m = error("transpose of a 1-D tensor").to_string();
+        assert!(
+            m.contains("a transpose swaps two axes; a 1-D tensor has fewer"),
+            "{m}"
+        );
+        let m = error("batched transpose, rank 4").to_string();
+        assert!(m.contains("the last two axes of a 3-D tensor"), "{m}");
+        // "batched" belongs to the matmul vocabulary everywhere else.
+        assert!(lower("batched transpose").is_some());
+        assert!(lower("batched matmul").is_none());
     }
 
     #[test]

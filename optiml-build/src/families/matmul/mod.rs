@@ -71,6 +71,10 @@ impl Family for Matmul {
         FAMILY
     }
 
+    fn claims(&self, spec: &Spec) -> bool {
+        Class::of(spec).is_some()
+    }
+
     fn sources(&self, spec: &Spec) -> Vec<std::borrow::Cow<'static, str>> {
         let Some(class) = Class::of(spec) else {
             return super::of(spec).sources(spec);

@@ -93,6 +93,10 @@ impl Family for Tensor {
         FAMILY
     }
 
+    fn claims(&self, spec: &Spec) -> bool {
+        program(spec).is_some()
+    }
+
     fn supports(&self, spec: &Spec) -> Result<(), String> {
         let Some(p) = program(spec) else {
             return super::of(spec).supports(spec);
@@ -428,6 +432,15 @@ impl fmt::Display for Extents {
     }
 }
 
+/// What the worker verifies and times for a kernel of `p` at `extents`: any kernel taking the program ABI, checked
+/// by this family's gate against the float64 interpreter.
+pub fn problem(p: &Program, extents: &[usize]) -> Problem {
+    Problem::new(
+        FAMILY,
+        &gate::ProgramProblem::new(p.clone(), extents.to_vec()),
+    )
+}
+
 /// The minimum DRAM traffic of `p` at `extents`: every input read once, every output written once.
 pub fn min_bytes(p: &Program, extents: &[usize]) -> f64 {
     let inputs = p
@@ -462,7 +475,7 @@ macro_rules! evaluable {
             }
 
             fn problem(spec: &$shape, shape: Extents) -> Problem {
-                Problem::new(FAMILY, &gate::ProgramProblem::new(spec.program.clone(), shape.get()))
+                problem(&spec.program, &shape.get())
             }
 
             fn work(spec: &$shape, shape: Extents) -> (f64, f64) {
