@@ -31,6 +31,10 @@ const FAMILY: &str = "transpose";
 /// The kernel's template.
 pub const TEMPLATE: &str = include_str!("transpose.cu");
 
+/// What a candidate is made from: the template and the code that writes its header (this file), so that a change
+/// to either retires the entries made from them (`prepare` carries over the tuned ones whose CUBIN did not change).
+const SOURCES: [&str; 2] = [TEMPLATE, include_str!("mod.rs")];
+
 /// Its entry point.
 pub const ENTRY: &str = "optiml_transpose";
 
@@ -513,7 +517,7 @@ impl Family for Transpose {
     }
 
     fn sources(&self, _spec: &Spec) -> Vec<Cow<'static, str>> {
-        vec![Cow::Borrowed(TEMPLATE)]
+        SOURCES.iter().map(|s| Cow::Borrowed(*s)).collect()
     }
 
     fn default_candidate(&self, spec: &Spec, arch: Arch) -> Candidate {
@@ -764,9 +768,10 @@ mod tests {
     }
 
     #[test]
-    fn the_version_hashes_the_template_every_candidate_holds() {
+    fn the_version_hashes_the_template_every_candidate_holds_and_the_code_writing_its_header() {
         let s = spec("transpose, f16");
         let sources = Transpose.sources(&s);
+        assert!(sources[1].contains("fn candidate(&self, shape: &TransposeShape)"));
         for sched in Schedule::space() {
             let c = sched.candidate(&TransposeShape::of(&s).unwrap());
             let rest = c.source.replace(sources[0].as_ref(), "");
