@@ -192,10 +192,11 @@ impl Transposed for f32 {
         x: &CudaSlice<f32>,
         y: &mut CudaSlice<f32>,
     ) -> Result<(), BoxError> {
-        if case.batch == 1 && case.spec == "transpose" {
-            transpose(stream, x, y, case.rows, case.cols)?;
-        } else {
-            batched_transpose(stream, x, y, case.batch, case.rows, case.cols)?;
+        match case.spec {
+            "batched transpose" => {
+                batched_transpose(stream, x, y, case.batch, case.rows, case.cols)?
+            }
+            _ => transpose(stream, x, y, case.rows, case.cols)?,
         }
         Ok(())
     }
