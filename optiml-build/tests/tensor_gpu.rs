@@ -371,17 +371,30 @@ fn every_target_program_passes_the_gate_across_its_schedule_space() {
 fn long_rows_across_clusters() {
     let arch = arch();
     // Slices of the KernelBench shapes (about 256 MiB each, so the gate's copies stay short): the row lengths
-    // are the real ones.
-    let cases: &[(&str, &[usize])] = &[
-        ("softmax over the last axis", &[256, 393216]),
-        ("instance norm", &[4, 64, 512, 512]),
-        ("group norm, groups 8", &[4, 8, 512, 512]),
-        (
-            "layer norm over the last 3 axes of a 4-D tensor with affine weight and bias",
-            &[16, 64, 256, 256],
-        ),
-        ("l2 norm along rows", &[1024, 65535]),
-    ];
+    // are the real ones. `OPTIML_LONG_ROWS_FULL=1`: the whole KernelBench shapes, whose row counts change
+    // which schedule wins (a slice of 256 softmax rows fills 2048 blocks of a cluster of 8, the whole 4096 rows
+    // 32768).
+    let layer_norm = "layer norm over the last 3 axes of a 4-D tensor with affine weight and bias";
+    let cases: &[(&str, &[usize])] = if optiml_spec::env::var_os("OPTIML_LONG_ROWS_FULL").is_some()
+    {
+        &[
+            ("softmax over the last axis", &[4096, 393216]),
+            ("log-softmax, dim=1", &[4096, 393216]),
+            ("instance norm", &[112, 64, 512, 512]),
+            ("l1 norm over dim 1", &[32768, 65535]),
+            ("l2 norm along rows", &[32768, 65535]),
+            ("group norm, groups 8", &[112, 64, 512, 512]),
+            (layer_norm, &[16, 64, 256, 256]),
+        ]
+    } else {
+        &[
+            ("softmax over the last axis", &[256, 393216]),
+            ("instance norm", &[4, 64, 512, 512]),
+            ("group norm, groups 8", &[4, 8, 512, 512]),
+            (layer_norm, &[16, 64, 256, 256]),
+            ("l2 norm along rows", &[1024, 65535]),
+        ]
+    };
     // `OPTIML_LONG_ROWS` keeps the cases whose spec contains it.
     let only =
         optiml_spec::env::var_os("OPTIML_LONG_ROWS").map(|c| c.to_string_lossy().into_owned());
@@ -399,21 +412,25 @@ fn long_rows_across_clusters() {
         let mut schedules = vec![RowSchedule::for_row(&shape, row, arch)];
         for cluster in [1, 2, 4, 8] {
             for row_threads in [512, 1024] {
-                for (smem_kib, unroll) in [(0, 4), (0, 8), (220, 4)] {
-                    let mut s = RowSchedule {
-                        row_threads,
-                        rows_per_block: 1,
-                        reg_chunks: 32,
-                        smem_kib,
-                        unroll,
-                        blocks_per_sm: 0,
-                        cluster,
-                    };
-                    while !s.is_valid() && s.reg_chunks > 0 {
-                        s.reg_chunks /= 2;
-                    }
-                    if s.is_valid() && !schedules.contains(&s) {
-                        schedules.push(s);
+                for (smem_kib, unroll) in [(0, 4), (0, 8), (100, 4), (220, 4)] {
+                    // Each point with and without L2 hints, side by side.
+                    for l2 in [0, 1] {
+                        let mut s = RowSchedule {
+                            row_threads,
+                            rows_per_block: 1,
+                            reg_chunks: 32,
+                            smem_kib,
+                            unroll,
+                            blocks_per_sm: 0,
+                            cluster,
+                            l2,
+                        };
+                        while !s.is_valid() && s.reg_chunks > 0 {
+                            s.reg_chunks /= 2;
+                        }
+                        if s.is_valid() && !schedules.contains(&s) {
+                            schedules.push(s);
+                        }
                     }
                 }
             }
@@ -461,6 +478,7 @@ fn maps_and_odd_rows_across_launch_shapes() {
                     unroll,
                     blocks_per_sm: 0,
                     cluster,
+                    l2: 0,
                 };
                 if s.is_valid() && !schedules.contains(&s) {
                     schedules.push(s);

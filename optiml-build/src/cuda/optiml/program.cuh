@@ -134,19 +134,60 @@ template <int DT> struct io16 {
 template <> struct io<1> : io16<1> {};
 template <> struct io<2> : io16<2> {};
 
+// L2 eviction classes of a 16-byte access (sm_80+; plain accesses before): HINT_KEEP marks a line to stay
+// (a row read again by a later pass), HINT_LAST to leave first (a row's last read, an output nobody reads
+// back here). They keep the rows in flight in L2 between passes while the outputs and last reads stream past.
+enum { HINT_NONE = 0, HINT_KEEP = 1, HINT_LAST = 2 };
+template <int H>
+__device__ __forceinline__ unsigned long long l2_policy() {
+    unsigned long long pol = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (H == HINT_KEEP)
+        asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+template <int H>
+__device__ __forceinline__ uint4 ld16(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (H != HINT_NONE) {
+        uint4 v;
+        asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p), "l"(l2_policy<H>()));
+        return v;
+    }
+#endif
+    return *reinterpret_cast<const uint4*>(p);
+}
+template <int H>
+__device__ __forceinline__ void st16(void* p, uint4 c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (H != HINT_NONE) {
+        asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(c.x), "r"(c.y),
+                     "r"(c.z), "r"(c.w), "l"(l2_policy<H>())
+                     : "memory");
+        return;
+    }
+#endif
+    *reinterpret_cast<uint4*>(p) = c;
+}
+
 // The chunk at element offset o of a run that has rem elements from p on (rem may be below o, or negative: the
 // chunk is then partly or wholly past the end). ALIGNED: the caller proved p + o 16-byte aligned, so a whole
-// chunk is one 16-byte load. Elements past the end read as zero and touch no memory. I is int where the caller
-// knows the offsets fit (compile-time offsets then fold into the comparisons), else long long.
-template <class IO, bool ALIGNED, typename I>
+// chunk is one 16-byte load (with L2 hint H). Elements past the end read as zero and touch no memory. I is int
+// where the caller knows the offsets fit (compile-time offsets then fold into the comparisons), else long long.
+template <class IO, bool ALIGNED, int H = HINT_NONE, typename I>
 __device__ __forceinline__ uint4 ld_rel(const typename IO::T* p, I o, I rem) {
-    if (ALIGNED && o + (I)IO::V <= rem) return *reinterpret_cast<const uint4*>(p + o);
+    if (ALIGNED && o + (I)IO::V <= rem) return ld16<H>(p + o);
     return IO::gather(p + o, (long long)rem - (long long)o);
 }
-template <class IO, bool ALIGNED, typename I>
+template <class IO, bool ALIGNED, int H = HINT_NONE, typename I>
 __device__ __forceinline__ void st_rel(typename IO::T* p, I o, I rem, uint4 c) {
     if (ALIGNED && o + (I)IO::V <= rem) {
-        *reinterpret_cast<uint4*>(p + o) = c;
+        st16<H>(p + o, c);
         return;
     }
     IO::scatter(p + o, (long long)rem - (long long)o, c);

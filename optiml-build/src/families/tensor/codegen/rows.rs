@@ -26,6 +26,12 @@
 //! A softmax's max and the sum of exponentials shifted by it share one pass ([`Passes::fuse_online`]): each
 //! thread folds a chunk at a time into a running (max, sum) pair, rescaling the sum when the max grows, and the
 //! pairs combine like any other partials. The row is then read twice, not three times.
+//!
+//! L2 hints ([`RowSchedule::l2`]): a pass that streams a chunk some later pass reads again marks its line to
+//! stay in L2 (`evict_last`), the last read and the output stores mark theirs to leave first, so the part of
+//! the rows in flight that the registers and shared memory do not hold can be read again from L2 rather than
+//! DRAM. On the H200 they moved the KernelBench shapes by at most 2% and some slices by up to 14%; the search
+//! decides.
 
 use super::classify::{RowShape, Tail, gathers};
 use super::emit::{self, Code, Env as _};
@@ -59,6 +65,11 @@ pub struct RowSchedule {
     /// their reductions through distributed shared memory. 1: a row is one block's.
     #[serde(default = "one")]
     pub cluster: u32,
+    /// L2 eviction hints (sm_80+): 0 none; 1 a pass that reads a streamed chunk some later pass reads again
+    /// marks it to stay in L2, and the last read of every chunk and every output store mark theirs to leave
+    /// first, so the rows in flight stay in L2 between passes while the rest streams past.
+    #[serde(default)]
+    pub l2: u32,
 }
 
 fn one() -> u32 {
@@ -74,6 +85,7 @@ const REG_CHUNKS: [u32; 7] = [0, 1, 2, 4, 8, 16, 32];
 const SMEM_KIB: [u32; 5] = [0, 24, 46, 100, 220];
 const UNROLL: [u32; 4] = [1, 2, 4, 8];
 const BLOCKS_PER_SM: [u32; 5] = [0, 1, 2, 4, 8];
+const L2: [u32; 2] = [0, 1];
 /// Portable cluster sizes (at most 8 blocks need no opt-in).
 pub(crate) const CLUSTER: [u32; 4] = [1, 2, 4, 8];
 /// The most of a row (bytes of its cached inputs) [`RowSchedule::for_row`] gives one block of a cluster: 132
@@ -123,32 +135,56 @@ impl RowSchedule {
         while !s.is_valid() && s.reg_chunks > 0 {
             s.reg_chunks /= 2;
         }
-        if passes.count() < 3 || arch.major < 9 {
-            // One pass over the row: nothing to keep close. Two passes (a softmax's online max and sum, then
-            // the outputs): a block per row reading the row twice from DRAM beat every cluster on the H200
-            // (`long_rows_across_clusters`, rows of 393216 f32: 2.60 TB/s with 1024 threads and 4 register
-            // chunks, 2.56 with a cluster of 2, 2.28–2.35 with 8, whose blocks wait on each other once per row).
-            // Before sm_90: no clusters.
-            return s;
-        }
-        // A row longer than a block's registers hold spreads over the smallest cluster whose blocks take at most
-        // `BLOCK_SHARE` each, else over 8: the part of a row the registers do not hold is read again by each
-        // pass, from L2 while the rows in flight fit there, and a few long rows spread over more SMs. Shared
-        // memory stays unused by default. Measured on the H200 (`long_rows_across_clusters`, f32): a two-pass
-        // softmax (three passes) over rows of 393216 ran at 2.42 TB/s with 1024 threads, 4 register chunks and
-        // a cluster of 8 re-reading from L2, 2.24 TB/s with 220 KiB of shared memory holding the row, 2.15 TB/s
-        // with 512 threads and 16 register chunks; instance norm over rows of 262144 at 1.45 TB/s with 1024
-        // threads and a cluster of 4, 1.04–1.25 TB/s with 512 threads: more warps per SM beat more of the row
-        // on chip.
         let reg_bytes = (s.reg_chunks / cached) as usize * s.row_threads as usize * 16;
         let row_bytes = chunks * 16 * cached as usize;
-        if row_bytes > reg_bytes {
-            s.cluster = CLUSTER
-                .iter()
-                .copied()
-                .find(|&c| row_bytes.div_ceil(c as usize) <= BLOCK_SHARE)
-                .unwrap_or(8);
+        if passes.count() < 2 || arch.major < 9 || row_bytes <= reg_bytes {
+            // One pass over the row: nothing to keep close. A row the registers hold: no cluster needed. Before
+            // sm_90: no clusters.
+            return s;
         }
+        // A row longer than a block's registers, on sm_90: spread it over a cluster. Measured on the H200 at the
+        // KernelBench shapes (`long_rows_across_clusters` with `OPTIML_LONG_ROWS_FULL`, 2026-12-04; f32):
+        // - three passes or more (mean, variance, outputs): a row that 8 blocks of 512 threads hold in registers
+        //   (16 chunks each, 128 KiB a block) goes to the smallest such cluster. Instance norm over rows of
+        //   262144 (1 MiB): 4.70 ms with a cluster of 4 (its bucket's, 131072), 4.89 with 8, 6.20 with 1024
+        //   threads, 2 register chunks and a cluster of 8 (the rule before);
+        // - longer rows of three passes or more: the smallest cluster whose blocks take at most `BLOCK_SHARE`
+        //   each, else 8. The part the registers do not hold is read again by each pass, from L2 while the
+        //   rows in flight fit there (layer norm over rows of 4 Mi: 0.387 ms, every other point slower);
+        // - two passes (a softmax's online max and sum, then the outputs) over rows longer than 1 MiB: a
+        //   cluster of 2 (softmax over 393216: 4.52 ms with 1024 threads, against 4.74 with a block per row and
+        //   4.9–5.5 with 512 threads). Shorter two-pass rows keep a block each: the cluster that suits a row
+        //   costs more for a row half as long, which a bucket's variant also serves (L2 norm over rows of
+        //   65535: 5.86 ms with a cluster of 2, 8.2 with 4, 6.21 with a block per row).
+        let held = 512 * 16 * 16;
+        if passes.count() == 2 {
+            if row_bytes > 8 * held {
+                s.cluster = 2;
+                s.unroll = 8;
+            }
+            return s;
+        }
+        if let Some(cluster) = CLUSTER
+            .iter()
+            .copied()
+            .find(|&c| row_bytes <= c as usize * held)
+        {
+            let wide = RowSchedule {
+                row_threads: 512,
+                reg_chunks: 16,
+                cluster,
+                unroll: 8,
+                ..s
+            };
+            if wide.is_valid() {
+                return wide;
+            }
+        }
+        s.cluster = CLUSTER
+            .iter()
+            .copied()
+            .find(|&c| row_bytes.div_ceil(c as usize) <= BLOCK_SHARE)
+            .unwrap_or(8);
         s
     }
 
@@ -229,6 +265,7 @@ impl RowSchedule {
             clustered,
             stride: if clustered { "OPTIML_VRT" } else { "OPTIML_RT" },
             vt: if clustered { "vtid" } else { "tid" },
+            l2: self.l2 == 1,
         };
         k.body(&mut c);
         c.close("}");
@@ -322,6 +359,8 @@ struct Kernel<'a> {
     stride: &'static str,
     /// The thread's place among them: `tid`, or `vtid` over a cluster.
     vt: &'static str,
+    /// The schedule's L2 hints ([`RowSchedule::l2`]).
+    l2: bool,
 }
 
 /// Where a segment's chunks are. Each step of a segment addresses its chunks from a base `ob` (elements past the
@@ -406,6 +445,22 @@ impl Kernel<'_> {
 
     fn out_ordinal(&self, j: usize) -> usize {
         emit::output_ordinals(self.p)[j].unwrap_or(usize::MAX)
+    }
+
+    /// Whether a pass after `pass` reads input `k`'s streamed chunks again.
+    fn read_again(&self, k: usize, pass: usize) -> bool {
+        self.passes.need[pass + 1..self.passes.count()]
+            .iter()
+            .any(|n| n.element_inputs.contains(&k))
+    }
+
+    /// The L2 hint argument of an access (empty without hints): keep a chunk read again, else let it go first.
+    fn hint(&self, again: bool) -> &'static str {
+        match (self.l2, again) {
+            (false, _) => "",
+            (true, true) => ", optiml_p::HINT_KEEP",
+            (true, false) => ", optiml_p::HINT_LAST",
+        }
     }
 
     fn body(&self, c: &mut Code) {
@@ -782,7 +837,8 @@ impl Kernel<'_> {
                     c.line("#pragma unroll");
                     c.open("for (int j = 0; j < OPTIML_RC; ++j) {");
                     c.line(format!(
-                        "rg{k}[j] = optiml_p::ld_rel<IO, {al}>(pr{k}, j * ({} * IO::V), remi);",
+                        "rg{k}[j] = optiml_p::ld_rel<IO, {al}{}>(pr{k}, j * ({} * IO::V), remi);",
+                        self.hint(false),
                         self.stride
                     ));
                     c.close("}");
@@ -906,8 +962,14 @@ impl Kernel<'_> {
                     Source::Shared { store: false } => c.line(format!(
                         "t{k}[u] = sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid];"
                     )),
+                    Source::Shared { store: true } => c.line(format!(
+                        "t{k}[u] = optiml_p::ld_rel<IO, {al}{}>({}, {off}, rr);",
+                        self.hint(false),
+                        at(&format!("pr{k}"))
+                    )),
                     _ => c.line(format!(
-                        "t{k}[u] = optiml_p::ld_rel<IO, {al}>({}, {off}, rr);",
+                        "t{k}[u] = optiml_p::ld_rel<IO, {al}{}>({}, {off}, rr);",
+                        self.hint(self.read_again(k, pass)),
                         at(&format!("pr{k}"))
                     )),
                 }
@@ -1043,7 +1105,8 @@ impl Kernel<'_> {
                     format!("pw{o}")
                 };
                 c.line(format!(
-                    "optiml_p::st_rel<IO, {al}>({ptr}, o, rr, IO::pack(y{j}));"
+                    "optiml_p::st_rel<IO, {al}{}>({ptr}, o, rr, IO::pack(y{j}));",
+                    self.hint(false)
                 ));
             }
         }
@@ -1119,8 +1182,9 @@ impl Tunable for RowSchedule {
         } else {
             String::new()
         };
+        let l2 = if self.l2 == 1 { ", L2 hints" } else { "" };
         format!(
-            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}{cluster}",
+            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}{cluster}{l2}",
             self.row_threads, self.rows_per_block, self.reg_chunks, self.smem_kib, self.unroll
         )
     }
@@ -1142,6 +1206,7 @@ impl Tunable for RowSchedule {
             && threads * self.blocks_per_sm <= 2048
             && CLUSTER.contains(&self.cluster)
             && (self.cluster == 1 || (self.rows_per_block == 1 && self.blocks_per_sm == 0))
+            && L2.contains(&self.l2)
     }
 
     /// A block of 256 threads per row with 8 chunks per thread in registers: rows up to 8192 f32 (16384 16-bit)
@@ -1155,6 +1220,7 @@ impl Tunable for RowSchedule {
             unroll: 4,
             blocks_per_sm: 0,
             cluster: 1,
+            l2: 0,
         }
     }
 
@@ -1167,17 +1233,20 @@ impl Tunable for RowSchedule {
                         for unroll in UNROLL {
                             for blocks_per_sm in BLOCKS_PER_SM {
                                 for cluster in CLUSTER {
-                                    let s = RowSchedule {
-                                        row_threads,
-                                        rows_per_block,
-                                        reg_chunks,
-                                        smem_kib,
-                                        unroll,
-                                        blocks_per_sm,
-                                        cluster,
-                                    };
-                                    if s.is_valid() {
-                                        out.push(s);
+                                    for l2 in L2 {
+                                        let s = RowSchedule {
+                                            row_threads,
+                                            rows_per_block,
+                                            reg_chunks,
+                                            smem_kib,
+                                            unroll,
+                                            blocks_per_sm,
+                                            cluster,
+                                            l2,
+                                        };
+                                        if s.is_valid() {
+                                            out.push(s);
+                                        }
                                     }
                                 }
                             }
@@ -1400,6 +1469,20 @@ impl Tunable for RowSchedule {
                         ..*s
                     })
                 },
+            },
+            Transform {
+                name: "keep-rows-in-l2",
+                rationale: "L2 hints: the streamed part of each row stays in L2 for the next pass, outputs and last                             reads leave first, so a pass reads again from L2 what it would read from DRAM",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.2,
+                apply: |s| (s.l2 == 0).then_some(RowSchedule { l2: 1, ..*s }),
+            },
+            Transform {
+                name: "no-l2-hints",
+                rationale: "plain loads and stores: the hints pin lines that later passes do not reach in time",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| (s.l2 == 1).then_some(RowSchedule { l2: 0, ..*s }),
             },
         ]
     }

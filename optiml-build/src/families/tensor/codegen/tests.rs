@@ -1162,12 +1162,24 @@ fn long_rows_spread_over_a_cluster_on_sm90_only() {
     let short = RowSchedule::for_row(&shape, 2048, Arch::new(9, 0));
     assert_eq!(short.cluster, 1);
     assert!(!short.candidate(&shape).source.contains("cluster"));
-    // A softmax reads its row twice (the online max and sum, then the outputs): a block per row.
+    // A row that 8 blocks of 512 threads hold in registers (128 KiB each) goes to the smallest such cluster:
+    // instance norm's rows of 262144 f32 (1 MiB) to 8.
+    let s = RowSchedule::for_row(&shape, 262144, Arch::new(9, 0));
+    assert_eq!(
+        (s.cluster, s.row_threads, s.reg_chunks),
+        (8, 512, 16),
+        "{}",
+        s.describe()
+    );
+    // A softmax reads its row twice (the online max and sum, then the outputs): rows of 65535 (256 KiB) keep a
+    // block each; rows of 393216 (1.5 MiB) go over a cluster of 2 with 1024 threads.
     let Ok(Shape::Rows(softmax)) = classify(&softmax(DType::F32)) else {
         panic!("rows")
     };
-    let s = RowSchedule::for_row(&softmax, 393216, Arch::new(9, 0));
+    let s = RowSchedule::for_row(&softmax, 65535, Arch::new(9, 0));
     assert_eq!((s.cluster, s.row_threads), (1, 1024), "{}", s.describe());
+    let s = RowSchedule::for_row(&softmax, 393216, Arch::new(9, 0));
+    assert_eq!((s.cluster, s.row_threads), (2, 1024), "{}", s.describe());
     // One variant per row-length bucket, keyed on the length.
     let keys: Vec<u64> = Shape::Rows(shape)
         .default_candidates(Arch::new(9, 0))
@@ -1248,6 +1260,7 @@ fn covering_rows() -> Vec<RowSchedule> {
                 } else {
                     1
                 },
+                l2: i.is_multiple_of(3) as u32,
             };
             if s.is_valid() {
                 out.push(s);
