@@ -532,11 +532,11 @@ impl Cache {
 }
 
 fn encode(m: &Manifest) -> Result<Vec<u8>, bincode::error::EncodeError> {
-    bincode::serde::encode_to_vec(m, bincode::config::standard())
+    crate::codec::encode(m)
 }
 
 fn decode(bytes: &[u8]) -> Result<Manifest, String> {
-    match bincode::serde::decode_from_slice::<Manifest, _>(bytes, bincode::config::standard()) {
+    match crate::codec::decode::<Manifest>(bytes) {
         Ok((m, used)) if used == bytes.len() => Ok(m),
         Ok(_) => Err("manifest.bin has trailing bytes".into()),
         Err(e) => Err(format!("manifest.bin does not decode ({e})")),
@@ -798,7 +798,7 @@ mod tests {
         let cache = temp_cache("corrupt");
         let (inputs, candidate, compiled) = sample();
         type Damage = (&'static str, fn(&Path));
-        let damage: [Damage; 5] = [
+        let damage: [Damage; 6] = [
             ("flipped cubin byte", |d| {
                 let mut b = std::fs::read(d.join("v0.cubin")).unwrap();
                 b[3] ^= 1;
@@ -817,6 +817,14 @@ mod tests {
             }),
             ("empty manifest", |d| {
                 std::fs::write(d.join("manifest.bin"), b"").unwrap()
+            }),
+            // The format, then a key whose length prefix announces 2^62 bytes: 13 bytes that aborted every
+            // reader with a failed allocation before decoding was bounded.
+            ("a manifest announcing a 2^62-byte key", |d| {
+                let mut b = vec![FORMAT as u8, 253];
+                b.extend_from_slice(&(1u64 << 62).to_le_bytes());
+                b.extend_from_slice(&[0, 0, 0]);
+                std::fs::write(d.join("manifest.bin"), b).unwrap()
             }),
         ];
         let v = NewVariant::default_for(&candidate, &compiled);

@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn launch_kinds_keep_their_stored_index() {
         let index = |l: &Launch| {
-            let bytes = bincode::serde::encode_to_vec(l, bincode::config::standard()).unwrap();
+            let bytes = crate::codec::encode(l).unwrap();
             bytes[0]
         };
         let kinds = every_kind();

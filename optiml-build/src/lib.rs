@@ -37,6 +37,7 @@ pub mod analyze;
 mod build_search;
 pub mod cache;
 pub mod cli;
+pub mod codec;
 pub mod config;
 pub mod cuda;
 pub mod emit;

@@ -59,9 +59,7 @@ pub fn profile(
 ) -> Result<Counters, String> {
     std::fs::create_dir_all(scratch).map_err(|e| e.to_string())?;
     let file = scratch.join(format!("profile-{}.job", std::process::id()));
-    let bytes =
-        bincode::serde::encode_to_vec((support_cubin, device, job), bincode::config::standard())
-            .map_err(|e| e.to_string())?;
+    let bytes = crate::codec::encode(&(support_cubin, device, job)).map_err(|e| e.to_string())?;
     std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
     let out = Command::new(ncu)
         .args([

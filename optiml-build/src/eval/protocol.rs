@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// The largest frame either side accepts: a CUBIN is a few hundred KiB; anything near this is a broken stream.
-const MAX_FRAME: u32 = 256 << 20;
+const MAX_FRAME: u32 = crate::codec::LIMIT as u32;
 
 /// Parent → worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -61,8 +61,7 @@ impl Problem {
     pub fn new<T: Serialize>(family: &str, problem: &T) -> Self {
         // Plain data always encodes; were it ever not to, the gate's decode names the problem instead of the
         // parent failing mid-search.
-        let payload =
-            bincode::serde::encode_to_vec(problem, bincode::config::standard()).unwrap_or_default();
+        let payload = crate::codec::encode(problem).unwrap_or_default();
         Problem {
             family: family.to_string(),
             payload,
@@ -74,7 +73,7 @@ impl Problem {
     /// # Errors
     /// The payload is not a `T` (a message names the family).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, String> {
-        bincode::serde::decode_from_slice(&self.payload, bincode::config::standard())
+        crate::codec::decode(&self.payload)
             .map(|(p, _)| p)
             .map_err(|e| format!("a `{}` problem that does not decode: {e}", self.family))
     }
@@ -219,7 +218,7 @@ pub enum FrameError {
 /// # Errors
 /// [`FrameError`] when encoding or the pipe fails.
 pub fn write<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), FrameError> {
-    let bytes = bincode::serde::encode_to_vec(msg, bincode::config::standard())?;
+    let bytes = crate::codec::encode(msg)?;
     let len = u32::try_from(bytes.len())
         .ok()
         .filter(|&l| l <= MAX_FRAME)
@@ -247,7 +246,7 @@ pub fn read<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> Result<Option<T>
     }
     let mut bytes = vec![0u8; len as usize];
     r.read_exact(&mut bytes)?;
-    let (msg, _) = bincode::serde::decode_from_slice(&bytes, bincode::config::standard())?;
+    let (msg, _) = crate::codec::decode(&bytes)?;
     Ok(Some(msg))
 }
 

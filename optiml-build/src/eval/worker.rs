@@ -41,11 +41,7 @@ fn profile_once(path: &std::path::Path, gates: &[&dyn Gate]) -> i32 {
     let read = std::fs::read(path)
         .map_err(|e| e.to_string())
         .and_then(|bytes| {
-            bincode::serde::decode_from_slice::<(Vec<u8>, usize, Job), _>(
-                &bytes,
-                bincode::config::standard(),
-            )
-            .map_err(|e| e.to_string())
+            crate::codec::decode::<(Vec<u8>, usize, Job)>(&bytes).map_err(|e| e.to_string())
         });
     let (support, device, job) = match read {
         Ok((v, _)) => v,
