@@ -579,8 +579,24 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
         }
     }
     for file in &manifest.files {
-        let data = std::fs::read(dir.join(&file.name))
-            .map_err(|e| format!("{} unreadable ({e})", file.name))?;
+        // A record names a plain file of this folder: `../x` or an absolute path would read (and report the size
+        // of) a file elsewhere, and a symlink would stand for one.
+        let plain = !file.name.is_empty()
+            && file.name != "."
+            && file.name != ".."
+            && !file.name.contains(['/', '\\', ':'])
+            && std::path::Path::new(&file.name).components().count() == 1;
+        if !plain {
+            return Err(format!(
+                "the manifest lists `{}`, not a file of the entry",
+                file.name
+            ));
+        }
+        let path = dir.join(&file.name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(format!("{} is not a plain file", file.name));
+        }
+        let data = std::fs::read(&path).map_err(|e| format!("{} unreadable ({e})", file.name))?;
         if data.len() as u64 != file.len {
             return Err(format!(
                 "{} has {} bytes, the manifest says {}",
@@ -798,7 +814,7 @@ mod tests {
         let cache = temp_cache("corrupt");
         let (inputs, candidate, compiled) = sample();
         type Damage = (&'static str, fn(&Path));
-        let damage: [Damage; 6] = [
+        let damage: [Damage; 8] = [
             ("flipped cubin byte", |d| {
                 let mut b = std::fs::read(d.join("v0.cubin")).unwrap();
                 b[3] ^= 1;
@@ -820,6 +836,21 @@ mod tests {
             }),
             // The format, then a key whose length prefix announces 2^62 bytes: 13 bytes that aborted every
             // reader with a failed allocation before decoding was bounded.
+            ("a file record pointing outside the entry", |d| {
+                // A copy of the CUBIN one folder up, recorded as `../<name>` with its true length and checksum.
+                let mut m = decode(&std::fs::read(d.join("manifest.bin")).unwrap()).unwrap();
+                let outside = d.parent().unwrap().join("outside.cubin");
+                std::fs::copy(d.join(&m.files[0].name), &outside).unwrap();
+                m.files[0].name = "../outside.cubin".into();
+                std::fs::write(d.join("manifest.bin"), encode(&m).unwrap()).unwrap();
+            }),
+            ("a file replaced by a symlink", |d| {
+                let m = decode(&std::fs::read(d.join("manifest.bin")).unwrap()).unwrap();
+                let name = &m.files[0].name;
+                let outside = d.parent().unwrap().join("linked.cubin");
+                std::fs::rename(d.join(name), &outside).unwrap();
+                std::os::unix::fs::symlink(&outside, d.join(name)).unwrap();
+            }),
             ("a manifest announcing a 2^62-byte key", |d| {
                 let mut b = vec![FORMAT as u8, 253];
                 b.extend_from_slice(&(1u64 << 62).to_le_bytes());

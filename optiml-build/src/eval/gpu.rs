@@ -451,14 +451,14 @@ impl<S: Evaluable> GpuEvaluator<S> {
             .ok_or("no ncu (set OPTIML_NCU or put it on PATH)")?;
         let job = self.job(candidate, compiled);
         let started = Instant::now();
-        let scratch = std::env::temp_dir().join("optiml-profile");
+        let scratch = profile_scratch()?;
         let counters = super::profile::profile(
             &ncu,
             &self.worker,
             &self.support,
             self.ordinal,
             &job,
-            &scratch,
+            scratch.path(),
         );
         self.stats.profile_s += started.elapsed().as_secs_f64();
         if counters.is_ok() {
@@ -543,5 +543,30 @@ impl<S: Evaluable> Drop for GpuEvaluator<S> {
         for t in self.pool.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+/// A private folder for one profile's job file, removed when dropped: a fixed shared path
+/// (`/tmp/optiml-profile`) let another user's files, or a symlink, stand where the job is written.
+fn profile_scratch() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix("optiml-profile-")
+        .tempdir()
+        .map_err(|e| format!("no scratch folder for the profiler ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_profile_writes_into_a_private_folder_removed_after() {
+        let (a, b) = (profile_scratch().unwrap(), profile_scratch().unwrap());
+        assert_ne!(a.path(), b.path());
+        assert_ne!(a.path(), std::env::temp_dir().join("optiml-profile"));
+        let kept = a.path().to_path_buf();
+        assert!(kept.is_dir());
+        drop(a);
+        assert!(!kept.exists());
     }
 }
