@@ -127,6 +127,19 @@ fn builds_from_the_committed_cache_without_nvrtc_and_names_the_fix_on_a_miss() {
         log.contains("help: run `cargo optiml prepare --arch sm_80,sm_90`"),
         "{log}"
     );
+
+    // A misspelt flag is an error, not "off" (which would have generated here, or failed on NVRTC).
+    let typo = offline_build(&target, &[("OPTIML_OFFLINE", Path::new("ture"))]);
+    assert!(!typo.status.success(), "OPTIML_OFFLINE=ture was accepted");
+    let log = text(&typo);
+    assert!(
+        log.contains("`OPTIML_OFFLINE=ture` is neither on (1, true, yes, on) nor off"),
+        "{log}"
+    );
+    assert!(
+        log.contains("help: set `OPTIML_OFFLINE=1` or `OPTIML_OFFLINE=0`, or unset it"),
+        "{log}"
+    );
 }
 
 #[test]

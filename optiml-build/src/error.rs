@@ -71,6 +71,9 @@ pub enum Error {
         #[source]
         source: ArchParseError,
     },
+    /// An on/off variable holds neither.
+    #[error("a setting is not on or off")]
+    Flag(#[source] optiml_spec::env::FlagError),
     /// Generation is forbidden and kernels are missing from every cache.
     #[error("OPTIML_OFFLINE is set and these kernels are in no cache:{}", list(.misses))]
     Offline {
@@ -121,6 +124,7 @@ impl Error {
                 archs(misses)
             )),
             Error::Arch { .. } => Some("write architectures like `OPTIML_ARCH=sm_80,sm_90`".into()),
+            Error::Flag(e) => Some(format!("set `{}=1` or `{}=0`, or unset it", e.name, e.name)),
             Error::Compile { .. } => Some(
                 "this is a bug in optiml's kernel templates; please report it with the log above"
                     .into(),

@@ -224,9 +224,10 @@ impl Builder {
         let policy = Policy {
             read,
             write: target,
-            offline: self
-                .offline
-                .unwrap_or_else(|| env::flag(env::OPTIML_OFFLINE)),
+            offline: match self.offline {
+                Some(o) => o,
+                None => env::flag(env::OPTIML_OFFLINE).map_err(Error::Flag)?,
+            },
         };
 
         let started = std::time::Instant::now();

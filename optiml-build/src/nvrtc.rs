@@ -80,7 +80,8 @@ pub struct Nvrtc {
 }
 
 /// Finds and loads NVRTC once per process: `OPTIML_NVRTC`, then `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`, the
-/// pip wheel's folder in the usual site-packages, then the system loader.
+/// pip wheel's folder in the usual site-packages, then in the site folders the `python3` on `PATH` reports, then
+/// the system loader.
 ///
 /// # Errors
 /// [`NvrtcError::NotFound`] listing what was searched, [`NvrtcError::Load`], or [`NvrtcError::Version`] when the
@@ -141,9 +142,42 @@ pub fn candidates() -> Vec<PathBuf> {
     out
 }
 
+/// Where the wheel's library would be in the site folders `python` reports (`site.getsitepackages()` and the
+/// user site): a plain `pip install nvidia-cuda-nvrtc` into a Python outside the usual prefixes (pyenv, a
+/// framework build) lands there. Empty when there is no such Python or it fails.
+fn python_site_candidates(mut python: std::process::Command) -> Vec<PathBuf> {
+    const SITES: &str =
+        "import site\nfor p in site.getsitepackages() + [site.getusersitepackages()]: print(p)";
+    let Ok(out) = python
+        .args(["-c", SITES])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    if !out.status.success() {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| Path::new(l).join("nvidia/cu13/lib/libnvrtc.so.13"))
+        .collect()
+}
+
 fn load_uncached() -> Result<Nvrtc, NvrtcError> {
     let mut searched = Vec::new();
-    for path in candidates() {
+    // Asking Python costs a process start, so only once the fixed places have failed.
+    let late = || python_site_candidates(std::process::Command::new("python3"));
+    for path in candidates()
+        .into_iter()
+        .chain(std::iter::once_with(late).flatten())
+    {
+        if searched.contains(&path.display().to_string()) {
+            continue;
+        }
         searched.push(path.display().to_string());
         if path.is_file() {
             return load_path(&path);
@@ -492,6 +526,37 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Python outside the usual prefixes (pyenv's, say) reports its site folders: the wheel's library there is
+    /// a candidate. A shell script stands in for it (run by `sh`, not executed, so no other test's fork can hold
+    /// it open for writing); a missing or failing Python gives nothing.
+    #[test]
+    fn the_running_pythons_site_folders_are_searched() {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("pyenv/lib/python3.11/site-packages");
+        let script = |name: &str, body: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, body).unwrap();
+            let mut cmd = std::process::Command::new("sh");
+            cmd.arg(path);
+            cmd
+        };
+        let python = script(
+            "python3",
+            format!("echo {}\necho /home/u/.local/site\n", site.display()),
+        );
+        assert_eq!(
+            python_site_candidates(python),
+            [
+                site.join("nvidia/cu13/lib/libnvrtc.so.13"),
+                PathBuf::from("/home/u/.local/site/nvidia/cu13/lib/libnvrtc.so.13")
+            ]
+        );
+        let missing = std::process::Command::new(dir.path().join("no-python"));
+        assert!(python_site_candidates(missing).is_empty());
+        let failing = script("failing", "echo /x\nexit 1\n".into());
+        assert!(python_site_candidates(failing).is_empty());
+    }
 
     #[test]
     fn parses_the_ptxas_report() {

@@ -41,12 +41,82 @@ pub fn var_os(name: &str) -> Option<OsString> {
     std::env::var_os(name).filter(|v| !v.is_empty())
 }
 
-/// A boolean flag: `1`, `true`, `yes`, `on` (any case) are true; anything else, or unset, is false.
-pub fn flag(name: &str) -> bool {
-    var(name).is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
+/// A boolean flag that is set to something else than its spellings: the variable and what it held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagError {
+    /// The variable.
+    pub name: &'static str,
+    /// Its value.
+    pub value: String,
+}
+
+impl std::fmt::Display for FlagError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A long value is cut: the point is which variable, not an echo of whatever it holds.
+        let shown: String = self.value.chars().take(40).collect();
+        let cut = if shown.len() < self.value.len() {
+            "…"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "`{}={shown}{cut}` is neither on (1, true, yes, on) nor off (0, false, no, off)",
+            self.name
         )
-    })
+    }
+}
+
+impl std::error::Error for FlagError {}
+
+/// A boolean flag: `1`, `true`, `yes`, `on` (any case) are true; `0`, `false`, `no`, `off`, empty or unset are
+/// false.
+///
+/// # Errors
+/// [`FlagError`] for any other value: `OPTIML_OFFLINE=ture` must not silently mean off.
+pub fn flag(name: &'static str) -> Result<bool, FlagError> {
+    flag_value(name, var(name).as_deref())
+}
+
+/// [`flag`] of a value.
+fn flag_value(name: &'static str, value: Option<&str>) -> Result<bool, FlagError> {
+    let Some(v) = value else {
+        return Ok(false);
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        "1" | "true" | "yes" | "on" => Ok(true),
+        _ => Err(FlagError {
+            name,
+            value: v.to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_takes_its_spellings_and_refuses_the_rest() {
+        for v in ["1", "true", "YES", " on "] {
+            assert_eq!(flag_value(OPTIML_OFFLINE, Some(v)), Ok(true), "{v}");
+        }
+        for v in ["0", "False", "no", "off"] {
+            assert_eq!(flag_value(OPTIML_OFFLINE, Some(v)), Ok(false), "{v}");
+        }
+        assert_eq!(flag_value(OPTIML_OFFLINE, None), Ok(false));
+        for v in ["ture", "2", "y", "enabled"] {
+            let e = flag_value(OPTIML_OFFLINE, Some(v)).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("OPTIML_OFFLINE={v}")),
+                "{e}"
+            );
+        }
+        let long = "x".repeat(1000);
+        let e = flag_value(OPTIML_OFFLINE, Some(&long))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 200, "{e}");
+    }
 }
