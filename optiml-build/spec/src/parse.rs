@@ -278,6 +278,25 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, SpecError> {
                 out.push(Tok::Sym('T'));
                 i += 1;
             }
+            // A minus before a number right after `=` is a sign, which no size has: `m=-1` once read as `m=1`.
+            '-' | '–'
+                if matches!(out.last(), Some(Tok::Sym('=')))
+                    && chars.get(i + 1).is_some_and(|c| c.is_ascii_digit()) =>
+            {
+                let dim = match out.len().checked_sub(2).map(|i| &out[i]) {
+                    Some(Tok::Word(w)) => w.clone(),
+                    _ => "?".into(),
+                };
+                let digits: String = chars[i + 1..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .take(20)
+                    .collect();
+                return Err(SpecError::BadShape {
+                    reason: format!("`{dim}=-{digits}`: a size is a positive whole number"),
+                    name: dim,
+                });
+            }
             // `row-major`, `element-wise`: a hyphen joins words like a space does.
             '-' | '–' => {}
             '.' if i + 1 == chars.len() => {}
@@ -630,7 +649,6 @@ fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Resu
         })
         .collect();
     let is_fn = |i: usize| matches!(rhs.get(i + 1), Some(Tok::Sym('(')));
-    let transposed = |i: usize| matches!(rhs.get(i + 1), Some(Tok::Sym('T')));
     if let Some(Tok::Num(n)) = rhs.iter().find(|t| matches!(t, Tok::Num(_))) {
         return Err(SpecError::BadEquation(format!(
             "the constant `{n}`: constants are run-time parameters (name it, e.g. `alpha` or `s`)"
@@ -638,35 +656,16 @@ fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Resu
     }
     if names.contains(&"a") && names.contains(&"b") {
         draft.matmul = Some("equation".into());
-        for (i, tok) in rhs.iter().enumerate() {
-            let Tok::Word(w) = tok else { continue };
-            match w.as_str() {
-                "a" => draft.trans_a |= transposed(i),
-                "b" => draft.trans_b |= transposed(i),
-                "alpha" => draft.alpha = true,
-                "beta" => draft.beta = true,
-                "bias" => draft.bias = true,
-                w if w == lhs => draft.beta = true,
-                w if is_fn(i) => function(w, draft)?,
-                w => {
-                    return Err(SpecError::BadEquation(format!(
-                        "unknown name `{w}` in a matrix product (known: A, B, C, alpha, beta, bias, relu(…), gelu(…))"
-                    )));
-                }
-            }
-        }
-        if accumulate {
-            draft.beta = true;
-        }
-        if rhs.iter().any(|t| matches!(t, Tok::Sym('+'))) && !(draft.beta || draft.bias) {
-            return Err(SpecError::BadEquation(
-                "a sum in a matrix product can only add `beta·C` or `bias`".into(),
-            ));
-        }
-        return Ok(());
+        return product_equation(lhs, accumulate, rhs, draft);
     }
     // Elementwise: out = f(x), out = x ⊕ y, out = x ⊕ s.
+    if accumulate {
+        return Err(SpecError::BadEquation(format!(
+            "`{lhs} += …`: an elementwise kernel writes its output, it does not add to it (write `{lhs} = …`)"
+        )));
+    }
     draft.elementwise = Some("equation".into());
+    let functions_before = draft.unary.len();
     let mut operands = Vec::new();
     for (i, tok) in rhs.iter().enumerate() {
         let Tok::Word(w) = tok else { continue };
@@ -690,7 +689,13 @@ fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Resu
         });
     }
     match (operands.as_slice(), op) {
-        ([_], None) => {}
+        ([_], None) if draft.unary.len() > functions_before => {}
+        ([x], None) => {
+            return Err(SpecError::BadEquation(format!(
+                "`{lhs} = {x}` computes nothing: write `{lhs} = f({x})` with a function such as relu, or a sum or \
+                 product"
+            )));
+        }
         ([_, rhs_name], Some(op)) => {
             let operand = if matches!(*rhs_name, "s" | "scalar" | "alpha" | "c") {
                 Operand::Scalar
@@ -707,6 +712,172 @@ fn equation(lhs: &str, accumulate: bool, rhs: &[Tok], draft: &mut Draft) -> Resu
         }
     }
     Ok(())
+}
+
+/// A matrix product's equation, read as a structure so that every name and mark means what it says:
+/// `[act(] [alpha·] A[ᵀ]·B[ᵀ] [+ beta·C | + C] [+ bias] [)]`, the activation around the whole right side, the
+/// factors of the product in this order (`·` may be left out: `A B'`), each term at most once. Anything else is
+/// an error naming what it would have meant: `B·A`, `A·B·B`, `(A·B)ᵀ`, `A·ᵀB`, `relu(A)·B` and `A·B·bias`
+/// were once read as `A·B` with a flag.
+fn product_equation(
+    lhs: &str,
+    accumulate: bool,
+    rhs: &[Tok],
+    draft: &mut Draft,
+) -> Result<(), SpecError> {
+    let bad = |what: String| Err(SpecError::BadEquation(what));
+    // Names are read in lower case; the one-letter matrices read better as written in the docs.
+    let show = |n: &str| {
+        if n.len() == 1 {
+            n.to_uppercase()
+        } else {
+            n.to_string()
+        }
+    };
+    let lhs_shown = show(lhs);
+    let join = |f: &[&str]| f.iter().map(|n| show(n)).collect::<Vec<_>>().join("·");
+    // The activation, when it wraps the whole right side.
+    let mut body = rhs;
+    if let [Tok::Word(f), Tok::Sym('('), inner @ .., Tok::Sym(')')] = rhs
+        && balanced(inner)
+    {
+        function(f, draft)?;
+        body = inner;
+    }
+    // Terms at top level, split at `+`.
+    let mut terms: Vec<&[Tok]> = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, t) in body.iter().enumerate() {
+        match t {
+            Tok::Sym('(') => depth += 1,
+            Tok::Sym(')') => depth = depth.saturating_sub(1),
+            Tok::Sym('+') if depth == 0 => {
+                terms.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&body[start..]);
+    let mut product = false;
+    for term in terms {
+        // A term's factors: names, each optionally transposed, joined by `·` or by nothing.
+        let mut factors: Vec<(&str, bool)> = Vec::new();
+        let mut i = 0;
+        while i < term.len() {
+            match &term[i] {
+                Tok::Word(w) if matches!(term.get(i + 1), Some(Tok::Sym('('))) => {
+                    return bad(format!(
+                        "`{w}(…)` inside the product: an activation applies to the whole result, as in \
+                         `{lhs_shown} = {w}(A·B)`"
+                    ));
+                }
+                Tok::Word(w) => {
+                    let t = matches!(term.get(i + 1), Some(Tok::Sym('T')));
+                    factors.push((w.as_str(), t));
+                    i += 1 + usize::from(t);
+                    continue;
+                }
+                Tok::Sym('*') if i > 0 && matches!(term.get(i + 1), Some(Tok::Word(_))) => {}
+                Tok::Sym('T') | Tok::Sym('*')
+                    if term[i] == Tok::Sym('T')
+                        || matches!(term.get(i + 1), Some(Tok::Sym('T'))) =>
+                {
+                    return bad(
+                        "a transpose mark must follow the operand it transposes, as in `Aᵀ·B`"
+                            .into(),
+                    );
+                }
+                Tok::Sym('(' | ')') => {
+                    return bad(
+                        "parentheses inside a matrix product: only an activation may wrap the whole right \
+                         side (a transposed product, `(A·B)ᵀ`, is not a layout optiml computes: transpose the \
+                         operands instead)"
+                            .into(),
+                    );
+                }
+                _ => return bad("a product needs a name on each side of `·`".into()),
+            }
+            i += 1;
+        }
+        let names: Vec<&str> = factors.iter().map(|f| f.0).collect();
+        match names.as_slice() {
+            ["a", "b"] | ["alpha", "a", "b"] => {
+                if product {
+                    return bad("two products `A·B`".into());
+                }
+                product = true;
+                draft.alpha |= names[0] == "alpha";
+                let at = |n: &str| factors.iter().find(|f| f.0 == n).is_some_and(|f| f.1);
+                draft.trans_a |= at("a");
+                draft.trans_b |= at("b");
+            }
+            ["beta", c] | [c] if *c == lhs && !draft.beta => draft.beta = true,
+            ["bias"] if !draft.bias => draft.bias = true,
+            ["b", "a"] | ["alpha", "b", "a"] => {
+                return bad(
+                    "`B·A`: the product is written `A·B` (A has the output's rows); to multiply the other way \
+                     round, swap the buffers"
+                        .into(),
+                );
+            }
+            f if f.contains(&"bias") => {
+                return bad("`bias` is added to the product: `A·B + bias`".into());
+            }
+            f if f.contains(&"a") || f.contains(&"b") => {
+                return bad(format!(
+                    "`{}`: a matrix product is `A·B`, optionally scaled by `alpha` (each operand once, A first)",
+                    join(f)
+                ));
+            }
+            f => {
+                let unknown = f
+                    .iter()
+                    .find(|n| !matches!(**n, "alpha" | "beta" | "bias") && **n != lhs)
+                    .copied()
+                    .unwrap_or(f.first().copied().unwrap_or(""));
+                if unknown.is_empty()
+                    || matches!(unknown, "alpha" | "beta" | "bias")
+                    || unknown == lhs
+                {
+                    return bad(format!(
+                        "the term `{}`: a matrix product can only add `beta·{lhs_shown}` (or `{lhs_shown}`) and \
+                         `bias`, each once",
+                        join(f)
+                    ));
+                }
+                return bad(format!(
+                    "unknown name `{unknown}` in a matrix product (known: A, B, C, alpha, beta, bias, relu(…), \
+                     gelu(…))"
+                ));
+            }
+        }
+    }
+    if !product {
+        return bad("no product `A·B` on the right side".into());
+    }
+    if accumulate {
+        draft.beta = true;
+    }
+    Ok(())
+}
+
+/// Whether `toks` close every parenthesis they open, never going below zero: `relu(A)·(B)` is not one call.
+fn balanced(toks: &[Tok]) -> bool {
+    let mut depth = 0i64;
+    for t in toks {
+        match t {
+            Tok::Sym('(') => depth += 1,
+            Tok::Sym(')') => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    depth == 0
 }
 
 fn function(name: &str, draft: &mut Draft) -> Result<(), SpecError> {
@@ -1190,6 +1361,33 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Each of these once parsed as another kernel (issue 19's list); each is now an error that says what the
+    /// spec would have to be.
+    #[test]
+    fn no_spec_silently_means_another_kernel() {
+        for (text, says) in [
+            ("C = B·A", "`B·A`"),
+            ("C = A·B·B", "`A·B·B`"),
+            ("C = (A·B)ᵀ", "`(A·B)ᵀ`"),
+            ("C = A·ᵀB", "a transpose mark must follow the operand"),
+            ("C = relu(A)·B", "an activation applies to the whole result"),
+            ("C = A·B·bias", "`bias` is added to the product"),
+            ("C = A·B + C + C", "each once"),
+            ("C = A·B·", "a name on each side"),
+            ("y += relu(x)", "`y += …`"),
+            ("matmul, m=-1", "`m=-1`"),
+            ("relu, foo = bar", "`foo = bar` computes nothing"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        // The forms they were mistaken for still read as before.
+        assert!(mm("C = relu(A·B + bias)").bias);
+        assert!(mm("C = alpha·A·Bᵀ + beta·C").trans_b);
+        assert!(mm("C = A·B + C").beta);
+        assert_eq!(mm("matmul, m=1").m, Dim::Fixed(1),);
     }
 
     #[test]

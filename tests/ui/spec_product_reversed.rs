@@ -1,0 +1,9 @@
+#![allow(unused_imports)]
+
+use optiml::cudarc::driver::CudaSlice;
+
+// Once read as A·B.
+#[optiml::kernel("C = B·A")]
+pub fn mm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, m: usize, n: usize, k: usize);
+
+fn main() {}
