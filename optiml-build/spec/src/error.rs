@@ -17,6 +17,11 @@ or in index notation (\"y[r, c] = x[r, c] / sum(c) x[r, c]\")";
 pub enum SpecError {
     /// The string holds nothing but separators.
     Empty,
+    /// The string is longer than any spec needs ([`crate::MAX_SPEC_CHARS`]).
+    TooLong {
+        /// Its length in characters.
+        chars: usize,
+    },
     /// A character the spec language does not use.
     UnexpectedChar(char),
     /// A number outside `name=value`.
@@ -111,6 +116,7 @@ impl fmt::Display for SpecError {
                 word,
                 closest: Some(c),
             } => {
+                let word = shortened(word);
                 write!(
                     f,
                     "unknown word `{word}` in the kernel spec (did you mean `{c}`?); {SUPPORTED}"
@@ -120,8 +126,14 @@ impl fmt::Display for SpecError {
                 word,
                 closest: None,
             } => {
+                let word = shortened(word);
                 write!(f, "unknown word `{word}` in the kernel spec; {SUPPORTED}")
             }
+            SpecError::TooLong { chars } => write!(
+                f,
+                "the kernel spec is {chars} characters long; a spec may have at most {}",
+                crate::MAX_SPEC_CHARS
+            ),
             SpecError::NoFamily => write!(f, "the kernel spec names no kernel family; {SUPPORTED}"),
             SpecError::Ambiguous { what, hint } => {
                 write!(f, "ambiguous kernel spec: {what}; {hint}")
@@ -228,5 +240,13 @@ impl Errors {
                 Err(first)
             }
         }
+    }
+}
+
+/// A word as an error shows it: at most 40 characters, then `…` (a megabyte of letters is one word).
+fn shortened(word: &str) -> String {
+    match word.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &word[..i]),
+        None => word.to_string(),
     }
 }

@@ -31,7 +31,7 @@ pub mod signature;
 pub use error::{Errors, SpecError};
 pub use key::{KernelId, sha256_hex};
 pub use model::{Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec};
-pub use parse::parse;
+pub use parse::{MAX_SPEC_CHARS, parse};
 pub use signature::{Access, Binding, Kind, Param, Role, bind};
 
 /// The version of the spec model and its canonical form; part of every key, so a change here invalidates caches.

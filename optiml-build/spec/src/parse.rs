@@ -11,11 +11,20 @@ use crate::model::{
 };
 use crate::program::{Program, notation, words};
 
+/// The longest spec text accepted, in characters: ten times the longest program a test writes, and a bound on
+/// the parse time (a 1 MB spec once took 161 s in a build script's debug profile).
+pub const MAX_SPEC_CHARS: usize = 4096;
+
 /// Parses a spec string.
 ///
 /// # Errors
-/// A [`SpecError`] naming the first word or clause that could not be understood, with the closest known word.
+/// A [`SpecError`] naming the first word or clause that could not be understood, with the closest known word;
+/// [`SpecError::TooLong`] past [`MAX_SPEC_CHARS`].
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
+    let chars = text.chars().count();
+    if chars > MAX_SPEC_CHARS {
+        return Err(SpecError::TooLong { chars });
+    }
     if notation::is_notation(text) {
         let program = notation::parse(text)?;
         // A sum over an index two inputs share is a matrix product: the matmul family's kernels compute it.
@@ -1361,6 +1370,26 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// A megabyte of spec is refused at once, and a long unknown word is not echoed whole.
+    #[test]
+    fn long_specs_are_refused_fast_and_not_echoed() {
+        let huge = "relu ".repeat(200_000);
+        let started = std::time::Instant::now();
+        assert_eq!(
+            parse(&huge),
+            Err(SpecError::TooLong {
+                chars: huge.chars().count()
+            })
+        );
+        assert!(started.elapsed().as_millis() < 100);
+        let word = "q".repeat(3000);
+        let e = parse(&word).unwrap_err().to_string();
+        assert!(e.len() < 1000 && e.contains("q…"), "{} chars", e.len());
+        // At the bound, a spec still parses.
+        let padded = format!("relu{}", " ".repeat(MAX_SPEC_CHARS - 4));
+        assert!(parse(&padded).is_ok());
     }
 
     /// Each of these once parsed as another kernel (issue 19's list); each is now an error that says what the
