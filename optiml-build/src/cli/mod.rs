@@ -331,11 +331,13 @@ fn resolve_logs(target: &str, cache_dir: Option<&Path>) -> anyhow::Result<Vec<Pa
     }
     let dirs = log_dirs(cache_dir)?;
     let mut found = Vec::new();
+    // The kernels that do have logs, to name when `target` has none.
+    let mut others: Vec<String> = Vec::new();
     for dir in &dirs {
         for file in find_logs(dir)? {
             match search::read_header(&file) {
                 Ok(h) if h.kernel == target => found.push(file),
-                Ok(_) => {}
+                Ok(h) => others.push(h.kernel),
                 Err(e) => eprintln!("warning: skipped {e}"),
             }
         }
@@ -343,14 +345,27 @@ fn resolve_logs(target: &str, cache_dir: Option<&Path>) -> anyhow::Result<Vec<Pa
     found.sort();
     found.dedup();
     if found.is_empty() {
-        let searched: Vec<String> = dirs.iter().map(|d| format!("`{}`", d.display())).collect();
-        anyhow::bail!(
-            "no search log for kernel `{target}` in {}; pass the path of a `.jsonl` log, or the folder holding it \
-             with --cache-dir",
-            searched.join(", ")
-        );
+        anyhow::bail!(no_log_message(target, &dirs, others));
     }
     Ok(found)
+}
+
+/// Why `analyze <target>` found nothing, with the kernels that have logs in those folders: a misspelt name and a
+/// kernel never searched no longer read the same.
+fn no_log_message(target: &str, dirs: &[PathBuf], mut with_logs: Vec<String>) -> String {
+    let searched: Vec<String> = dirs.iter().map(|d| format!("`{}`", d.display())).collect();
+    with_logs.sort();
+    with_logs.dedup();
+    let known = if with_logs.is_empty() {
+        "no kernel has a search log there".to_string()
+    } else {
+        format!("kernels with search logs: {}", with_logs.join(", "))
+    };
+    format!(
+        "no search log for kernel `{target}` in {}; {known}. Pass one of those names, the path of a `.jsonl` log, \
+         or the folder holding it with --cache-dir",
+        searched.join(", ")
+    )
 }
 
 /// Folders to search for logs by kernel name: the committed cache, then the build cache; with no
@@ -668,6 +683,15 @@ fn optiml_packages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn analyze_names_the_kernels_that_have_logs() {
+        let dirs = [PathBuf::from("/repo/.optiml")];
+        let m = no_log_message("p99", &dirs, vec!["p98".into(), "p23".into(), "p98".into()]);
+        assert!(m.contains("kernels with search logs: p23, p98."), "{m}");
+        let m = no_log_message("p99", &dirs, Vec::new());
+        assert!(m.contains("no kernel has a search log there"), "{m}");
+    }
+
     #[test]
     fn explain_names_the_dimensions_a_signature_needs() {
         let program = |text: &str| match optiml_spec::parse(text).unwrap().family {
