@@ -685,7 +685,8 @@ fn optiml_packages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
 mod tests {
     #[test]
     fn analyze_names_the_kernels_that_have_logs() {
-        let dirs = [PathBuf::from("/repo/.optiml")];
+        use super::no_log_message;
+        let dirs = [std::path::PathBuf::from("/repo/.optiml")];
         let m = no_log_message("p99", &dirs, vec!["p98".into(), "p23".into(), "p98".into()]);
         assert!(m.contains("kernels with search logs: p23, p98."), "{m}");
         let m = no_log_message("p99", &dirs, Vec::new());
