@@ -104,7 +104,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 8] = [
+const FAULTS: [(u32, &str, &str); 9] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -113,6 +113,11 @@ const FAULTS: [(u32, &str, &str); 8] = [
     (6, "partial output", "gate:"),
     (7, "work on another grid/stream", "compile:"),
     (8, "trap", "fault:"),
+    (
+        9,
+        "writes into its input",
+        "the kernel wrote into its input A",
+    ),
 ];
 
 #[test]

@@ -6,6 +6,8 @@
 //   2 hang               6 partial: writes only whole 16x16 tiles
 //   3 race               7 side-stream: launches its work as a child grid (rejected at compile)
 //                        8 trap
+//                        9 writes into its input: flips the lowest bit of elements of A (the output moves by
+//                          about 1e-7, within the gate's tolerance)
 #ifndef FAULT
 #define FAULT 0
 #endif
@@ -67,6 +69,9 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
         c[(long long)row * N + col] = s;
 #elif FAULT == 8
         if (row == M - 1 && col == N - 1) __trap();
+        c[(long long)row * N + col] = s;
+#elif FAULT == 9
+        if (col < K) atomicXor(reinterpret_cast<unsigned int*>(const_cast<float*>(a)) + (long long)row * K + col, 1u);
         c[(long long)row * N + col] = s;
 #else
         c[(long long)row * N + col] = s;

@@ -212,6 +212,22 @@ fn check_shape(
     )?;
     s.synchronize()
         .map_err(fault(format!("running `{}` on {check}", job.name)))?;
+    // The inputs must be as they were: a kernel that writes into A, B or the bias (its own scratch, or a
+    // change too small for the output's tolerance) corrupts its caller's data and every later launch. A 16-bit
+    // kernel read the narrow copies, which widen back to exactly these values when untouched.
+    if let Some(n) = narrow.as_mut() {
+        w.convert(n, 0, &mut a, false)?;
+        w.convert(n, 1, &mut b, false)?;
+    }
+    let mut inputs = vec![("A", &ha, &a), ("B", &hb, &b)];
+    if let (Some(before), Some(after)) = (&hbias, &bias) {
+        inputs.push(("bias", before, after));
+    }
+    for (name, before, buf) in inputs {
+        if let Some(reason) = written(name, before, &host(buf)?) {
+            return Err(reject(check.clone(), reason));
+        }
+    }
     let out = host(&c)?;
     for item in 0..shape.batch {
         let (oa, ob) = shape.operand_offsets(spec, item);
@@ -234,6 +250,18 @@ fn check_shape(
         .map_err(|reason| reject(check.clone(), reason))?;
     }
     Ok(())
+}
+
+/// How the kernel changed input `name`, if it did: the first element whose bits differ and how many do.
+pub(crate) fn written(name: &str, before: &[f32], after: &[f32]) -> Option<String> {
+    let differ = |(x, y): (&f32, &f32)| x.to_bits() != y.to_bits();
+    let first = before.iter().zip(after).position(differ)?;
+    let count = before.iter().zip(after).filter(|&p| differ(p)).count();
+    Some(format!(
+        "the kernel wrote into its input {name}: {count} element(s) changed, the first at {first} ({} before, {} \
+         after)",
+        before[first], after[first]
+    ))
 }
 
 /// The dispatch shape: fresh inputs, a verified first run, then warm-up and timed runs each starting from a
@@ -453,4 +481,25 @@ enum Operands32<'a> {
         &'a mut CudaSlice<f32>,
     ),
     Narrow(&'a mut Narrow),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::written;
+
+    #[test]
+    fn a_changed_input_is_named_with_its_first_changed_element() {
+        let before = [1.0f32, 2.0, 3.0, -0.0];
+        assert_eq!(written("A", &before, &before), None);
+        let mut after = before;
+        after[1] = f32::from_bits(2.0f32.to_bits() ^ 1);
+        after[3] = 0.0;
+        let why = written("A", &before, &after).unwrap();
+        assert!(
+            why.starts_with(
+                "the kernel wrote into its input A: 2 element(s) changed, the first at 1"
+            ),
+            "{why}"
+        );
+    }
 }
