@@ -404,24 +404,86 @@ impl Cache {
                 return Err(e);
             }
         };
-        let _lock = self.lock()?;
-        if dir.exists() {
+        let _lock = match self.lock() {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&tmp);
+                return Err(e.into());
+            }
+        };
+        Self::sweep_leftovers(&parent);
+        let present = std::fs::symlink_metadata(&dir).ok();
+        if present.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+            // An entry is a folder this cache wrote, never a link: a link (dangling, or to a folder elsewhere,
+            // whose contents are not ours to delete) is removed, not followed.
+            if let Err(source) = std::fs::remove_file(&dir) {
+                let _ = fs::remove_dir_all(&tmp);
+                return Err(FsError {
+                    op: "remove the link",
+                    path: dir,
+                    source,
+                }
+                .into());
+            }
+        } else if present.is_some() {
             if !replace && verify(&dir, inputs).is_ok() {
                 fs::remove_dir_all(&tmp)?;
                 return self.lookup_hit(inputs);
             }
             // Move the old entry aside first: renaming onto a non-empty folder fails, and removing it in place
-            // could leave it half-deleted for a concurrent reader.
+            // could leave it half-deleted for a concurrent reader. Until the new entry is in place the old one
+            // can come back, so a failed store leaves the cache as it was.
             let trash = parent.join(format!(
                 ".trash-{}-{}-{nanos}",
                 &inputs.key()[..16],
                 std::process::id()
             ));
-            fs::rename(&dir, &trash)?;
-            fs::remove_dir_all(&trash)?;
+            if let Err(e) = fs::rename(&dir, &trash) {
+                let _ = fs::remove_dir_all(&tmp);
+                return Err(e.into());
+            }
+            if let Err(e) = fs::rename(&tmp, &dir) {
+                let _ = fs::rename(&trash, &dir);
+                let _ = fs::remove_dir_all(&tmp);
+                return Err(e.into());
+            }
+            // The new entry is in place: what is left to do is tidying, and a folder that will not go is swept
+            // by the next store ([`Cache::sweep_leftovers`]).
+            let _ = fs::remove_dir_all(&trash);
+            return Ok(Entry { dir, manifest });
         }
-        fs::rename(&tmp, &dir)?;
+        if let Err(e) = fs::rename(&tmp, &dir) {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(e.into());
+        }
         Ok(Entry { dir, manifest })
+    }
+
+    /// Removes what an interrupted store left in an architecture folder: `.trash-*` folders (only a store
+    /// holding the lock makes one, and removes it at once) and `.tmp-*` folders over an hour old (a store writes
+    /// its entry there before taking the lock, so a young one may be in progress). Called under the lock.
+    fn sweep_leftovers(arch_dir: &Path) {
+        let hour = std::time::Duration::from_secs(3600);
+        for path in fs::read_dir(arch_dir).unwrap_or_default() {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let stale = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age > hour);
+            if name.starts_with(".trash-") || (name.starts_with(".tmp-") && stale) {
+                let _ = fs::remove_dir_all(&path);
+            }
+        }
     }
 
     fn lookup_hit(&self, inputs: &KeyInputs) -> Result<Entry, CacheError> {
@@ -806,6 +868,64 @@ mod tests {
         // No stray temporary folders.
         let stray: Vec<_> = fs::read_dir(&cache.root.join("sm_90")).unwrap();
         assert_eq!(stray.len(), 1, "{stray:?}");
+        std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    /// A link where an entry belongs is replaced, never followed: a dangling one blocked every store, and one to
+    /// a folder elsewhere would have had that folder's contents deleted.
+    #[test]
+    fn links_in_place_of_an_entry_are_replaced_not_followed() {
+        let cache = temp_cache("links");
+        let (inputs, candidate, compiled) = sample();
+        let v = NewVariant::default_for(&candidate, &compiled);
+        let dir = cache.entry_dir(&inputs);
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(cache.root.join("nowhere"), &dir).unwrap();
+        assert!(!matches!(cache.lookup(&inputs), Lookup::Hit(_)));
+        cache.store(&inputs, &[v], false).unwrap();
+        assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
+        assert!(
+            !std::fs::symlink_metadata(&dir)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        // A link to someone's folder: the link goes, the folder and its file stay.
+        let theirs = cache.root.join("theirs");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::write(theirs.join("keep.txt"), b"mine").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&theirs, &dir).unwrap();
+        cache.store(&inputs, &[v], true).unwrap();
+        assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
+        assert_eq!(std::fs::read(theirs.join("keep.txt")).unwrap(), b"mine");
+        std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    /// What an interrupted store leaves (a `.trash-*` folder, an old `.tmp-*` one) goes with the next store; a
+    /// young `.tmp-*` folder may be another process's store in progress and stays.
+    #[test]
+    fn a_store_sweeps_what_an_interrupted_one_left() {
+        let cache = temp_cache("leftovers");
+        let (inputs, candidate, compiled) = sample();
+        let v = NewVariant::default_for(&candidate, &compiled);
+        let arch = cache.entry_dir(&inputs).parent().unwrap().to_path_buf();
+        let (trash, young, old) = (
+            arch.join(".trash-0123456789abcdef-1-2"),
+            arch.join(".tmp-0123456789abcdef-1-3"),
+            arch.join(".tmp-0123456789abcdef-1-4"),
+        );
+        for d in [&trash, &young, &old] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("v0.cubin"), b"x").unwrap();
+        }
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::open(&old)
+            .unwrap()
+            .set_modified(two_hours_ago)
+            .unwrap();
+        cache.store(&inputs, &[v], false).unwrap();
+        assert!(!trash.exists() && !old.exists() && young.exists());
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
 
