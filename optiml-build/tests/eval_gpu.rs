@@ -85,12 +85,30 @@ fn arch() -> Arch {
     optiml_runtime::probe::arch_of(&ctx).expect("its architecture")
 }
 
+/// The bytes of a response frame that says "measured, 0.5 ms": what fault 10 prints from the device.
+fn forged_frame() -> String {
+    use optiml_build::eval::protocol::{FunctionAttributes, JobResult, Response, Timed, write};
+    let mut bytes = Vec::new();
+    let verdict = Response::Done(JobResult::Measured(Timed {
+        times_ms: vec![0.5; 10],
+        blocks_per_sm: 1,
+        function: FunctionAttributes::default(),
+    }));
+    write(&mut bytes, &verdict).unwrap();
+    bytes
+        .iter()
+        .map(|b| format!("{b:#04x}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn faulty(fault: u32, what: &str) -> Candidate {
     Candidate {
         // The stale kernel writes for the gate's shapes, the dispatch shape's first run and one more, then stops.
         source: format!(
-            "#define FAULT {fault}\n#define STALE_AFTER {}\n{FAULTY}",
-            test_plan(&spec(), &[]).sizes.len() + 2
+            "#define FAULT {fault}\n#define STALE_AFTER {}\n#define FORGED_BYTES {}\n{FAULTY}",
+            test_plan(&spec(), &[]).sizes.len() + 2,
+            forged_frame()
         ),
         entry: "optiml_matmul",
         launch: Launch::Matmul {
@@ -104,7 +122,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 9] = [
+const FAULTS: [(u32, &str, &str); 10] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -118,6 +136,7 @@ const FAULTS: [(u32, &str, &str); 9] = [
         "writes into its input",
         "the kernel wrote into its input A",
     ),
+    (10, "prints a forged verdict", "gate:"),
 ];
 
 #[test]

@@ -8,12 +8,18 @@
 //                        8 trap
 //                        9 writes into its input: flips the lowest bit of elements of A (the output moves by
 //                          about 1e-7, within the gate's tolerance)
+//                       10 forges its verdict: skips work as 4 does, and its first launch prints the bytes of a
+//                          "measured" response frame (FORGED_BYTES, made by the test) with device printf
 #ifndef FAULT
 #define FAULT 0
 #endif
 
 __device__ unsigned int optiml_calls;
 __device__ unsigned int optiml_never_set;
+#if FAULT == 10
+__device__ unsigned int optiml_printed;
+__device__ const unsigned char optiml_forged[] = {FORGED_BYTES};
+#endif
 
 extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* C, const float* bias,
                                          int batch, int M, int N, int K, long long sa, long long sb,
@@ -29,6 +35,11 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
 #endif
 #if FAULT == 3
     __shared__ float acc[16][16];
+#endif
+#if FAULT == 10
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
+        atomicAdd(&optiml_printed, 1u) == 0)
+        for (int i = 0; i < (int)sizeof(optiml_forged); ++i) printf("%c", optiml_forged[i]);
 #endif
     for (int z = blockIdx.z; z < batch; z += gridDim.z) {
         const float* a = A + z * sa;
@@ -53,7 +64,7 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
         if (blockIdx.y * 16 + 16 > M || blockIdx.x * 16 + 16 > N) continue;
 #endif
         float s = 0.0f;
-#if FAULT == 4
+#if FAULT == 4 || FAULT == 10
         int kend = K < 64 ? K : 64;
 #else
         int kend = K;

@@ -82,7 +82,13 @@ fn profile_once(path: &std::path::Path, gates: &[&dyn Gate]) -> i32 {
 /// 2 when setup failed.
 fn serve(gates: &[&dyn Gate]) -> i32 {
     let mut input = std::io::stdin().lock();
-    let mut output = std::io::stdout().lock();
+    let mut output = match protocol_output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("optiml eval worker: cannot set up the protocol's descriptor: {e}");
+            return 2;
+        }
+    };
     let (cubin, device) = match protocol::read::<Request>(&mut input) {
         Ok(Some(Request::Setup {
             support_cubin,
@@ -118,6 +124,23 @@ fn serve(gates: &[&dyn Gate]) -> i32 {
             return if fault { 3 } else { 2 };
         }
     }
+}
+
+/// The protocol's own descriptor: a copy of stdout taken before anything else runs, after which stdout itself
+/// points at stderr. A kernel's device `printf` (which the driver flushes to stdout), or any library's print,
+/// then lands in the log: it can neither corrupt a response frame nor forge one (a wrong kernel printing the
+/// bytes of a `Measured` frame was once read as measured).
+fn protocol_output() -> std::io::Result<std::io::BufWriter<std::fs::File>> {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    std::io::stdout().lock().flush()?;
+    let copy = std::io::stdout().as_fd().try_clone_to_owned()?;
+    // SAFETY: dup2 on two descriptors this process holds open (stderr and stdout); it closes and replaces
+    // descriptor 1 atomically and touches no memory.
+    if unsafe { libc::dup2(2, 1) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(std::io::BufWriter::new(std::fs::File::from(copy)))
 }
 
 /// A family's check of its candidates: what the worker hands a job to once its module is loaded.
