@@ -6,8 +6,9 @@
 use std::fmt;
 
 /// What the supported spec families look like, appended to "no family" and "unknown word" errors.
-pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu/silu), \
-batched matmul (\"bmm\", \"batched gemm\", \"batch of matrix products\"), elementwise maps (relu, gelu, silu, \
+pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu/silu; \
+in f32, bf16 or f16, \"tf32\" to allow TF32 tensor cores), batched matmul (\"bmm\", \"batched gemm\", \"batch of \
+matrix products\", \"tensor times a matrix\" for a shared B), elementwise maps (relu, gelu, silu, \
 sigmoid, tanh; add/mul with a tensor or a scalar, \"y = x * s\"), tensor operators in plain words (\"softmax over \
 the last axis\", \"layer norm\", \"sum over dim 1 of a 3-D tensor\"; `cargo optiml explain` shows what a spec means) \
 or in index notation (\"y[r, c] = x[r, c] / sum(c) x[r, c]\")";

@@ -405,6 +405,8 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("half", Meaning::DType(DType::F16)),
     ("bf16", Meaning::DType(DType::Bf16)),
     ("bfloat16", Meaning::DType(DType::Bf16)),
+    // Once suggested `float`, which is another type.
+    ("bfloat", Meaning::DType(DType::Bf16)),
     ("tf32", Meaning::Tf32),
     ("tf32 allowed", Meaning::Tf32),
     ("allow tf32", Meaning::Tf32),
@@ -1370,6 +1372,17 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// `bfloat` is bf16 (it once suggested `float`, another type), and the list of what is supported names the
+    /// 16-bit types, TF32 and the shared operand.
+    #[test]
+    fn bfloat_is_bf16_and_the_supported_list_is_current() {
+        assert_eq!(parse("matmul, bfloat").unwrap().dtype, DType::Bf16);
+        let e = parse("matmul, quux").unwrap_err().to_string();
+        for named in ["bf16", "f16", "tf32", "tensor times a matrix"] {
+            assert!(e.contains(named), "{named}: {e}");
+        }
     }
 
     /// A megabyte of spec is refused at once, and a long unknown word is not echoed whole.

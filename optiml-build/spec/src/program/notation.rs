@@ -174,6 +174,7 @@ const DTYPES: &[(&str, DType)] = &[
     ("float32", DType::F32),
     ("bf16", DType::Bf16),
     ("bfloat16", DType::Bf16),
+    ("bfloat", DType::Bf16),
     ("f16", DType::F16),
     ("fp16", DType::F16),
     ("float16", DType::F16),

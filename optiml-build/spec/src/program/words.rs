@@ -715,6 +715,7 @@ const PHRASES: &[(&str, Meaning)] = {
         ("float", A(Arg::DType(DType::F32))),
         ("bf16", A(Arg::DType(DType::Bf16))),
         ("bfloat16", A(Arg::DType(DType::Bf16))),
+        ("bfloat", A(Arg::DType(DType::Bf16))),
         ("f16", A(Arg::DType(DType::F16))),
         ("fp16", A(Arg::DType(DType::F16))),
         ("float16", A(Arg::DType(DType::F16))),
