@@ -515,7 +515,10 @@ impl Cache {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.parse::<Arch>().is_ok());
-            if !is_arch || !arch.is_dir() {
+            // A real folder only: through a link to a folder elsewhere, `prepare` would have removed that
+            // folder's 64-hex-named subfolders as unused entries.
+            let real_dir = std::fs::symlink_metadata(&arch).is_ok_and(|m| m.is_dir());
+            if !is_arch || !real_dir {
                 continue;
             }
             for entry in fs::read_dir(&arch).unwrap_or_default() {
@@ -869,6 +872,21 @@ mod tests {
         let stray: Vec<_> = fs::read_dir(&cache.root.join("sm_90")).unwrap();
         assert_eq!(stray.len(), 1, "{stray:?}");
         std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    /// An architecture folder that is a link is not this cache's: its contents are never listed as entries, so
+    /// `prepare` never removes them as unused.
+    #[test]
+    fn a_linked_architecture_folder_is_not_walked() {
+        let cache = temp_cache("linked-arch");
+        let elsewhere = cache.root.with_extension("elsewhere");
+        let theirs = elsewhere.join("a".repeat(64));
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::create_dir_all(&cache.root).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, cache.root.join("sm_90")).unwrap();
+        assert!(cache.entry_dirs().is_empty());
+        std::fs::remove_dir_all(&cache.root).unwrap();
+        std::fs::remove_dir_all(&elsewhere).unwrap();
     }
 
     /// A link where an entry belongs is replaced, never followed: a dangling one blocked every store, and one to
