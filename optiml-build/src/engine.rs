@@ -62,6 +62,7 @@ pub fn resolve(
         for &arch in archs {
             let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found: Option<Resolved> = None;
+            let mut damaged: Vec<(PathBuf, String)> = Vec::new();
             for cache in &policy.read {
                 // With an entry in hand, a later cache matters only for a tuned one: a look at its manifest
                 // spares reading and checksumming every file of an untuned copy on each build-script run.
@@ -86,14 +87,24 @@ pub fn resolve(
                         }
                     }
                     Lookup::Miss => {}
-                    Lookup::Corrupt { dir, reason } => {
-                        warnings.push(format!(
-                            "cache entry `{}` for `{}` on {arch} is damaged ({reason}); it is ignored and regenerated",
-                            dir.display(),
-                            kernel.name
-                        ));
-                    }
+                    Lookup::Corrupt { dir, reason } => damaged.push((dir, reason)),
                 }
+            }
+            // What happens to a damaged entry depends on the other caches and the policy: say the one that will.
+            for (dir, reason) in damaged {
+                let then = match &found {
+                    Some(r) => match &r.origin {
+                        Origin::Cache(root) => format!("the entry in `{}` is used", root.display()),
+                        Origin::Generated => "another entry is used".to_string(),
+                    },
+                    None if policy.offline => "not regenerated (OPTIML_OFFLINE)".to_string(),
+                    None => "regenerated".to_string(),
+                };
+                warnings.push(format!(
+                    "cache entry `{}` for `{}` on {arch} is damaged ({reason}); it is ignored: {then}",
+                    dir.display(),
+                    kernel.name
+                ));
             }
             match found {
                 Some(r) => done.push(r),
@@ -289,11 +300,18 @@ mod tests {
         assert!(!is_free(None, &[Some(a)]));
     }
 
-    #[test]
-    fn a_tuned_entry_wins_over_a_default_read_earlier() {
-        let root = std::env::temp_dir().join(format!("optiml-engine-tuned-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+    /// A kernel declared in a temporary crate under `root`, its key inputs on sm_90, its default candidate and a
+    /// stand-in compilation.
+    fn fixture(
+        root: &std::path::Path,
+    ) -> (
+        Vec<FoundKernel>,
+        KeyInputs,
+        crate::experts::Candidate,
+        nvrtc::Compiled,
+    ) {
+        let _ = std::fs::remove_dir_all(root);
+        std::fs::create_dir_all(root).unwrap();
         let src = root.join("lib.rs");
         std::fs::write(
             &src,
@@ -315,6 +333,56 @@ mod tests {
             resources: Default::default(),
             options: Vec::new(),
         };
+        (kernels, inputs, candidate, compiled)
+    }
+
+    /// A damaged entry's warning says what happens instead: another cache's entry is used, or (offline) nothing
+    /// is regenerated; it once said "regenerated" just before the offline error.
+    #[test]
+    fn a_damaged_entry_is_reported_with_what_happens_instead() {
+        let root =
+            std::env::temp_dir().join(format!("optiml-engine-damaged-{}", std::process::id()));
+        let (kernels, inputs, candidate, compiled) = fixture(&root);
+        let (target, committed) = (
+            Cache::new(root.join("target")),
+            Cache::new(root.join(".optiml")),
+        );
+        let v = NewVariant::default_for(&candidate, &compiled);
+        let entry = committed.store(&inputs, &[v], false).unwrap();
+        std::fs::write(entry.dir.join("v0.cubin"), b"damaged").unwrap();
+        let policy = |offline| Policy {
+            read: vec![target.clone(), committed.clone()],
+            write: target.clone(),
+            offline,
+        };
+        let mut warnings = Vec::new();
+        let arch = Arch::new(9, 0);
+        assert!(resolve(&kernels, &[arch], &policy(true), &mut warnings).is_err());
+        assert!(
+            warnings[0].ends_with("it is ignored: not regenerated (OPTIML_OFFLINE)"),
+            "{warnings:?}"
+        );
+        // Damaged in the cache read first, whole in the next one.
+        committed.store(&inputs, &[v], true).unwrap();
+        let entry = target.store(&inputs, &[v], false).unwrap();
+        std::fs::write(entry.dir.join("v0.cubin"), b"damaged").unwrap();
+        let mut warnings = Vec::new();
+        resolve(&kernels, &[arch], &policy(true), &mut warnings).unwrap();
+        assert!(
+            warnings[0].contains(&format!(
+                "it is ignored: the entry in `{}` is used",
+                committed.root.display()
+            )),
+            "{warnings:?}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_tuned_entry_wins_over_a_default_read_earlier() {
+        let root = std::env::temp_dir().join(format!("optiml-engine-tuned-{}", std::process::id()));
+        let (kernels, inputs, candidate, compiled) = fixture(&root);
+        let arch = Arch::new(9, 0);
         let (target, committed) = (
             Cache::new(root.join("target")),
             Cache::new(root.join(".optiml")),
