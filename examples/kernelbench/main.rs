@@ -1,4 +1,4 @@
-//! KernelBench Level 1 (the matrix products 1–4, 6–10, 13 and 16–18, problems 5, 12, 19–40, 47–53, 88, the scans
+//! KernelBench Level 1 (the matrix products 1–4, 6–11 and 13–18, problems 5, 12, 19–40, 47–53, 88, the scans
 //! 89–93 and the losses 94, 96 and 100), each operator declared
 //! as a user would write it: once in plain words (`words`) and once in index notation (`index`), both through
 //! `#[optiml::kernel]`. Times the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both
@@ -102,6 +102,35 @@ mod words {
         b: &CudaSlice<f32>,
         c: &mut CudaSlice<f32>,
         batch: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    // A 4-D tensor times a matrix: its two leading dimensions are the batch.
+    #[optiml::kernel("batched matmul, tensor times a matrix")]
+    pub fn p11(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        batch: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul for upper triangular matrices")]
+    pub fn p14(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    );
+    #[optiml::kernel("matmul for lower triangular matrices")]
+    pub fn p15(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
         m: usize,
         n: usize,
         k: usize,
@@ -359,6 +388,35 @@ mod index {
         i: usize,
         j: usize,
         l: usize,
+    );
+    #[optiml::kernel("y[b, i, j, k] = sum(l) x[b, i, j, l] * w[l, k]")]
+    pub fn p11(
+        x: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        b: usize,
+        i: usize,
+        j: usize,
+        k: usize,
+        l: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(k) a[i, k] * b[k, j] where i <= k <= j")]
+    pub fn p14(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        k: usize,
+    );
+    #[optiml::kernel("c[i, j] = sum(k) a[i, k] * b[k, j] where j <= k <= i")]
+    pub fn p15(
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        i: usize,
+        j: usize,
+        k: usize,
     );
     #[optiml::kernel("c[i, j] = sum(l) x[i, l] * w[l, j]")]
     pub fn p13(
@@ -703,6 +761,30 @@ macro_rules! mm {
     };
 }
 
+/// A triangular product of two 4096² matrices (14, 15). Its FLOP count is the useful work, the products inside
+/// the triangles (n(n+1)(n+2)/6 multiply-adds), not the full product's 2n³.
+macro_rules! triangular {
+    ($n:expr, $name:expr, $w:literal, $f:ident) => {
+        Problem {
+            number: $n,
+            name: $name,
+            words: $w,
+            inputs: vec![vec![TRI, TRI], vec![TRI, TRI]],
+            extra: Extra::None,
+            flops: Some(TRI as f64 * (TRI + 1) as f64 * (TRI + 2) as f64 / 3.0),
+            output: (vec![TRI, TRI], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::$f(s, &x[0], &x[1], f32_out(y), TRI, TRI, TRI),
+                |s, x, y| index::$f(s, &x[0], &x[1], f32_out(y), TRI, TRI, TRI),
+            ],
+        }
+    };
+}
+
+/// The side of the triangular problems' matrices.
+const TRI: usize = 4096;
+
 /// A scan along dim 1 of [`SCAN`] (89–93), with a mask of the same shape when `$mask`.
 macro_rules! scan {
     ($n:expr, $name:expr, $w:literal, $f:ident) => {
@@ -882,6 +964,33 @@ fn problems() -> Vec<Problem> {
             [2048, 768],
             [16, 1024, 768, 2048],
             p10
+        ),
+        // einsum("bijl,lk->bijk"): in words a batch of b·i matrices, in index notation the 4-D tensor itself.
+        Problem {
+            number: 11,
+            name: "4D tensor × matrix",
+            words: "batched matmul, tensor times a matrix",
+            inputs: vec![vec![8, 256, 512, 256], vec![256, 768]],
+            extra: Extra::None,
+            flops: Some(2.0 * (8 * 256 * 512) as f64 * 768.0 * 256.0),
+            output: (vec![8, 256, 512, 768], false),
+            params: vec![],
+            run: [
+                |s, x, y| words::p11(s, &x[0], &x[1], f32_out(y), 8 * 256, 512, 768, 256),
+                |s, x, y| index::p11(s, &x[0], &x[1], f32_out(y), 8, 256, 512, 768, 256),
+            ],
+        },
+        triangular!(
+            14,
+            "Upper triangular matmul",
+            "matmul for upper triangular matrices",
+            p14
+        ),
+        triangular!(
+            15,
+            "Lower triangular matmul",
+            "matmul for lower triangular matrices",
+            p15
         ),
         // KernelBench makes A and B symmetric; a product of symmetric matrices is a plain product.
         mm!(
@@ -1312,7 +1421,14 @@ fn run(
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, s)| json!({"shape": s, "seed": seed(i), "dtype": "f32"}))
+        .map(|(i, s)| {
+            let mut t = json!({"shape": s, "seed": seed(i), "dtype": "f32"});
+            // KernelBench 14 and 15 make their inputs triangular; optiml's kernels read only that triangle.
+            if let Some(tri) = input_triangle(p.number) {
+                t["triangle"] = json!(tri);
+            }
+            t
+        })
         .collect();
     match &p.extra {
         Extra::None => {}
@@ -1340,6 +1456,15 @@ fn run(
     }))
 }
 
+/// The triangle KernelBench keeps of a problem's inputs (`torch.triu` / `torch.tril` in its `get_inputs`).
+fn input_triangle(number: u32) -> Option<&'static str> {
+    match number {
+        14 => Some("upper"),
+        15 => Some("lower"),
+        _ => None,
+    }
+}
+
 /// The index-notation text of a problem, as its kernel in `index` declares it (the build script reads the
 /// attributes themselves, so they cannot be generated from this table).
 fn index_text(number: u32) -> &'static str {
@@ -1348,6 +1473,9 @@ fn index_text(number: u32) -> &'static str {
         3 => "c[s, i, j] = sum(l) x[s, i, l] * w[s, l, j]",
         4 => "y[i, j] = sum(l) x[i, l] * v[l, j]",
         10 => "c[s, i, j] = sum(l) x[s, i, l] * w[l, j]",
+        11 => "y[b, i, j, k] = sum(l) x[b, i, j, l] * w[l, k]",
+        14 => "c[i, j] = sum(k) a[i, k] * b[k, j] where i <= k <= j",
+        15 => "c[i, j] = sum(k) a[i, k] * b[k, j] where j <= k <= i",
         16 => "c[i, j] = sum(l) x[l, i] * w[l, j]",
         17 => "c[i, j] = sum(l) x[i, l] * w[j, l]",
         18 => "c[i, j] = sum(l) x[l, i] * w[j, l]",

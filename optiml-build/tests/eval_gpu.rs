@@ -226,6 +226,75 @@ fn split_k_and_shared_operands_pass_the_gate_in_every_layout_and_split_k_fills_t
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn triangular_products_pass_their_gate_at_every_knob_and_skip_most_of_the_work() {
+    let arch = arch();
+    let square = MatmulShape {
+        batch: 1,
+        m: 4096,
+        n: 4096,
+        k: 4096,
+    };
+    let matmul_of = |text: &str| match optiml_spec::parse(text).unwrap().family {
+        Family::Matmul(m) => m,
+        other => panic!("{other:?}"),
+    };
+    // A spread of the schedule space (every tile shape meets several knob values) and the default at every
+    // split factor, for both triangles and a batch. The plan's inputs fill both triangles of A and B, so a kernel
+    // reading the other one fails, and its square shapes put the diagonal through tile corners and middles.
+    let space = Schedule::space();
+    let mut schedules: Vec<Schedule> = space.iter().step_by(389).copied().collect();
+    schedules.extend(matmul::SPLIT_K.map(|split_k| Schedule {
+        split_k,
+        ..Schedule::default_for(arch)
+    }));
+    let mut times = HashMap::new();
+    for text in [
+        "matmul for upper triangular matrices",
+        "matmul for lower triangular matrices",
+        "batched matmul, tril, f32",
+    ] {
+        let mut e: GpuEvaluator<Schedule> = evaluator_for(arch, matmul_of(text), square);
+        for s in &schedules {
+            match e.evaluate(s) {
+                Outcome::Measured(m) => {
+                    if *s == Schedule::default_for(arch) {
+                        times.insert(text, m.time_ms);
+                    }
+                }
+                Outcome::Rejected(why) => panic!("{text}, {}: rejected: {why}", s.describe()),
+            }
+        }
+    }
+    // The full product, masked afterwards, reads the other triangles: the triangular gate rejects it.
+    let upper = matmul_of("matmul for upper triangular matrices");
+    let mut e: GpuEvaluator<Schedule> = evaluator_for(arch, upper.clone(), square);
+    let plain = matmul_of("matmul, f32");
+    let (full, _) = e.evaluate_candidate(&Schedule::default_for(arch).candidate(&plain));
+    assert!(
+        matches!(&full, Outcome::Rejected(why) if why.contains("gate")),
+        "the plain product passed the triangular gate: {full:?}"
+    );
+    // About a sixth of the full product's multiply-adds: at least three times faster than the full product
+    // with the same schedule, on the same shape.
+    let mut e: GpuEvaluator<Schedule> = evaluator_for(arch, plain, square);
+    let Outcome::Measured(full) = e.evaluate(&Schedule::default_for(arch)) else {
+        panic!("the plain product failed its gate");
+    };
+    eprintln!(
+        "4096³ full product {:.3} ms, triangular: {times:?}",
+        full.time_ms
+    );
+    for (text, ms) in &times {
+        assert!(
+            ms * 3.0 < full.time_ms,
+            "{text}: {ms:.3} ms against the full product's {:.3} ms",
+            full.time_ms
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
     let arch = arch();
     assert!(

@@ -12,7 +12,7 @@ use optiml_build::families::matmul::{half as matmul16, simt_f32 as matmul, tf32 
 use optiml_build::nvrtc;
 use optiml_build::search::Tunable;
 use optiml_runtime::Arch;
-use optiml_spec::{Activation, DType, Dim, MatmulSpec, Precision};
+use optiml_spec::{Activation, DType, Dim, MatmulSpec, Precision, Triangle};
 use std::collections::HashSet;
 
 const ARCHS: [Arch; 2] = [Arch::new(8, 0), Arch::new(9, 0)];
@@ -29,6 +29,7 @@ fn spec(trans: (bool, bool), epilogue: (bool, bool, bool, Option<Activation>)) -
         beta: epilogue.1,
         bias: epilogue.2,
         activation: epilogue.3,
+        triangle: None,
         batch: Dim::Runtime,
         m: Dim::Runtime,
         n: Dim::Runtime,
@@ -116,6 +117,13 @@ fn covering_jobs() -> Vec<(matmul::Schedule, MatmulSpec)> {
                 ..e.clone()
             });
         }
+    }
+    // The triangular products' masking and range code, with every knob value (split-K included).
+    for triangle in [Triangle::Upper, Triangle::Lower] {
+        flag_sets.push(MatmulSpec {
+            triangle: Some(triangle),
+            ..plain.clone()
+        });
     }
     let mut jobs = Vec::new();
     for (j, spec) in flag_sets.iter().enumerate() {

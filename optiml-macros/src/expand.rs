@@ -94,7 +94,21 @@ fn emit(item: &syn::ForeignItemFn, spec: &Spec, binding: &Binding, include: &str
                 Some(id) => quote!(::core::option::Option::Some(#id)),
                 None => quote!(::core::option::Option::None),
             };
-            let batch = dim(Role::Batch, m.batch, "batch");
+            // A contraction over several batch dimensions launches their product.
+            let axes: Vec<&optiml_spec::Param> = binding
+                .params
+                .iter()
+                .filter(|p| matches!(p.role, Role::Batch | Role::BatchAxis(_)))
+                .collect();
+            let batch = if axes.len() > 1 {
+                let each = axes.iter().map(|p| {
+                    let (id, label) = (format_ident!("{}", p.name), &p.name);
+                    quote!(::optiml::runtime::dim(#name, #label, #id)?)
+                });
+                quote!(::optiml::runtime::dims_product(#name, "batch", &[#(#each),*])?)
+            } else {
+                dim(Role::Batch, m.batch, "batch")
+            };
             let (mm, nn, kk) = (
                 dim(Role::M, m.m, "m"),
                 dim(Role::N, m.n, "n"),

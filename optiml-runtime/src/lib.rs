@@ -40,6 +40,19 @@ pub use launch::{
     Wgmma16,
 };
 
+/// The product of several dimension arguments that a kernel takes as one (a matmul batching over `b` and `h`
+/// launches `b · h` products), or which one overflowed.
+///
+/// # Errors
+/// [`Error::Dimension`] naming `arg` when the product does not fit a `usize`.
+pub fn dims_product(
+    kernel: &'static str,
+    arg: &'static str,
+    dims: &[usize],
+) -> Result<usize, Error> {
+    check::product(kernel, arg, dims)
+}
+
 /// Converts a dimension argument of any primitive integer type to `usize`, or says which one was out of range.
 ///
 /// # Errors

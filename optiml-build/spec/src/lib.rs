@@ -30,7 +30,9 @@ pub mod signature;
 
 pub use error::{Errors, SpecError};
 pub use key::{KernelId, sha256_hex};
-pub use model::{Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec};
+pub use model::{
+    Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec, Triangle,
+};
 pub use parse::{MAX_SPEC_CHARS, parse};
 pub use signature::{Access, Binding, Kind, Param, Role, bind};
 

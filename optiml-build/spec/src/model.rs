@@ -150,6 +150,33 @@ pub enum Precision {
     Tf32,
 }
 
+/// The triangle a triangular product keeps ([`MatmulSpec::triangle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Triangle {
+    /// `C = triu(triu(A) · triu(B))`: elements on and above the diagonal.
+    Upper,
+    /// `C = tril(tril(A) · tril(B))`: elements on and below the diagonal.
+    Lower,
+}
+
+impl Triangle {
+    /// The canonical name (`triu`, `tril`), as PyTorch spells the masks.
+    pub fn name(self) -> &'static str {
+        match self {
+            Triangle::Upper => "triu",
+            Triangle::Lower => "tril",
+        }
+    }
+
+    /// Whether element `(i, j)` lies outside the kept triangle (a triangular product writes it 0).
+    pub fn outside(self, i: usize, j: usize) -> bool {
+        match self {
+            Triangle::Upper => j < i,
+            Triangle::Lower => j > i,
+        }
+    }
+}
+
 /// A batched or plain matrix product with an optional fused epilogue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MatmulSpec {
@@ -176,6 +203,12 @@ pub struct MatmulSpec {
     pub bias: bool,
     /// Activation applied last.
     pub activation: Option<Activation>,
+    /// A triangular product: A, B and C are triangular of this kind. Only A's and B's triangle is read (the
+    /// other is taken as zero whatever it holds, as BLAS's `trmm` reads a triangular operand) and C's other
+    /// triangle is written exactly zero, so `C[i, j]` sums `A[i, k] · B[k, j]` over `i ≤ k ≤ j` (upper) and the
+    /// kernel skips the tiles and reduction ranges that hold only zeros. (Specs written before triangles: none.)
+    #[serde(default)]
+    pub triangle: Option<Triangle>,
     /// Number of matrices (always `Fixed(1)` when not batched).
     pub batch: Dim,
     /// Rows of `C`.
@@ -200,8 +233,10 @@ pub struct MatmulNames {
     pub b: String,
     /// The output.
     pub c: String,
-    /// The batch dimension, when batched.
-    pub batch: Option<String>,
+    /// The batch dimensions, outermost first (none when not batched). Several are folded into one: a
+    /// contraction `c[b, h, i, j] = sum(k) x[b, h, i, k] * w[k, j]` is a batch of `b · h` products, and the
+    /// generated function multiplies the extents.
+    pub batch: Vec<String>,
     /// Rows of the output.
     pub m: String,
     /// Columns of the output.
@@ -244,6 +279,10 @@ impl Spec {
                 if let Some(act) = m.activation {
                     s.push(' ');
                     s.push_str(act.name());
+                }
+                if let Some(t) = m.triangle {
+                    s.push(' ');
+                    s.push_str(t.name());
                 }
                 if m.batched {
                     s.push_str(&format!(" batch={}", m.batch));

@@ -7,7 +7,7 @@
 
 use crate::error::SpecError;
 use crate::model::{
-    Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec,
+    Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec, Triangle,
 };
 use crate::program::{Program, notation, words};
 
@@ -26,13 +26,26 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         return Err(SpecError::TooLong { chars });
     }
     if notation::is_notation(text) {
-        let program = notation::parse(text)?;
+        let (body, range) = summation_range(text)?;
+        let program = notation::parse(&body)?;
         // A sum over an index two inputs share is a matrix product: the matmul family's kernels compute it.
-        if let Some(m) = contraction_matmul(&program) {
+        if let Some(mut m) = contraction_matmul(&program) {
+            if let Some(range) = range {
+                m.triangle = Some(range.triangle(&m)?);
+                check_triangular(&m, program.dtype)?;
+            }
             return Ok(Spec {
                 dtype: program.dtype,
                 layout: Layout::RowMajor,
                 family: Family::Matmul(m),
+            });
+        }
+        if let Some(range) = range {
+            return Err(SpecError::Unsupported {
+                what: format!("the summation range `where {range}` on a program that is not one matrix product"),
+                hint: "a range bounds the summed index of a product: `c[i, j] = sum(k) a[i, k] * b[k, j] where \
+                       i <= k <= j`"
+                    .into(),
             });
         }
         return Ok(tensor_spec(program));
@@ -60,10 +73,116 @@ fn tensor_spec(program: Program) -> Spec {
     }
 }
 
+/// The bounds a contraction's summed index runs between: `where i <= k <= j` after the statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SumRange {
+    /// The names, lowest bound first: `[i, k, j]`.
+    names: [String; 3],
+}
+
+impl std::fmt::Display for SumRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [a, b, c] = &self.names;
+        write!(f, "{a} <= {b} <= {c}")
+    }
+}
+
+impl SumRange {
+    /// The triangle the range makes of the product `m`: the summed index between the output's row and
+    /// column (`i <= k <= j`, upper: `C[i, j]` is 0 below the diagonal, and only the upper triangles of A and B
+    /// take part), or between its column and row (`j <= k <= i`, lower).
+    fn triangle(&self, m: &MatmulSpec) -> Result<Triangle, SpecError> {
+        let names = m
+            .names
+            .as_deref()
+            .expect("a contraction names its dimensions");
+        let [lo, mid, hi] = &self.names;
+        let (i, j, k) = (&names.m, &names.n, &names.k);
+        match (lo == i, lo == j, hi == j, hi == i) {
+            _ if mid != k => {}
+            (true, _, true, _) => return Ok(Triangle::Upper),
+            (_, true, _, true) => return Ok(Triangle::Lower),
+            _ => {}
+        }
+        Err(SpecError::Unsupported {
+            what: format!("the summation range `{self}`"),
+            hint: format!(
+                "a range bounds the summed index `{k}` by the output's row `{i}` and column `{j}`: `{i} <= {k} <= \
+                 {j}` (upper triangular) or `{j} <= {k} <= {i}` (lower triangular)"
+            ),
+        })
+    }
+}
+
+/// Splits `… where a <= b <= c` off an index-notation spec (clauses such as `, bf16` may follow it): the
+/// rest of the text, and the range if there is one.
+fn summation_range(text: &str) -> Result<(String, Option<SumRange>), SpecError> {
+    let Some(at) = text.rfind(" where ") else {
+        return Ok((text.to_string(), None));
+    };
+    let (body, after) = (&text[..at], &text[at + " where ".len()..]);
+    // A `where(…)` select inside the statement is not a range clause.
+    if after.trim_start().starts_with('(') || !body.contains('=') {
+        return Ok((text.to_string(), None));
+    }
+    let end = after.find([',', ';']).unwrap_or(after.len());
+    let (clause, rest) = (after[..end].trim(), &after[end..]);
+    let parts: Vec<&str> = clause.split("<=").map(str::trim).collect();
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    match parts[..] {
+        [a, b, c] if [a, b, c].into_iter().all(name) => Ok((
+            format!("{}{rest}", body.trim_end()),
+            Some(SumRange {
+                names: [a, b, c].map(str::to_string),
+            }),
+        )),
+        _ => Err(SpecError::BadEquation(format!(
+            "`where {clause}`: a summation range reads `where i <= k <= j`, three index names joined by `<=`"
+        ))),
+    }
+}
+
+/// A triangular product's limits: the SIMT kernel reads its operands as stored, in f32, with no epilogue.
+fn check_triangular(m: &MatmulSpec, dtype: DType) -> Result<(), SpecError> {
+    let refuse = |what: &str| {
+        Err(SpecError::Unsupported {
+            what: format!("{what} in a triangular product"),
+            hint: "triangular products are exact f32 products of untransposed operands without alpha, beta, bias \
+                   or activation so far"
+                .into(),
+        })
+    };
+    if dtype != DType::F32 {
+        return refuse(&format!("`{}` elements", dtype.name()));
+    }
+    if m.precision == Precision::Tf32 {
+        return refuse("tf32");
+    }
+    if m.trans_a || m.trans_b {
+        return refuse("a transposed operand");
+    }
+    for (on, word) in [
+        (m.alpha, "alpha"),
+        (m.beta, "beta"),
+        (m.bias, "bias"),
+        (m.activation.is_some(), "an activation"),
+    ] {
+        if on {
+            return refuse(word);
+        }
+    }
+    Ok(())
+}
+
 /// The matmul a program is, when it is exactly one (batched) matrix product written as a contraction:
-/// `c[i, j] = sum(k) a[i, k] * b[k, j]`, either operand stored transposed (`a[k, i]`, `b[j, k]`), with a
-/// leading batch dimension on the output and on one or both operands (one without it is shared). Anything more
-/// (a scale, an epilogue, a third input) stays a program.
+/// `c[i, j] = sum(k) a[i, k] * b[k, j]`, either operand stored transposed (`a[k, i]`, `b[j, k]`), with leading
+/// batch dimensions on the output and the same ones on one or both operands (one without them is shared).
+/// Several batch dimensions (`c[b, h, i, j]`) are one batch of their product; they must all be run-time
+/// extents. Anything more (a scale, an epilogue, a third input) stays a program.
 fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
     use crate::program::{Binary, Expr, Reduce};
     let [stmt] = &p.stmts[..] else { return None };
@@ -79,9 +198,8 @@ fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
     let (Expr::Input(x), Expr::Input(y)) = (x.as_ref(), y.as_ref()) else {
         return None;
     };
-    let (batch, i, j) = match stmt.axes[..] {
-        [i, j] => (None, i, j),
-        [b, i, j] => (Some(b), i, j),
+    let (batch, i, j) = match &stmt.axes[..] {
+        [batch @ .., i, j] => (batch, *i, *j),
         _ => return None,
     };
     // The operand holding the output's row dimension is A.
@@ -91,11 +209,11 @@ fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
         (*y, *x)
     };
     let (ta, tb) = (&p.inputs[a].axes, &p.inputs[b].axes);
-    // An operand's axes: the batch dimension first or not at all, then its two matrix dimensions.
+    // An operand's axes: the batch dimensions first or none of them, then its two matrix dimensions.
     let matrix = |axes: &[usize]| -> Option<(bool, usize, usize)> {
-        match (axes, batch) {
-            ([r, c], _) => Some((false, *r, *c)),
-            ([bb, r, c], Some(b)) if *bb == b => Some((true, *r, *c)),
+        match axes {
+            [r, c] => Some((false, *r, *c)),
+            [lead @ .., r, c] if !batch.is_empty() && lead == batch => Some((true, *r, *c)),
             _ => None,
         }
     };
@@ -110,23 +228,31 @@ fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
         (r, c) if r == j && c == k => true,
         _ => return None,
     };
-    if batch.is_some() && !a_batched && !b_batched {
+    let batched = !batch.is_empty();
+    if batched && !a_batched && !b_batched {
         return None;
     }
     let dim = |d: usize| p.dims[d].size;
     let name = |d: usize| p.dims[d].name.clone();
+    let batch_dim = match batch {
+        [] => Dim::Fixed(1),
+        [one] => dim(*one),
+        several if several.iter().all(|&d| dim(d) == Dim::Runtime) => Dim::Runtime,
+        _ => return None,
+    };
     Some(MatmulSpec {
         precision: Precision::Exact,
-        batched: batch.is_some(),
+        batched,
         trans_a,
         trans_b,
-        shared_a: batch.is_some() && !a_batched,
-        shared_b: batch.is_some() && !b_batched,
+        shared_a: batched && !a_batched,
+        shared_b: batched && !b_batched,
         alpha: false,
         beta: false,
         bias: false,
         activation: None,
-        batch: batch.map_or(Dim::Fixed(1), dim),
+        triangle: None,
+        batch: batch_dim,
         m: dim(i),
         n: dim(j),
         k: dim(k),
@@ -134,7 +260,7 @@ fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
             a: p.inputs[a].name.clone(),
             b: p.inputs[b].name.clone(),
             c: stmt.name.clone(),
-            batch: batch.map(name),
+            batch: batch.iter().map(|&d| name(d)).collect(),
             m: name(i),
             n: name(j),
             k: name(k),
@@ -332,6 +458,7 @@ struct Draft {
     alpha: bool,
     beta: bool,
     bias: bool,
+    triangle: Vec<(Triangle, String)>,
     unary: Vec<(UnaryOp, String)>,
     binary: Vec<(BinaryOp, String)>,
     operand: Vec<(Operand, String)>,
@@ -358,6 +485,7 @@ enum Meaning {
     Alpha,
     Beta,
     Bias,
+    Triangle(Triangle),
     Unary(UnaryOp),
     Binary(BinaryOp),
     Operand(Operand),
@@ -465,6 +593,28 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("add bias", Meaning::Bias),
     ("bias add", Meaning::Bias),
     ("plus bias", Meaning::Bias),
+    ("upper triangular", Meaning::Triangle(Triangle::Upper)),
+    (
+        "upper triangular matrices",
+        Meaning::Triangle(Triangle::Upper),
+    ),
+    (
+        "upper triangular matrix",
+        Meaning::Triangle(Triangle::Upper),
+    ),
+    ("upper triangle", Meaning::Triangle(Triangle::Upper)),
+    ("triu", Meaning::Triangle(Triangle::Upper)),
+    ("lower triangular", Meaning::Triangle(Triangle::Lower)),
+    (
+        "lower triangular matrices",
+        Meaning::Triangle(Triangle::Lower),
+    ),
+    (
+        "lower triangular matrix",
+        Meaning::Triangle(Triangle::Lower),
+    ),
+    ("lower triangle", Meaning::Triangle(Triangle::Lower)),
+    ("tril", Meaning::Triangle(Triangle::Lower)),
     ("relu", Meaning::Unary(UnaryOp::Relu)),
     ("gelu", Meaning::Unary(UnaryOp::Gelu)),
     ("silu", Meaning::Unary(UnaryOp::Silu)),
@@ -497,6 +647,7 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("the", Meaning::Filler),
     ("of", Meaning::Filler),
     ("with", Meaning::Filler),
+    ("for", Meaning::Filler),
     ("and", Meaning::Filler),
     ("by", Meaning::Filler),
     ("in", Meaning::Filler),
@@ -598,6 +749,7 @@ fn apply(meaning: Meaning, text: &str, draft: &mut Draft) -> Result<(), SpecErro
         Meaning::Alpha => draft.alpha = true,
         Meaning::Beta => draft.beta = true,
         Meaning::Bias => draft.bias = true,
+        Meaning::Triangle(t) => draft.triangle.push((t, text)),
         Meaning::Unary(u) => draft.unary.push((u, text)),
         Meaning::Binary(b) => draft.binary.push((b, text)),
         Meaning::Operand(o) => draft.operand.push((o, text)),
@@ -941,6 +1093,11 @@ impl Draft {
                 });
             }
         }
+        if let Family::Matmul(m) = &family
+            && m.triangle.is_some()
+        {
+            check_triangular(m, dtype)?;
+        }
         Ok(Spec {
             family,
             dtype,
@@ -1023,6 +1180,20 @@ impl Draft {
                     .into(),
             });
         }
+        let triangle = match &self.triangle[..] {
+            [] => None,
+            [(t, _), rest @ ..] => {
+                if let Some((_, other)) = rest.iter().find(|(o, _)| o != t) {
+                    return Err(SpecError::Ambiguous {
+                        what: format!("`{}` and `{other}`", self.triangle[0].1),
+                        hint:
+                            "a triangular product keeps one triangle: upper (triu) or lower (tril)"
+                                .into(),
+                    });
+                }
+                Some(*t)
+            }
+        };
         if let (Some(a), Some(b)) = (&self.shared_a, &self.shared_b) {
             return Err(SpecError::Ambiguous {
                 what: format!("both operands shared (`{a}` and `{b}`)"),
@@ -1046,6 +1217,7 @@ impl Draft {
             beta: self.beta,
             bias: self.bias,
             activation,
+            triangle,
             batch: bsz,
             m,
             n,
@@ -1069,6 +1241,7 @@ impl Draft {
             (self.beta, "beta"),
             (self.bias, "bias"),
             (self.batched.is_some(), "batched"),
+            (!self.triangle.is_empty(), "triangular"),
         ] {
             if on {
                 return Err(SpecError::NotForFamily {
@@ -1211,9 +1384,14 @@ mod tests {
         }
     }
 
+    fn canonical(text: &str) -> String {
+        parse(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .canonical()
+    }
+
     #[test]
     fn a_contraction_in_index_notation_is_a_matmul() {
-        let canonical = |t: &str| parse(t).unwrap().canonical();
         assert_eq!(
             canonical("c[i, j] = sum(k) a[i, k] * b[k, j]"),
             canonical("matmul, f32")
@@ -1236,8 +1414,8 @@ mod tests {
             .names
             .unwrap();
         assert_eq!(
-            (names.a.as_str(), names.b.as_str(), names.batch.as_deref()),
-            ("x", "w", Some("z"))
+            (names.a.as_str(), names.b.as_str(), &names.batch[..]),
+            ("x", "w", &["z".to_string()][..])
         );
         let sig: syn::Signature = syn::parse_str(
             "fn bmm(x: &CudaSlice<f32>, w: &CudaSlice<f32>, c: &mut CudaSlice<f32>, z: usize, i: usize, j: usize, k: usize)",
@@ -1256,6 +1434,101 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn several_batch_dimensions_are_one_batch_of_their_product() {
+        // KernelBench 11: einsum("bijl,lk->bijk"), a 4-D tensor times a matrix.
+        let text = "y[b, i, j, k] = sum(l) x[b, i, j, l] * w[l, k]";
+        assert_eq!(canonical(text), canonical("batched matmul, B shared"));
+        let names = mm(text).names.unwrap();
+        assert_eq!(names.batch, ["b", "i"]);
+        assert_eq!((names.m.as_str(), names.n.as_str()), ("j", "k"));
+        let sig: syn::Signature = syn::parse_str(
+            "fn p11(x: &CudaSlice<f32>, w: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, i: usize, j: usize, \
+             k: usize, l: usize)",
+        )
+        .unwrap();
+        let binding = crate::bind(&parse(text).unwrap(), &sig).unwrap();
+        assert_eq!(binding.get(crate::Role::Batch).unwrap().name, "b");
+        assert_eq!(binding.get(crate::Role::BatchAxis(1)).unwrap().name, "i");
+        // Both operands batched over both dimensions (attention's scores), and the batch leading A only.
+        let both = mm("s[b, h, i, j] = sum(d) q[b, h, i, d] * k[b, h, j, d]");
+        assert!(both.batched && both.trans_b && !both.shared_a && !both.shared_b);
+        // Batch dimensions in another order on an operand, or only some of them, are not one product.
+        for text in [
+            "y[b, i, j, k] = sum(l) x[i, b, j, l] * w[l, k]",
+            "y[b, i, j, k] = sum(l) x[b, i, j, l] * w[i, l, k]",
+        ] {
+            assert!(
+                matches!(parse(text).unwrap().family, Family::Tensor(_)),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn triangular_products_in_words_and_in_notation() {
+        use crate::Triangle;
+        for (text, want) in [
+            ("matmul for upper triangular matrices", Triangle::Upper),
+            ("triu matmul, f32", Triangle::Upper),
+            (
+                "c[i, j] = sum(k) a[i, k] * b[k, j] where i <= k <= j",
+                Triangle::Upper,
+            ),
+            ("matmul for lower triangular matrices", Triangle::Lower),
+            (
+                "c[i, j] = sum(k) a[i, k] * b[k, j] where j <= k <= i, f32",
+                Triangle::Lower,
+            ),
+        ] {
+            assert_eq!(mm(text).triangle, Some(want), "{text}");
+        }
+        assert_eq!(
+            canonical("matmul for upper triangular matrices"),
+            "matmul f32 row-major a:n b:n triu m=? n=? k=?"
+        );
+        assert_eq!(
+            canonical("x[r, c] = sum(t) p[r, t] * q[t, c] where c <= t <= r"),
+            canonical("lower triangular matmul")
+        );
+        // A plain product keeps the canonical text (and key) it had before triangles.
+        assert_eq!(
+            canonical("matmul, f32"),
+            "matmul f32 row-major a:n b:n m=? n=? k=?"
+        );
+        let refused = |text: &str| parse(text).unwrap_err().to_string();
+        for (text, says) in [
+            ("matmul, upper triangular, bf16", "bf16"),
+            ("matmul, upper triangular, tf32", "tf32"),
+            ("matmul, A transposed, upper triangular", "transposed"),
+            ("matmul, upper triangular, bias", "bias"),
+            ("matmul, upper triangular, relu", "activation"),
+            ("matmul, triu, tril", "one triangle"),
+            ("relu, triu", "triangular"),
+            (
+                "c[i, j] = sum(k) a[i, k] * b[k, j] where j <= k <= j",
+                "i <= k <= j",
+            ),
+            (
+                "c[i, j] = sum(k) a[k, i] * b[k, j] where i <= k <= j",
+                "transposed",
+            ),
+            (
+                "c[i, j] = sum(k) a[i, k] * b[k, j] where i < k",
+                "three index names",
+            ),
+            (
+                "y[i] = x[i] * 2 where i <= i <= i",
+                "not one matrix product",
+            ),
+        ] {
+            let e = refused(text);
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        // A `where(…)` select is not a range.
+        assert!(parse("y[i] = where(x[i] > 0, x[i], 0)").is_ok());
     }
 
     #[test]

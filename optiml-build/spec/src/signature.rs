@@ -42,6 +42,9 @@ pub enum Role {
     Extent(u16),
     /// A tensor program's run-time scalar: an index into its parameters.
     Param(u16),
+    /// A matmul batch dimension after the first, when a contraction has several (`c[b, h, i, j] = …` batches
+    /// over `b` ([`Role::Batch`]) and `h` (`BatchAxis(1)`)): the batch is their product.
+    BatchAxis(u16),
 }
 
 /// How the kernel uses a buffer.
@@ -171,9 +174,10 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
                 name("n", |n| &n.n),
                 name("k", |n| &n.k),
             );
-            let batch_name = names
-                .and_then(|n| n.batch.clone())
-                .unwrap_or_else(|| "batch".to_string());
+            let batch_names = match names {
+                Some(n) => n.batch.clone(),
+                None => vec!["batch".to_string()],
+            };
             out.push(buf(&a, Role::A, Access::Read));
             out.push(buf(&b, Role::B, Access::Read));
             out.push(buf(
@@ -192,7 +196,20 @@ fn expected(spec: &Spec) -> (Vec<Expected>, Vec<(String, u64)>) {
                 });
             }
             if m.batched {
-                dim(&batch_name, Role::Batch, m.batch, &mut out);
+                match &batch_names[..] {
+                    [one] => dim(one, Role::Batch, m.batch, &mut out),
+                    // Several batch axes are run-time extents (the parser folds no fixed ones).
+                    several => {
+                        for (i, name) in several.iter().enumerate() {
+                            let role = if i == 0 {
+                                Role::Batch
+                            } else {
+                                Role::BatchAxis(i as u16)
+                            };
+                            dim(name, role, Dim::Runtime, &mut out);
+                        }
+                    }
+                }
             }
             dim(&mm, Role::M, m.m, &mut out);
             dim(&nn, Role::N, m.n, &mut out);

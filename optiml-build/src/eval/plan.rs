@@ -228,6 +228,18 @@ impl Comparison {
         }
     }
 
+    /// Checks an element that must be exactly zero (a triangular product's other triangle): any other value,
+    /// however small, fails.
+    pub fn check_zero(&mut self, at: &dyn Fn() -> String, out: f32) {
+        self.checked += 1;
+        if self.failure.is_none() && out != 0.0 {
+            self.failure = Some(format!(
+                "{} is {out:.8e}, expected exactly 0 (outside the triangle)",
+                at()
+            ));
+        }
+    }
+
     /// The verdict over everything checked: the first element failure, or the relative L2 error.
     ///
     /// # Errors

@@ -86,6 +86,8 @@ impl Family for Matmul {
             crate::cuda::SM90.text,
         );
         let templates: Vec<&'static str> = match class {
+            // (A triangular product's module holds no matrix-vector kernel.)
+            Class::F32(m) if m.triangle.is_some() => vec![simt_f32::TEMPLATE, defaults, epilogue],
             Class::F32(_) => vec![
                 simt_f32::TEMPLATE,
                 simt_f32::GEMV_TEMPLATE,

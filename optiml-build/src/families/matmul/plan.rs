@@ -164,8 +164,29 @@ pub fn test_plan(spec: &MatmulSpec, extra: &[MatmulShape]) -> TestPlan {
             k: 4099,
         },
     ];
+    // A triangular product's tiles meet the diagonal in every way on square matrices: a diagonal through tile
+    // corners, through tile middles, and tiles wholly on either side.
+    let square = [
+        MatmulShape {
+            batch: 2,
+            m: 256,
+            n: 256,
+            k: 256,
+        },
+        MatmulShape {
+            batch: 1,
+            m: 301,
+            n: 301,
+            k: 301,
+        },
+    ];
+    let square = if spec.triangle.is_some() {
+        &square[..]
+    } else {
+        &[]
+    };
     let mut shapes: Vec<MatmulShape> = Vec::new();
-    for s in base.iter().chain(extra).map(|s| s.fit(spec)) {
+    for s in base.iter().chain(square).chain(extra).map(|s| s.fit(spec)) {
         if !shapes.contains(&s) && s.flops() <= 2e9 {
             shapes.push(s);
         }
@@ -211,10 +232,15 @@ impl Gathered {
             rows: vec![Vec::new(); m],
             cols: vec![Vec::new(); n],
         };
+        // A triangular product reads only its operands' triangle: the rest counts as zero, whatever it holds.
+        let read_a = |i: usize, p: usize| spec.triangle.is_none_or(|t| !t.outside(i, p));
+        let read_b = |p: usize, j: usize| spec.triangle.is_none_or(|t| !t.outside(p, j));
         for &i in rows {
             g.rows[i] = (0..k)
                 .map(|p| {
-                    if spec.trans_a {
+                    if !read_a(i, p) {
+                        0.0
+                    } else if spec.trans_a {
                         ops.a[p * m + i]
                     } else {
                         ops.a[i * k + p]
@@ -225,7 +251,9 @@ impl Gathered {
         for &j in cols {
             g.cols[j] = (0..k)
                 .map(|p| {
-                    if spec.trans_b {
+                    if !read_b(p, j) {
+                        0.0
+                    } else if spec.trans_b {
                         ops.b[j * k + p]
                     } else {
                         ops.b[p * n + j]
@@ -293,14 +321,13 @@ pub fn check_item(
     let g = Gathered::new(spec, shape, ops, &all_rows, &all_cols);
     for i in 0..shape.m {
         for j in 0..shape.n {
+            let at = || format!("C[{item}][{i}][{j}]");
+            if spec.triangle.is_some_and(|t| t.outside(i, j)) {
+                cmp.check_zero(&at, out[i * shape.n + j]);
+                continue;
+            }
             let (r, mag) = g.reference(spec, shape, ops, alpha, beta, i, j);
-            cmp.check(
-                tol,
-                &|| format!("C[{item}][{i}][{j}]"),
-                out[i * shape.n + j],
-                r,
-                mag,
-            );
+            cmp.check(tol, &at, out[i * shape.n + j], r, mag);
         }
     }
     cmp.finish(tol)
@@ -309,6 +336,7 @@ pub fn check_item(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::Tolerance;
     use optiml_spec::parse;
 
     fn spec(text: &str) -> MatmulSpec {
@@ -389,5 +417,57 @@ mod tests {
         let (r1, _) = g.reference(&s, &shape, &ops, 2.0, 0.5, 1, 0);
         let v: f64 = 2.0 * 6.0 - 50.0 + 0.5;
         assert!(r1 < 0.0 && (r1 - v / (1.0 + (-v).exp())).abs() < 1e-18);
+    }
+
+    #[test]
+    fn a_triangular_product_reads_one_triangle_and_must_write_exact_zeros_outside_it() {
+        let (m, k, n) = (5, 5, 5);
+        let shape = MatmulShape { batch: 1, m, n, k };
+        // Nothing is triangular in the stored operands: the reference must ignore the other triangles.
+        let a: Vec<f32> = (0..m * k).map(|v| (v % 7) as f32 - 3.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|v| (v % 5) as f32 - 1.5).collect();
+        let ops = Operands {
+            a: &a,
+            b: &b,
+            c0: &[],
+            bias: None,
+        };
+        let tol = Tolerance::for_precision(optiml_spec::Precision::Exact);
+        for (text, upper) in [
+            ("matmul for upper triangular matrices", true),
+            ("matmul for lower triangular matrices", false),
+        ] {
+            let s = spec(text);
+            let keep = |i: usize, j: usize| if upper { i <= j } else { i >= j };
+            // C[i][j] = sum over k between i and j of A[i][k] B[k][j].
+            let mut want = vec![0.0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    if keep(i, j) {
+                        want[i * n + j] = (0..k)
+                            .filter(|&p| keep(i, p) && keep(p, j))
+                            .map(|p| a[i * k + p] * b[p * n + j])
+                            .sum();
+                    }
+                }
+            }
+            let check = |out: &[f32]| check_item(&s, &shape, &tol, &ops, 1.0, 0.0, out, 0);
+            check(&want).unwrap_or_else(|e| panic!("{text}: {e}"));
+            // The full product masked afterwards read the other triangles.
+            let mut full = vec![0.0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    if keep(i, j) {
+                        full[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+                    }
+                }
+            }
+            assert!(check(&full).is_err(), "{text}");
+            // Anything but zero outside the triangle fails, however small.
+            let mut leak = want.clone();
+            leak[if upper { n } else { 1 }] = 1e-30;
+            let e = check(&leak).unwrap_err();
+            assert!(e.contains("exactly 0"), "{text}: {e}");
+        }
     }
 }

@@ -78,6 +78,23 @@
 //   atomics: the bits depend only on S and the schedule), then the epilogue
 //   above, C[z * strideC + m * N + n] = v. 16-byte accesses where aligned.
 //
+// ---------------------------------------------------------------------------
+// Triangular products (OPTIML_TRIANGLE = 1: upper, 2: lower; 0, the default,
+// compiles none of it)
+// ---------------------------------------------------------------------------
+// C = triu(triu(A) * triu(B)) (upper) or tril(tril(A) * tril(B)) (lower), as
+// BLAS's trmm reads a triangular operand: only A's and B's triangle is read
+// (the other is taken as zero, whatever it holds) and C's other triangle is
+// written exactly 0. For the upper triangle A[i][k] = 0 for k < i and
+// B[k][j] = 0 for k > j, so the block tile rows [bm, bm + BM) x columns
+// [bn, bn + BN) only needs k in [bm, bn + BN): tiles wholly below the
+// diagonal compute nothing and the others walk a shortened K range (about a
+// sixth of the full product's FFMAs for square matrices). The k-tiles that
+// cross a diagonal are masked in shared memory after they land. Not
+// transposed, no alpha, beta, bias or activation (the spec refuses them).
+// The lower triangle walks tile rows bottom-up, so its longest tiles start
+// first, as the upper triangle's do in launch order.
+//
 // Optional tuning macros (the launcher need not define them):
 //   OPTIML_MIN_BLOCKS  __launch_bounds__ min blocks per SM (see below)
 //   OPTIML_ASYNC_MODE  1 (default): cp.async for M/N-contiguous operands,
@@ -159,6 +176,9 @@
 #ifndef OPTIML_GROUP_M
 #define OPTIML_GROUP_M 1
 #endif
+#ifndef OPTIML_TRIANGLE
+#define OPTIML_TRIANGLE 0
+#endif
 
 
 #if (OPTIML_ASYNC_MODE < 0) || (OPTIML_ASYNC_MODE > 2)
@@ -205,6 +225,12 @@ static_assert(Cfg::THREADS % 32 == 0, "OPTIML_THREADS must be a multiple of 32")
 static_assert(Cfg::THREADS <= 1024, "OPTIML_THREADS must be <= 1024");
 static_assert(Cfg::LX > 0 && 32 % Cfg::LX == 0, "OPTIML_WARP_N must divide 32");
 static_assert(OPTIML_GROUP_M >= 1, "OPTIML_GROUP_M must be >= 1");
+#if OPTIML_TRIANGLE < 0 || OPTIML_TRIANGLE > 2
+#error "OPTIML_TRIANGLE must be 0, 1 (upper) or 2 (lower)"
+#endif
+#if OPTIML_TRIANGLE && (OPTIML_TRANS_A || OPTIML_TRANS_B || OPTIML_HAS_ALPHA || OPTIML_HAS_BETA || OPTIML_HAS_BIAS)
+#error "a triangular product takes untransposed operands and no alpha, beta or bias"
+#endif
 static_assert(Cfg::TX % Cfg::LX == 0 && Cfg::TY % Cfg::LY == 0,
               "thread grid (BM/TM) x (BN/TN) cannot be tiled by 32-thread warps");
 static_assert(Cfg::SMEM_BYTES <= 48 * 1024, "static shared memory must stay <= 48 KiB");
@@ -429,7 +455,11 @@ __device__ __forceinline__ int opaque(int v) {
 // recompute it instead of keeping it live across the main loop.
 __device__ __forceinline__ int2 block_tile() {
     const int bx = opaque((int)blockIdx.x);
+#if OPTIML_TRIANGLE == 2
+    const int by = (int)gridDim.y - 1 - opaque((int)blockIdx.y);
+#else
     const int by = opaque((int)blockIdx.y);
+#endif
 #if OPTIML_GROUP_M > 1
     constexpr int G = OPTIML_GROUP_M;
     const int first = by - by % G;
@@ -442,6 +472,31 @@ __device__ __forceinline__ int2 block_tile() {
 #endif
 }
 
+#if OPTIML_TRIANGLE
+// Whether element (m, n) of C lies outside the kept triangle (it is written 0).
+__device__ __forceinline__ bool outside_triangle(int m, int n) {
+    return OPTIML_TRIANGLE == 1 ? n < m : n > m;
+}
+
+// Zeroes the elements of one landed k-tile (absolute k of its first row: k0)
+// that lie in the operands' unread triangles. All threads take part; the
+// caller puts a barrier before (the tile has landed) and after.
+__device__ __forceinline__ void mask_tile(float* __restrict__ sa, float* __restrict__ sb, int k0, int bm, int bn,
+                                          int tid) {
+    constexpr int BK = Cfg::BK, BM = Cfg::BM, BN = Cfg::BN;
+    for (int e = tid; e < BK * BM; e += Cfg::THREADS) {
+        const int kk = e / BM, m = e - kk * BM;
+        const int k = k0 + kk, i = bm + m;
+        if (OPTIML_TRIANGLE == 1 ? k < i : k > i) sa[kk * Cfg::LDSA + m] = 0.f;
+    }
+    for (int e = tid; e < BK * BN; e += Cfg::THREADS) {
+        const int kk = e / BN, n = e - kk * BN;
+        const int k = k0 + kk, j = bn + n;
+        if (OPTIML_TRIANGLE == 1 ? k > j : k < j) sb[kk * Cfg::LDSB + n] = 0.f;
+    }
+}
+#endif
+
 // One (batch item z, block tile) of C.
 template <bool VEC, bool WIDE>
 __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const float* __restrict__ B,
@@ -450,7 +505,7 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
                                            float alpha, float beta,
                                            float* __restrict__ sA, float* __restrict__ sB
 #if OPTIML_SPLIT_K
-                                           , int KE, int batch, int split
+                                           , int KE, int kb, int batch, int split
 #endif
                                            ) {
     constexpr int BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
@@ -466,6 +521,31 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int2 tile = block_tile();
     const int bm = tile.y * Cfg::BM;
     const int bn = tile.x * Cfg::BN;
+#if OPTIML_SPLIT_K
+#define OPTIML_KE_ KE  // this split's K extent (A, B point at its start); K gives lda/ldb
+#define OPTIML_KB_ kb  // the absolute k that A and B point at
+#else
+#define OPTIML_KE_ K
+#define OPTIML_KB_ 0
+#endif
+#if OPTIML_TRIANGLE
+    // Only k in [lo, hi) meets this tile's rows of A and columns of B inside
+    // their triangles; A and B move to lo. (lo - kb is a multiple of 4: the
+    // 16-byte paths stay aligned.)
+    const int tri_lo = OPTIML_TRIANGLE == 1 ? bm : bn;
+    const int tri_hi = OPTIML_TRIANGLE == 1 ? bn + Cfg::BN : bm + Cfg::BM;
+    const int lo = OPTIML_KB_ > tri_lo ? OPTIML_KB_ : tri_lo;
+    const int hi = OPTIML_KB_ + OPTIML_KE_ < tri_hi ? OPTIML_KB_ + OPTIML_KE_ : tri_hi;
+    const int kext = hi > lo ? hi - lo : 0;
+    A += lo - OPTIML_KB_;
+    B += (long long)(lo - OPTIML_KB_) * N;
+    // k-tiles t < t_a hold A's diagonal, t >= t_b B's (upper; the lower
+    // triangle swaps the operands' roles): only those are masked.
+    const int t_a = OPTIML_TRIANGLE == 1 ? (bm + Cfg::BM - lo + BK - 1) / BK : (bn + Cfg::BN - lo + BK - 1) / BK;
+    const int t_b = OPTIML_TRIANGLE == 1 ? (bn - lo) / BK : (bm - lo) / BK;
+#undef OPTIML_KE_
+#define OPTIML_KE_ kext
+#endif
 
     constexpr bool VA = VEC, VB = VEC;
     constexpr bool KA = OPTIML_TRANS_A == 0;  // A contiguous along K
@@ -486,11 +566,6 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 
-#if OPTIML_SPLIT_K
-#define OPTIML_KE_ KE  // this split's K extent (A, B point at its start); K gives lda/ldb
-#else
-#define OPTIML_KE_ K
-#endif
     const int ntiles = (OPTIML_KE_ + BK - 1) / BK;
     if (ntiles > 0) {
         // a thread's fragment rows/cols: a warp is LY x LX lanes
@@ -510,6 +585,12 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
             cp_async_wait_all();
         }
         __syncthreads();
+#if OPTIML_TRIANGLE
+        if (0 < t_a || 0 >= t_b) {
+            mask_tile(sA, sB, lo, bm, bn, tid);
+            __syncthreads();
+        }
+#endif
 
         // Register double buffering of the fragments: the LDS.128 of step
         // k + 1 are issued before the FFMAs of step k.
@@ -549,6 +630,14 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
                 if (ANY_ASYNC) cp_async_wait_all();
             }
             __syncthreads();
+#if OPTIML_TRIANGLE
+            if (more && (t + 1 < t_a || t + 1 >= t_b)) {
+                const int2 mt = block_tile();
+                mask_tile(sA + (cur ^ 1) * (BK * LDSA), sB + (cur ^ 1) * (BK * LDSB), lo + knext,
+                          mt.y * Cfg::BM, mt.x * Cfg::BN, opaque((int)threadIdx.x));
+                __syncthreads();
+            }
+#endif
             if (more) load_frags(fa[0], fb[0], as0 + (cur ^ 1) * (BK * LDSA), bs0 + (cur ^ 1) * (BK * LDSB));
         }
         // (the barrier of the last step also guarantees that all threads are
@@ -567,6 +656,7 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
     const int en = etile.x * Cfg::BN;
     const int ez = z;
 #undef OPTIML_KE_
+#undef OPTIML_KB_
 #if OPTIML_SPLIT_K
     // Split-K partial (split >= 0): raw accumulators to W[split][z] (C is the
     // workspace W), no epilogue; every element of the tile inside M x N is
@@ -629,6 +719,12 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
                 o.y = epilogue(acc[i][c * 4 + 1], alpha, beta, old.y, bv[1]);
                 o.z = epilogue(acc[i][c * 4 + 2], alpha, beta, old.z, bv[2]);
                 o.w = epilogue(acc[i][c * 4 + 3], alpha, beta, old.w, bv[3]);
+#if OPTIML_TRIANGLE
+                if (outside_triangle(m, n0 + 0)) o.x = 0.f;
+                if (outside_triangle(m, n0 + 1)) o.y = 0.f;
+                if (outside_triangle(m, n0 + 2)) o.z = 0.f;
+                if (outside_triangle(m, n0 + 3)) o.w = 0.f;
+#endif
                 *reinterpret_cast<float4*>(crow + n0) = o;
             } else {
 #pragma unroll
@@ -639,7 +735,11 @@ __device__ __forceinline__ void gemm_block(const float* __restrict__ A, const fl
 #if OPTIML_HAS_BETA
                         old = crow[n];
 #endif
-                        crow[n] = epilogue(acc[i][c * 4 + j], alpha, beta, old, bv[j]);
+                        float v = epilogue(acc[i][c * 4 + j], alpha, beta, old, bv[j]);
+#if OPTIML_TRIANGLE
+                        if (outside_triangle(m, n)) v = 0.f;
+#endif
+                        crow[n] = v;
                     }
                 }
             }
@@ -696,15 +796,15 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, OPTIML_MIN_BLOCKS) 
             const bool narrow = optiml_mm::narrow_ok(OPTIML_TRANS_A == 0, Cfg::BM, lda) &&
                                 optiml_mm::narrow_ok(OPTIML_TRANS_B != 0, Cfg::BN, ldb);
             if (!narrow)
-                optiml_mm::gemm_block<false, true>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, batch, s);
+                optiml_mm::gemm_block<false, true>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, (int)kb, batch, s);
             else if (vec)
-                optiml_mm::gemm_block<true, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, batch, s);
+                optiml_mm::gemm_block<true, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, (int)kb, batch, s);
             else
-                optiml_mm::gemm_block<false, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, batch, s);
+                optiml_mm::gemm_block<false, false>(Az, Bz, C, bias, z, M, N, K, strideC, alpha, beta, sA, sB, KE, (int)kb, batch, s);
         }
         return;
     }
-#define OPTIML_PLAIN_ARGS_ , K, batch, -1
+#define OPTIML_PLAIN_ARGS_ , K, 0, batch, -1
 #else
 #define OPTIML_PLAIN_ARGS_
 #endif
@@ -795,6 +895,11 @@ __device__ __noinline__ void splitk_reduce_body(const float* __restrict__ W, flo
             if (n0 + j < N) bv[j] = __ldg(bias + n0 + j);
 #endif
         (void)bias;
+#if OPTIML_TRIANGLE
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (outside_triangle(m, n0 + j)) v[j] = 0.f;
+#endif
         float* __restrict__ c = C + (long long)z * strideC + (long long)m * N + n0;
         if (vecC) {
             float4 old = make_float4(0.f, 0.f, 0.f, 0.f);
