@@ -224,6 +224,123 @@ pub struct MatmulSpec {
     pub names: Option<Box<MatmulNames>>,
 }
 
+impl MatmulSpec {
+    /// What the product computes, in the signature's names: `c[z, i, j] = relu(alpha · Σ_{p} a[z, i, p] ·
+    /// b[p, j] + bias[j]), for z < batch, i < m, j < n, p < k`, with the summation range of a triangular product.
+    /// A contraction uses its own names as indices.
+    pub fn formula(&self) -> String {
+        let n = self.names.as_deref();
+        let pick = |f: fn(&MatmulNames) -> &str, d: &'static str| n.map_or(d, f).to_string();
+        let (a, b, c) = (
+            pick(|n| &n.a, "a"),
+            pick(|n| &n.b, "b"),
+            pick(|n| &n.c, "c"),
+        );
+        // A contraction's indices are its dimensions' names; the words' dimensions (batch, m, n, k) get indices.
+        let (i, j, k) = (
+            pick(|n| &n.m, "i"),
+            pick(|n| &n.n, "j"),
+            pick(|n| &n.k, "p"),
+        );
+        let batch: Vec<String> = match n {
+            Some(n) => n.batch.clone(),
+            None if self.batched => vec!["z".to_string()],
+            None => Vec::new(),
+        };
+        let at = |batched: bool, x: &str, y: &str| {
+            let mut axes: Vec<&str> = if batched {
+                batch.iter().map(String::as_str).collect()
+            } else {
+                Vec::new()
+            };
+            axes.extend([x, y]);
+            axes.join(", ")
+        };
+        let lhs = format!("{c}[{}]", at(true, &i, &j));
+        let av = if self.trans_a {
+            format!("{a}[{}]", at(!self.shared_a, &k, &i))
+        } else {
+            format!("{a}[{}]", at(!self.shared_a, &i, &k))
+        };
+        let bv = if self.trans_b {
+            format!("{b}[{}]", at(!self.shared_b, &j, &k))
+        } else {
+            format!("{b}[{}]", at(!self.shared_b, &k, &j))
+        };
+        let range = match self.triangle {
+            None => k.clone(),
+            Some(Triangle::Upper) => format!("{i} ≤ {k} ≤ {j}"),
+            Some(Triangle::Lower) => format!("{j} ≤ {k} ≤ {i}"),
+        };
+        let mut v = format!("Σ_{{{range}}} {av} · {bv}");
+        if self.alpha {
+            v = format!("alpha · {v}");
+        }
+        if self.beta {
+            v = format!("{v} + beta · {lhs}");
+        }
+        if self.bias {
+            v = format!("{v} + bias[{j}]");
+        }
+        if let Some(act) = self.activation {
+            v = format!("{}({v})", act.name());
+        }
+        let mut out = format!("{lhs} = {v}");
+        if let Some(t) = self.triangle {
+            out.push_str(&format!(
+                ", and 0 {} the diagonal ({i} {} {j})",
+                if t == Triangle::Upper {
+                    "below"
+                } else {
+                    "above"
+                },
+                if t == Triangle::Upper { ">" } else { "<" }
+            ));
+        }
+        if n.is_none() {
+            out.push_str(if self.batched {
+                ", for z < batch, i < m, j < n, p < k"
+            } else {
+                ", for i < m, j < n, p < k"
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod formula_tests {
+    use crate::{Family, parse};
+
+    fn formula(text: &str) -> String {
+        match parse(text).unwrap().family {
+            Family::Matmul(m) => m.formula(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn formulas_name_every_operand_transpose_and_epilogue() {
+        assert_eq!(
+            formula("batched gemm, A transposed, alpha, beta, bias, relu"),
+            "c[z, i, j] = relu(alpha · Σ_{p} a[z, p, i] · b[z, p, j] + beta · c[z, i, j] + bias[j]), \
+             for z < batch, i < m, j < n, p < k"
+        );
+        assert_eq!(
+            formula("bmm, shared A, B transposed"),
+            "c[z, i, j] = Σ_{p} a[i, p] · b[z, j, p], for z < batch, i < m, j < n, p < k"
+        );
+        assert_eq!(
+            formula("y[b, i, j, k] = sum(l) x[b, i, j, l] * w[l, k]"),
+            "y[b, i, j, k] = Σ_{l} x[b, i, j, l] · w[l, k]"
+        );
+        assert_eq!(
+            formula("matmul for lower triangular matrices"),
+            "c[i, j] = Σ_{j ≤ p ≤ i} a[i, p] · b[p, j], and 0 above the diagonal (i < j), for i < m, j < n, p < k"
+        );
+    }
+}
+
 /// The parameter names of a matmul written as a contraction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MatmulNames {

@@ -106,6 +106,25 @@ impl Binding {
     }
 }
 
+/// The signature a spec asks for, as a user would declare it: `fn k(a: &CudaSlice<f32>, …, k: usize)`, the
+/// parameters in the order the documentation lists them (any order binds).
+pub fn expected_signature(spec: &Spec) -> String {
+    let (params, _) = expected(spec);
+    let params: Vec<String> = params
+        .iter()
+        .map(|p| {
+            let ty = match p.kind {
+                Kind::Buffer(Access::Read) => format!("&CudaSlice<{}>", p.elem.path),
+                Kind::Buffer(_) => format!("&mut CudaSlice<{}>", p.elem.path),
+                Kind::Dim => "usize".to_string(),
+                Kind::Scalar => p.elem.path.to_string(),
+            };
+            format!("{}: {ty}", p.name)
+        })
+        .collect();
+    format!("fn k({})", params.join(", "))
+}
+
 /// A parameter the spec asks for.
 struct Expected {
     name: String,
@@ -568,6 +587,26 @@ mod tests {
             .map(|e| e.to_string())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    #[test]
+    fn the_expected_signature_binds() {
+        for text in [
+            "bmm, f32, alpha, beta, bias",
+            "y[b, i, j, k] = sum(l) x[b, i, j, l] * w[l, k]",
+            "c[i, j] = sum(k) a[i, k] * b[k, j] where i <= k <= j, bf16",
+            "matmul, bf16",
+        ] {
+            let Ok(spec) = parse(text) else { continue };
+            let shown = expected_signature(&spec);
+            bind(&spec, &sig(&format!("{shown};")))
+                .unwrap_or_else(|e| panic!("{text}: {shown}: {e}"));
+        }
+        assert_eq!(
+            expected_signature(&parse("y[b, i, j, k] = sum(l) x[b, i, j, l] * w[l, k]").unwrap()),
+            "fn k(x: &CudaSlice<f32>, w: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, i: usize, j: usize, \
+             k: usize, l: usize)"
+        );
     }
 
     #[test]

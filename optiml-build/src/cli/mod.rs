@@ -143,6 +143,13 @@ fn explain(e: &Explain) -> anyhow::Result<bool> {
     };
     println!("canonical: {}", spec.canonical());
     let family = families::of(&spec);
+    if let optiml_spec::Family::Matmul(m) = &spec.family {
+        println!("product:\n  {}", m.formula());
+        println!(
+            "signature:\n  {}",
+            optiml_spec::signature::expected_signature(&spec)
+        );
+    }
     if let optiml_spec::Family::Tensor(program) = &spec.family {
         println!("{}", optiml_spec::program::notation::explain(program));
         let needed = needed_dims(program);
