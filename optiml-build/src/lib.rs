@@ -10,7 +10,7 @@
 //! # What a build does
 //! 1. **Scan** every `.rs` file of the crate (`src/`, `examples/`, `tests/`, `benches/`, modules included; not
 //!    `target/`, hidden folders or nested packages) for the attribute, with the parser the macro uses. A
-//!    declaration with a bad spec is skipped with a `cargo:warning`; the macro reports it with a span.
+//!    declaration with a bad spec is skipped (listed in [`Report::skipped`]); the macro reports it with a span.
 //! 2. **Target architectures**: `OPTIML_ARCH` (`sm_80,sm_90`) if set, else the GPUs the driver reports, else
 //!    [`DEFAULT_ARCHS`] (`sm_80,sm_90`).
 //! 3. **Look up** each kernel × architecture by its key — sha256 of the canonical spec and signature, the
@@ -196,11 +196,13 @@ impl Builder {
             ));
         }
 
+        // A skipped declaration (bad spec or signature) is the macro's to report, once, with a span: a
+        // build-script warning repeated its error, and cargo replayed that warning on every later build.
         let mut report = Report::default();
         for s in &scan.skipped {
-            let line = format!("{}:{}: {}", s.file.display(), s.line, s.message);
-            cargo(format!("warning=optiml: skipped {line}"));
-            report.skipped.push(line);
+            report
+                .skipped
+                .push(format!("{}:{}: {}", s.file.display(), s.line, s.message));
         }
 
         let (archs, source) = match &self.archs {

@@ -247,3 +247,14 @@ mod nested {
 }
 
 pub use nested::deeper::relu_again;
+
+/// A declaration the compiler never expands (compiled out), with a bad spec: the build script's scan still finds
+/// it. Where the compiler does expand one, the macro's spanned error is the only report of it, so the build
+/// script says nothing about skipped declarations (it once repeated the error, twice over with cargo's replay).
+#[cfg(any())]
+mod compiled_out {
+    use optiml::cudarc::driver::CudaSlice;
+
+    #[optiml::kernel("row-wise frobnicate")]
+    pub fn never(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+}
