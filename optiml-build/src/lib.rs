@@ -249,10 +249,10 @@ impl Builder {
             &policy.write,
             self.search_time,
         );
-        for line in &searched {
+        for line in &searched.notes {
             cargo(format!("warning=optiml: {line}"));
         }
-        report.searched = searched;
+        report.searched = searched.notes;
         emit::emit(&out_dir, &kernels, &resolved).map_err(Error::Emit)?;
         for r in &resolved {
             report
@@ -267,9 +267,19 @@ impl Builder {
                 ArchSource::Explicit => "set in build.rs".into(),
                 ArchSource::Default => "default; set OPTIML_ARCH to change".into(),
             };
+            // Cargo replays a build script's warnings on later builds that do not run it: the text says what
+            // this run did, with its time, so a replay does not read as another generation.
+            let tuned = match searched.tuned {
+                0 => "default schedules, not verified or tuned on a GPU".to_string(),
+                n => format!(
+                    "{n} of them verified and tuned on a GPU by the build's search (above), the rest default \
+                     schedules"
+                ),
+            };
             cargo(format!(
-                "warning=optiml: generated {} kernel variants for {} ({why}) with NVRTC in {:.1} s: default schedules, \
-                 not yet verified or tuned on a GPU; `cargo optiml prepare` commits them to `.optiml/`",
+                "warning=optiml: this build script (run at {}) generated {} kernel variants for {} ({why}) \
+                 with NVRTC in {:.1} s: {tuned}; `cargo optiml prepare` commits them to `.optiml/`",
+                tune::now_rfc3339(),
                 report.generated(),
                 archs_text.join(","),
                 started.elapsed().as_secs_f64()
