@@ -126,8 +126,12 @@ fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn cargo_optiml(args: &[&str]) -> Output {
+/// Runs the binary in `dir/work`, so its default figure folder is `dir/work/target/optiml/analyze`.
+fn cargo_optiml(dir: &Path, args: &[&str]) -> Output {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
     Command::new(env!("CARGO_BIN_EXE_cargo-optiml"))
+        .current_dir(&work)
         .arg("optiml")
         .args(args)
         .env_remove("OPTIML_CACHE_DIR")
@@ -151,7 +155,7 @@ fn analyze_a_log_prints_the_path_and_draws_the_sol_figure() {
     )
     .unwrap();
 
-    let out = cargo_optiml(&["analyze", log.to_str().unwrap()]);
+    let out = cargo_optiml(&dir, &["analyze", log.to_str().unwrap()]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -165,9 +169,11 @@ fn analyze_a_log_prints_the_path_and_draws_the_sol_figure() {
     );
     assert!(stdout.contains("2.00× after 2 transformations"), "{stdout}");
 
-    let svg_path = dir.join("sm_90/search.svg");
+    // The figure goes to the figures folder, never beside the log (a committed cache stays as it was).
+    let svg_path = Path::new("target/optiml/analyze/bmm.sm_90.search.svg");
+    assert!(!dir.join("sm_90/search.svg").exists());
     assert!(stderr.contains(&svg_path.display().to_string()), "{stderr}");
-    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let svg = std::fs::read_to_string(dir.join("work").join(svg_path)).unwrap();
     assert!(svg.starts_with("<svg "));
     assert!(
         svg.contains("class=\"sm-sol\"")
@@ -197,16 +203,38 @@ fn analyze_by_kernel_name_finds_every_arch_and_compares_methods() {
     )
     .unwrap();
 
-    let out = cargo_optiml(&["analyze", "bmm", "--cache-dir", dir.to_str().unwrap()]);
+    let out = cargo_optiml(
+        &dir,
+        &["analyze", "bmm", "--cache-dir", dir.to_str().unwrap()],
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.matches("## `bmm` on ").count(), 2, "{stdout}");
     assert!(stdout.contains("## `bmm` on sm_80") && stdout.contains("## `bmm` on sm_90"));
+    let figures = dir.join("work/target/optiml/analyze");
     assert!(
-        dir.join("sm_80/entry/search.svg").is_file()
-            && dir.join("sm_90/entry/search.svg").is_file()
+        figures.join("bmm.sm_80.search.svg").is_file()
+            && figures.join("bmm.sm_90.search.svg").is_file()
     );
-    assert!(!dir.join("sm_90/other/search.svg").exists());
+    assert!(!figures.join("saxpy.sm_90.search.svg").exists());
+    // Nothing was written into the cache folder.
+    let mut written = Vec::new();
+    for arch in ["sm_80", "sm_90"] {
+        for d in ["entry", "other"] {
+            if let Ok(files) = std::fs::read_dir(dir.join(arch).join(d)) {
+                written.extend(
+                    files
+                        .flatten()
+                        .filter(|f| f.path().extension().is_some_and(|e| e == "svg"))
+                        .map(|f| f.path()),
+                );
+            }
+        }
+    }
+    assert!(
+        written.is_empty(),
+        "analyze wrote into the cache: {written:?}"
+    );
 
     let random = dir.join("random/search-random-2.jsonl");
     write_jsonl(
@@ -217,24 +245,30 @@ fn analyze_by_kernel_name_finds_every_arch_and_compares_methods() {
     )
     .unwrap();
     let mcts = dir.join("sm_90/entry/search.jsonl");
-    let out = cargo_optiml(&[
-        "analyze",
-        mcts.to_str().unwrap(),
-        "--compare",
-        random.to_str().unwrap(),
-    ]);
+    let out = cargo_optiml(
+        &dir,
+        &[
+            "analyze",
+            mcts.to_str().unwrap(),
+            "--compare",
+            random.to_str().unwrap(),
+        ],
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("(random, seed 2) | random | 4 | 2.000 | 1.400 | 1.43× | 4 |"),
         "{stdout}"
     );
-    let svg = std::fs::read_to_string(dir.join("sm_90/entry/search.compare.svg")).unwrap();
+    let svg = std::fs::read_to_string(figures.join("bmm.sm_90.search.compare.svg")).unwrap();
     assert!(svg.starts_with("<svg "));
     assert_eq!(svg.matches("<polyline").count(), 2);
     assert!(svg.contains(">mcts (1 run)<") && svg.contains(">random (1 run)<"));
 
-    let out = cargo_optiml(&["analyze", "gemm", "--cache-dir", dir.to_str().unwrap()]);
+    let out = cargo_optiml(
+        &dir,
+        &["analyze", "gemm", "--cache-dir", dir.to_str().unwrap()],
+    );
     assert!(!out.status.success());
     assert!(
         text(&out.stderr).contains("no search log for kernel `gemm`"),
@@ -261,7 +295,7 @@ fn a_malformed_log_is_reported_with_its_line() {
         .collect();
     lines[2].truncate(10);
     std::fs::write(&log, lines.join("\n")).unwrap();
-    let out = cargo_optiml(&["analyze", log.to_str().unwrap()]);
+    let out = cargo_optiml(&dir, &["analyze", log.to_str().unwrap()]);
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(
@@ -272,7 +306,7 @@ fn a_malformed_log_is_reported_with_its_line() {
 
 #[test]
 fn transforms_lists_the_catalog() {
-    let out = cargo_optiml(&["transforms"]);
+    let out = cargo_optiml(&fresh_dir("transforms"), &["transforms"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -294,7 +328,7 @@ fn transforms_lists_the_catalog() {
         "{stdout}"
     );
 
-    let out = cargo_optiml(&["transforms", "--json"]);
+    let out = cargo_optiml(&fresh_dir("transforms"), &["transforms", "--json"]);
     assert!(out.status.success());
     let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let items = items.as_array().unwrap();

@@ -108,12 +108,15 @@ pub struct Analyze {
     /// Where to look for logs by kernel name (default: OPTIML_CACHE_DIR, else `./.optiml`; then `target/optiml`).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
-    /// Where to write the SOL figure (default: beside the log, `<log stem>.svg`). When several logs match, the
-    /// architecture is added to the file name.
+    /// Where to write the SOL figure (default: `<kernel>.<arch>.<log stem>.svg` in `--figures`). When several
+    /// logs match, the architecture is added to the file name.
     #[arg(long, value_name = "PATH")]
     pub svg: Option<PathBuf>,
+    /// The folder figures go to: outside every cache, so that `analyze` leaves the committed `.optiml/` as it was.
+    #[arg(long, value_name = "DIR", default_value = "target/optiml/analyze")]
+    pub figures: PathBuf,
     /// More logs to compare with (for example random search with several seeds): prints best time against
-    /// evaluations for every log and draws it beside the first log, as `<log stem>.compare.svg`.
+    /// evaluations for every log and draws it, as `<kernel>.<arch>.<log stem>.compare.svg` in `--figures`.
     #[arg(long, value_name = "LOG", num_args = 1..)]
     pub compare: Vec<PathBuf>,
 }
@@ -257,7 +260,7 @@ fn analyze(a: &Analyze) -> anyhow::Result<bool> {
         let svg = match (&a.svg, logs.len()) {
             (Some(path), 1) => path.clone(),
             (Some(path), _) => with_suffix(path, &records.header.arch, "svg"),
-            (None, _) => log.with_extension("svg"),
+            (None, _) => a.figures.join(figure_name(log, &records, "svg")),
         };
         println!("log: `{}`\n", log.display());
         println!("{}", analysis.markdown());
@@ -303,10 +306,24 @@ fn analyze(a: &Analyze) -> anyhow::Result<bool> {
         "{} on {}, {}: best time found against evaluations",
         first.kernel, first.arch, first.shape
     );
-    let out = with_suffix(&loaded[0].0, "compare", "svg");
+    let out = a
+        .figures
+        .join(figure_name(&loaded[0].0, &loaded[0].1, "compare.svg"));
     write_file(&out, &report::convergence_svg(&series, &title))?;
     eprintln!("wrote the comparison figure to `{}`", out.display());
     Ok(true)
+}
+
+/// `…/search.jsonl` of `bmm` on sm_90 → `bmm.sm_90.search.svg`.
+fn figure_name(log: &Path, records: &SearchRecords, extension: &str) -> String {
+    let stem = log
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(
+        "{}.{}.{stem}.{extension}",
+        records.header.kernel, records.header.arch
+    )
 }
 
 /// `dir/search.jsonl` + `sm_90` → `dir/search.sm_90.svg`.
