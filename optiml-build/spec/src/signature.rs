@@ -408,6 +408,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
     }
 
     let (expect, fixed) = expected(spec);
+    let renames = renames(&expect, sig);
     let mut params = Vec::new();
     for input in &sig.inputs {
         let pat = match input {
@@ -429,6 +430,15 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
                     .to_string()
             } else if let Some((_, v)) = fixed.iter().find(|(f, _)| *f == name) {
                 format!("`{name}` is fixed to {v} by the spec: remove this parameter")
+            } else if let Some((_, to)) = renames.iter().find(|(from, _)| *from == name) {
+                format!(
+                    "unexpected parameter `{name}`: rename it to `{to}` (parameters are matched by name; a {family} \
+                     kernel takes `{}`)",
+                    expect
+                        .iter()
+                        .find(|e| e.name == *to)
+                        .map_or_else(String::new, describe)
+                )
             } else {
                 let list: Vec<String> = expect
                     .iter()
@@ -456,7 +466,9 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
         });
     }
     for e in &expect {
-        if !e.optional && !params.iter().any(|p| p.role == e.role) {
+        // A parameter the user named otherwise already has its error, saying to rename it.
+        let renamed = renames.iter().any(|(_, to)| *to == e.name);
+        if !e.optional && !renamed && !params.iter().any(|p| p.role == e.role) {
             errors.push(syn::Error::new(
                 sig.ident.span(),
                 format!("missing parameter `{}` for a {family} kernel", describe(e)),
@@ -489,6 +501,66 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
     }
     errors.propagate()?;
     Ok(Binding { params })
+}
+
+/// For each declared parameter whose name the spec does not know, the missing parameter of the same kind it most
+/// likely is: the expected ones nobody declared, taken in order per kind (`lhs, rhs, out` → `a, b, c`).
+fn renames(expect: &[Expected], sig: &syn::Signature) -> Vec<(String, String)> {
+    let declared: Vec<(String, Option<Kind>)> = sig
+        .inputs
+        .iter()
+        .filter_map(|input| match input {
+            syn::FnArg::Typed(pat) => match &*pat.pat {
+                syn::Pat::Ident(i) => {
+                    let name = i.ident.to_string();
+                    let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
+                    Some((name, kind_of(&pat.ty)))
+                }
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let mut free: Vec<&Expected> = expect
+        .iter()
+        .filter(|e| !declared.iter().any(|(n, _)| *n == e.name))
+        .collect();
+    let mut out = Vec::new();
+    for (name, kind) in &declared {
+        if name == "stream" || expect.iter().any(|e| e.name == *name) {
+            continue;
+        }
+        let Some(kind) = kind else { continue };
+        let fits = |e: &&Expected| match (e.kind, kind) {
+            (Kind::Buffer(Access::Read), Kind::Buffer(Access::Read)) => true,
+            (Kind::Buffer(want), Kind::Buffer(got)) => want != Access::Read && *got != Access::Read,
+            (want, got) => want == *got,
+        };
+        if let Some(at) = free.iter().position(fits) {
+            out.push((name.clone(), free.remove(at).name.clone()));
+        }
+    }
+    out
+}
+
+/// What a declared parameter's type makes it: a read or written buffer, a dimension or a scalar.
+fn kind_of(ty: &syn::Type) -> Option<Kind> {
+    if let syn::Type::Reference(r) = ty {
+        cuda_slice_elem(&r.elem)?;
+        return Some(Kind::Buffer(if r.mutability.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        }));
+    }
+    let t = last_ident(ty)?;
+    if DIM_TYPES.contains(&t.as_str()) {
+        Some(Kind::Dim)
+    } else if ["f32", "f16", "bf16", "f64"].contains(&t.as_str()) {
+        Some(Kind::Scalar)
+    } else {
+        None
+    }
 }
 
 fn check_type(ty: &syn::Type, e: &Expected, name: &str) -> Result<(), String> {
@@ -607,6 +679,31 @@ mod tests {
             "fn k(x: &CudaSlice<f32>, w: &CudaSlice<f32>, y: &mut CudaSlice<f32>, b: usize, i: usize, j: usize, \
              k: usize, l: usize)"
         );
+    }
+
+    #[test]
+    fn other_names_get_one_rename_hint_each_and_no_missing_parameter_errors() {
+        let e = err(
+            "matmul",
+            "fn mm(lhs: &CudaSlice<f32>, rhs: &CudaSlice<f32>, out: &mut CudaSlice<f32>, rows: usize, n: usize, \
+             k: usize);",
+        );
+        assert_eq!(e.lines().count(), 4, "{e}");
+        for (from, to) in [("lhs", "a"), ("rhs", "b"), ("out", "c"), ("rows", "m")] {
+            assert!(
+                e.contains(&format!(
+                    "unexpected parameter `{from}`: rename it to `{to}`"
+                )),
+                "{e}"
+            );
+        }
+        assert!(!e.contains("missing parameter"), "{e}");
+        // Without a free parameter of the same kind, the plain message lists what the kernel takes.
+        let e = err(
+            "relu",
+            "fn r(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>, extra: &CudaSlice<f32>);",
+        );
+        assert!(e.contains("unexpected parameter `extra`: a"), "{e}");
     }
 
     #[test]
