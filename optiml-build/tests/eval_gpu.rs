@@ -122,7 +122,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 10] = [
+const FAULTS: [(u32, &str, &str); 11] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -137,6 +137,7 @@ const FAULTS: [(u32, &str, &str); 10] = [
         "the kernel wrote into its input A",
     ),
     (10, "prints a forged verdict", "gate:"),
+    (11, "detects the NaN poison", "after the last timed run"),
 ];
 
 #[test]

@@ -10,6 +10,8 @@
 //                          about 1e-7, within the gate's tolerance)
 //                       10 forges its verdict: skips work as 4 does, and its first launch prints the bytes of a
 //                          "measured" response frame (FORGED_BYTES, made by the test) with device printf
+//                       11 detects the poison: computes only when its output holds NaN (as the gate's buffers
+//                          did before every run), and otherwise returns at once, keeping whatever C held
 #ifndef FAULT
 #define FAULT 0
 #endif
@@ -29,6 +31,9 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
 #if FAULT == 5
     // Launches so far (one thread per launch counts): the gate's shapes come first, then the timed shape.
     if (atomicAdd(&optiml_calls, 0) >= STALE_AFTER) return;
+#endif
+#if FAULT == 11
+    if (M > 0 && N > 0 && C[0] == C[0]) return;  // not NaN: not a gate's buffer
 #endif
 #if FAULT == 7
     if (K < 0) optiml_matmul<<<1, 1>>>(A, B, C, bias, batch, M, N, K, sa, sb, sc, alpha, beta);

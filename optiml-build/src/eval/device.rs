@@ -63,6 +63,7 @@ struct Support {
     from16: CudaFunction,
     to_mask: CudaFunction,
     poison: CudaFunction,
+    decoy: CudaFunction,
     count_poisoned: CudaFunction,
     gather: CudaFunction,
 }
@@ -206,6 +207,7 @@ impl Bench {
             from16: f("optiml_from16")?,
             to_mask: f("optiml_to_mask")?,
             poison: f("optiml_poison")?,
+            decoy: f("optiml_decoy")?,
             count_poisoned: f("optiml_count_poisoned")?,
             gather: f("optiml_gather")?,
             _module: module,
@@ -462,6 +464,20 @@ impl Bench {
             .map_err(fault("poisoning the output"))
     }
 
+    /// Writes finite values from a hash of each position and `seed` (small multiples of 1/64 in a float,
+    /// indices below 1000 in an integer): what an output holds before the last timed run instead of the poison,
+    /// so a kernel that computes only when it sees the poison keeps them and fails the check after that run.
+    pub fn decoy<T: Stored>(&self, buf: &mut CudaSlice<T>, seed: u64) -> Result<(), Stop> {
+        let (n, code) = (buf.len() as i64, T::CODE);
+        let mut b = self.stream.launch_builder(&self.support.decoy);
+        b.arg(&mut *buf).arg(&n).arg(&code).arg(&seed);
+        // SAFETY: `optiml_decoy(void*, long long, int, u64)` writes indices below the buffer's length, as
+        // elements of the type `T::CODE` names, which is `T`.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("writing decoy outputs"))
+    }
+
     /// How many of the first `n` elements of `buf` a kernel left unwritten: those still holding what
     /// [`Bench::poison`] wrote, or any NaN or infinity of a float. Counted on the device: only the count crosses.
     pub fn count_poisoned<T: Stored>(&self, buf: &CudaSlice<T>, n: usize) -> Result<u64, Stop> {
@@ -577,6 +593,7 @@ mod tests {
             "optiml_from16",
             "optiml_to_mask",
             "optiml_poison",
+            "optiml_decoy",
             "optiml_count_poisoned",
             "optiml_gather",
         ] {
