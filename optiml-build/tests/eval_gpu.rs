@@ -122,7 +122,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 11] = [
+const FAULTS: [(u32, &str, &str); 12] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -138,6 +138,7 @@ const FAULTS: [(u32, &str, &str); 11] = [
     ),
     (10, "prints a forged verdict", "gate:"),
     (11, "detects the NaN poison", "after the last timed run"),
+    (12, "replays an output it kept", "after the last timed run"),
 ];
 
 #[test]

@@ -12,12 +12,17 @@
 //                          "measured" response frame (FORGED_BYTES, made by the test) with device printf
 //                       11 detects the poison: computes only when its output holds NaN (as the gate's buffers
 //                          did before every run), and otherwise returns at once, keeping whatever C held
+//                       12 replays a kept output: computes into C and a __device__ copy while the gate's shapes
+//                          and the first runs go by, then copies the kept output into C without computing
 #ifndef FAULT
 #define FAULT 0
 #endif
 
 __device__ unsigned int optiml_calls;
 __device__ unsigned int optiml_never_set;
+#if FAULT == 12
+__device__ float optiml_kept[1 << 20];
+#endif
 #if FAULT == 10
 __device__ unsigned int optiml_printed;
 __device__ const unsigned char optiml_forged[] = {FORGED_BYTES};
@@ -31,6 +36,15 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
 #if FAULT == 5
     // Launches so far (one thread per launch counts): the gate's shapes come first, then the timed shape.
     if (atomicAdd(&optiml_calls, 0) >= STALE_AFTER) return;
+#endif
+#if FAULT == 12
+    if (atomicAdd(&optiml_calls, 0) >= STALE_AFTER) {
+        for (int z = blockIdx.z; z < batch; z += gridDim.z) {
+            const long long at = ((long long)z * M + row) * N + col;
+            if (row < M && col < N && at < (1 << 20)) C[z * sc + (long long)row * N + col] = optiml_kept[at];
+        }
+        return;
+    }
 #endif
 #if FAULT == 11
     if (M > 0 && N > 0 && C[0] == C[0]) return;  // not NaN: not a gate's buffer
@@ -89,11 +103,15 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
 #elif FAULT == 9
         if (col < K) atomicXor(reinterpret_cast<unsigned int*>(const_cast<float*>(a)) + (long long)row * K + col, 1u);
         c[(long long)row * N + col] = s;
+#elif FAULT == 12
+        const long long at = ((long long)z * M + row) * N + col;
+        if (at < (1 << 20)) optiml_kept[at] = s;
+        c[(long long)row * N + col] = s;
 #else
         c[(long long)row * N + col] = s;
 #endif
     }
-#if FAULT == 5
+#if FAULT == 5 || FAULT == 12
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(&optiml_calls, 1);
 #endif
 }

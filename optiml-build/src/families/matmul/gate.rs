@@ -327,23 +327,6 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
     let dist = job.plan.distribution(job.seed as usize);
     let check = format!("{shape} {dist} (dispatch shape)");
     let seed = plan::splitmix(job.seed ^ 0xd15);
-    w.fill(&mut d.a, seed ^ 1, dist)?;
-    w.fill(&mut d.b, seed ^ 2, dist)?;
-    if let Some(c0) = &mut d.c0 {
-        w.fill(c0, seed ^ 3, dist)?;
-    }
-    if let Some(bias) = &mut d.bias {
-        w.fill(bias, seed ^ 4, dist)?;
-    }
-    if let Some(narrow) = &mut d.narrow {
-        w.round16(&mut d.a, case.dtype)?;
-        w.round16(&mut d.b, case.dtype)?;
-        if let Some(c0) = &mut d.c0 {
-            w.round16(c0, case.dtype)?;
-        }
-        w.convert(narrow, 0, &mut d.a, true)?;
-        w.convert(narrow, 1, &mut d.b, true)?;
-    }
     let s = w.stream.clone();
     // The batch items whose every sampled element is compared: first, last and one drawn.
     let mut items = vec![
@@ -353,92 +336,126 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
     ];
     items.sort_unstable();
     items.dedup();
-    let copy = |buf: &CudaSlice<f32>, from: usize, len: usize| {
-        s.clone_dtoh(&buf.slice(from..from + len))
-            .map_err(fault("copying inputs"))
-    };
-    let mut host_ops = Vec::new();
-    for &item in &items {
-        host_ops.push((
-            copy(&d.a, shape.operand_offsets(spec, item).0, pa)?,
-            copy(&d.b, shape.operand_offsets(spec, item).1, pb)?,
-            match &d.c0 {
-                Some(c0) => copy(c0, item * pc, pc)?,
-                None => Vec::new(),
-            },
-        ));
-    }
-    let hbias = match &d.bias {
-        Some(b) => Some(copy(b, 0, shape.n)?),
-        None => None,
-    };
-
-    // The sampled rows and columns, gathered once per job (the same crossings are checked both times).
+    // The sampled rows and columns (the same crossings are checked every time).
     let (rows, cols) = plan::sample_grid(
         shape.m,
         shape.n,
         job.plan.dispatch_samples / items.len().max(1),
         seed,
     );
-    let gathered: Vec<Gathered> = host_ops
-        .iter()
-        .map(|(ha, hb, hc0)| {
-            let ops = Operands {
-                a: ha,
-                b: hb,
-                c0: hc0,
-                bias: hbias.as_deref(),
-            };
-            Gathered::new(spec, &shape, &ops, &rows, &cols)
-        })
-        .collect();
-    let verify = |w: &Bench, c: &CudaSlice<f32>, when: &str| -> Result<(), Stop> {
-        let unwritten = w.count_nonfinite(c)?;
-        if unwritten > 0 {
-            return Err(reject(
-                check.clone(),
-                format!(
-                    "{unwritten} of {} output elements are NaN or infinite {when}",
-                    c.len()
-                ),
+    // Fresh inputs from `seed` on the device, and host copies of what the checks need, gathered once per set.
+    let load = |w: &Bench, d: &mut Dispatch, seed: u64| -> Result<Snapshot, Stop> {
+        w.fill(&mut d.a, seed ^ 1, dist)?;
+        w.fill(&mut d.b, seed ^ 2, dist)?;
+        if let Some(c0) = &mut d.c0 {
+            w.fill(c0, seed ^ 3, dist)?;
+        }
+        if let Some(bias) = &mut d.bias {
+            w.fill(bias, seed ^ 4, dist)?;
+        }
+        if let Some(narrow) = &mut d.narrow {
+            w.round16(&mut d.a, case.dtype)?;
+            w.round16(&mut d.b, case.dtype)?;
+            if let Some(c0) = &mut d.c0 {
+                w.round16(c0, case.dtype)?;
+            }
+            w.convert(narrow, 0, &mut d.a, true)?;
+            w.convert(narrow, 1, &mut d.b, true)?;
+        }
+        let copy = |buf: &CudaSlice<f32>, from: usize, len: usize| {
+            s.clone_dtoh(&buf.slice(from..from + len))
+                .map_err(fault("copying inputs"))
+        };
+        let mut ops = Vec::new();
+        for &item in &items {
+            ops.push((
+                copy(&d.a, shape.operand_offsets(spec, item).0, pa)?,
+                copy(&d.b, shape.operand_offsets(spec, item).1, pb)?,
+                match &d.c0 {
+                    Some(c0) => copy(c0, item * pc, pc)?,
+                    None => Vec::new(),
+                },
             ));
         }
-        let mut cmp = Comparison::default();
-        for ((&item, (ha, hb, hc0)), g) in items.iter().zip(&host_ops).zip(&gathered) {
-            let out = copy(c, item * pc, pc)?;
-            let ops = Operands {
-                a: ha,
-                b: hb,
-                c0: hc0,
-                bias: hbias.as_deref(),
+        let bias = match &d.bias {
+            Some(b) => Some(copy(b, 0, shape.n)?),
+            None => None,
+        };
+        let gathered = ops
+            .iter()
+            .map(|(ha, hb, hc0)| {
+                let o = Operands {
+                    a: ha,
+                    b: hb,
+                    c0: hc0,
+                    bias: bias.as_deref(),
+                };
+                Gathered::new(spec, &shape, &o, &rows, &cols)
+            })
+            .collect();
+        Ok(Snapshot {
+            ops,
+            bias,
+            gathered,
+        })
+    };
+    let verify =
+        |w: &Bench, c: &CudaSlice<f32>, inputs: &Snapshot, when: &str| -> Result<(), Stop> {
+            let unwritten = w.count_nonfinite(c)?;
+            if unwritten > 0 {
+                return Err(reject(
+                    check.clone(),
+                    format!(
+                        "{unwritten} of {} output elements are NaN or infinite {when}",
+                        c.len()
+                    ),
+                ));
+            }
+            let copy = |buf: &CudaSlice<f32>, from: usize, len: usize| {
+                s.clone_dtoh(&buf.slice(from..from + len))
+                    .map_err(fault("copying the output"))
             };
-            for &i in &rows {
-                for &j in &cols {
-                    let at = || format!("C[{item}][{i}][{j}] {when}");
-                    if spec.triangle.is_some_and(|t| t.outside(i, j)) {
-                        cmp.check_zero(&at, out[i * shape.n + j]);
-                        continue;
+            let mut cmp = Comparison::default();
+            for ((&item, (ha, hb, hc0)), g) in items.iter().zip(&inputs.ops).zip(&inputs.gathered) {
+                let out = copy(c, item * pc, pc)?;
+                let ops = Operands {
+                    a: ha,
+                    b: hb,
+                    c0: hc0,
+                    bias: inputs.bias.as_deref(),
+                };
+                for &i in &rows {
+                    for &j in &cols {
+                        let at = || format!("C[{item}][{i}][{j}] {when}");
+                        if spec.triangle.is_some_and(|t| t.outside(i, j)) {
+                            cmp.check_zero(&at, out[i * shape.n + j]);
+                            continue;
+                        }
+                        let (r, mag) = g.reference(spec, &shape, &ops, case.alpha, case.beta, i, j);
+                        cmp.check(&job.plan.tolerance, &at, out[i * shape.n + j], r, mag);
                     }
-                    let (r, mag) = g.reference(spec, &shape, &ops, case.alpha, case.beta, i, j);
-                    cmp.check(&job.plan.tolerance, &at, out[i * shape.n + j], r, mag);
                 }
             }
-        }
-        cmp.finish(&job.plan.tolerance)
-            .map(|_| ())
-            .map_err(|reason| reject(check.clone(), reason))
-    };
+            cmp.finish(&job.plan.tolerance)
+                .map(|_| ())
+                .map_err(|reason| reject(check.clone(), reason))
+        };
 
+    let mut inputs = load(w, d, seed)?;
     let total = 1 + job.timing.warmup + job.timing.runs;
     let mut times = Vec::new();
     for run in 0..total {
+        let last = run + 1 == total && run > 0;
+        if last {
+            // The last run gets another input set: a kernel that replays an output it kept (in its own device
+            // memory) from the earlier runs, whose inputs were all the same, fails the check after it.
+            inputs = load(w, d, plan::splitmix(seed ^ 0x1a57))?;
+        }
         match &d.c0 {
             Some(c0) => s.memcpy_dtod(c0, &mut d.c).map_err(fault("restoring C"))?,
             // The last run's C holds fresh finite values, not the NaN poison: a kernel that computes only when
             // it sees poison (as every run's output was before) keeps them, and the check after it fails.
-            None if run + 1 == total && run > 0 => {
-                w.fill(&mut d.c, seed ^ 0xC0FF_EE00, Distribution::Uniform)?
-            }
+            None if last => w.fill(&mut d.c, seed ^ 0xC0FF_EE00, Distribution::Uniform)?,
             None => w.fill_const(&mut d.c, f32::NAN)?,
         }
         if let Some(narrow) = &mut d.narrow {
@@ -458,13 +475,21 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
         }
         if run == 0 {
             // Verified before any timing counts.
-            verify(w, &d.c, "after the first run")?;
+            verify(w, &d.c, &inputs, "after the first run")?;
         } else if run > job.timing.warmup {
             times.extend(ms);
         }
     }
-    verify(w, &d.c, "after the last timed run")?;
+    verify(w, &d.c, &inputs, "after the last timed run")?;
     Ok(times)
+}
+
+/// Host copies of one input set of the dispatch shape: the sampled items' A, B and old C, the bias, and their
+/// gathered rows and columns.
+struct Snapshot {
+    ops: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)>,
+    bias: Option<Vec<f32>>,
+    gathered: Vec<Gathered>,
 }
 
 /// One matmul job's fixed parts: what every check and timed run of it launches.
