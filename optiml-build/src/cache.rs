@@ -213,6 +213,17 @@ pub enum Lookup {
         /// What failed.
         reason: String,
     },
+    /// A damaged entry whose manifest is intact and some of whose variants still verify: the entry holds only
+    /// those (in memory; [`Cache::repair`] writes it), so a lost file costs its own variant, not the tuning of
+    /// the others.
+    Salvaged {
+        /// The verified part.
+        entry: Box<Entry>,
+        /// What failed verification.
+        reason: String,
+        /// What was lost, one line per variant or search log.
+        lost: Vec<String>,
+    },
 }
 
 /// Why the cache could not be written.
@@ -283,8 +294,49 @@ impl Cache {
         }
         match verify(&dir, inputs) {
             Ok(manifest) => Lookup::Hit(Box::new(Entry { dir, manifest })),
-            Err(reason) => Lookup::Corrupt { dir, reason },
+            Err(reason) => match salvage(&dir, inputs) {
+                Some((manifest, lost)) => Lookup::Salvaged {
+                    entry: Box::new(Entry { dir, manifest }),
+                    reason,
+                    lost,
+                },
+                None => Lookup::Corrupt { dir, reason },
+            },
         }
+    }
+
+    /// Rewrites a salvaged entry ([`Lookup::Salvaged`]) as it now stands: its manifest (written beside and
+    /// renamed over the old one, so a reader sees the old or the new), its report, and without the files no
+    /// variant lists any more.
+    ///
+    /// # Errors
+    /// [`CacheError`] when a file cannot be written or removed.
+    pub fn repair(&self, entry: &Entry) -> Result<(), CacheError> {
+        let bytes = encode(&entry.manifest).map_err(|source| CacheError::Encode {
+            dir: entry.dir.clone(),
+            source,
+        })?;
+        let tmp = entry.dir.join(".manifest.bin.tmp");
+        fs::write(&tmp, &bytes)?;
+        fs::rename(&tmp, &entry.dir.join("manifest.bin"))?;
+        let listed = |name: &str| entry.manifest.files.iter().any(|f| f.name == name);
+        for path in fs::read_dir(&entry.dir)? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if !listed(&name) && name != "manifest.bin" && name != "report.md" {
+                std::fs::remove_file(&path)
+                    .or_else(|_| std::fs::remove_dir_all(&path))
+                    .map_err(|source| FsError {
+                        op: "remove a file no variant lists",
+                        path: path.clone(),
+                        source,
+                    })?;
+            }
+        }
+        refresh_report(entry, self.words)?;
+        Ok(())
     }
 
     /// Whether an entry for `inputs` here says it is tuned, from its manifest alone (nothing is checksummed:
@@ -677,6 +729,90 @@ pub fn verify(dir: &Path, inputs: &KeyInputs) -> Result<Manifest, String> {
     Ok(manifest)
 }
 
+/// What can be kept of an entry that failed [`verify`]: when its manifest decodes and names these key inputs, the
+/// variants whose CUDA source, PTX and CUBIN all verify (a tuned one keeps its measurement even when its search
+/// log is lost), and a line for each variant or log lost. `None` when nothing verifies.
+pub fn salvage(dir: &Path, inputs: &KeyInputs) -> Option<(Manifest, Vec<String>)> {
+    let manifest = decode(&std::fs::read(dir.join("manifest.bin")).ok()?).ok()?;
+    if manifest.format != FORMAT || manifest.inputs != *inputs || manifest.key != inputs.key() {
+        return None;
+    }
+    // Each record checked alone, as `verify` checks them all.
+    let intact = |name: &str| -> Result<&FileRecord, String> {
+        let file = manifest
+            .files
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| format!("`{name}` is not listed"))?;
+        let plain = !name.is_empty()
+            && !name.contains(['/', '\\', ':'])
+            && Path::new(name).components().count() == 1
+            && name != "."
+            && name != "..";
+        let path = dir.join(name);
+        if !plain || std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(format!("`{name}` is not a plain file of the entry"));
+        }
+        let data = std::fs::read(&path).map_err(|e| format!("`{name}` is unreadable ({e})"))?;
+        if data.len() as u64 != file.len || sha256_hex(&data) != file.sha256 {
+            return Err(format!("`{name}` does not match its checksum"));
+        }
+        Ok(file)
+    };
+    let (mut variants, mut files, mut lost) = (Vec::new(), Vec::<FileRecord>::new(), Vec::new());
+    let keep = |file: &FileRecord, files: &mut Vec<FileRecord>| {
+        if !files.iter().any(|f| f.name == file.name) {
+            files.push(file.clone());
+        }
+    };
+    for v in &manifest.variants {
+        let what = match v.shape {
+            Some(s) => format!(
+                "variant {} (tuned for {})",
+                v.stem,
+                s.map(|d| d.to_string()).join("×")
+            ),
+            None => format!("variant {} (the default)", v.stem),
+        };
+        let code: Result<Vec<&FileRecord>, String> = VARIANT_FILES
+            .iter()
+            .map(|ext| intact(&format!("{}.{ext}", v.stem)))
+            .collect();
+        let code = match code {
+            Ok(code) => code,
+            Err(why) => {
+                lost.push(format!("{what}: {why}"));
+                continue;
+            }
+        };
+        for file in code {
+            keep(file, &mut files);
+        }
+        let mut v = v.clone();
+        if let Some(t) = v.tuning.as_mut().filter(|t| !t.log.is_empty()) {
+            match intact(&t.log) {
+                Ok(file) => keep(file, &mut files),
+                Err(why) => {
+                    lost.push(format!("the search log of {what}: {why}"));
+                    t.log.clear();
+                }
+            }
+        }
+        variants.push(v);
+    }
+    if variants.is_empty() {
+        return None;
+    }
+    Some((
+        Manifest {
+            variants,
+            files,
+            ..manifest
+        },
+        lost,
+    ))
+}
+
 /// Rewrites an entry's `report.md` from its manifest when it differs (a report written by an older generator);
 /// `true` when it was rewritten. The report is not among the checksummed files, so this never invalidates it.
 ///
@@ -1015,6 +1151,129 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_tuned_entry_keeps_its_verified_variants_and_says_what_was_lost() {
+        let cache = temp_cache("salvage");
+        let (inputs, candidate, compiled) = sample();
+        // Three kernels: a default and two tuned ones (distinct sources, so distinct files), each with a log.
+        let other = |tag: &str| Candidate {
+            source: format!("{}\n// {tag}", candidate.source),
+            ..candidate.clone()
+        };
+        let (c1, c2) = (other("tuned 1"), other("tuned 2"));
+        let tuning = Tuning {
+            method: "mcts".into(),
+            device: "NVIDIA H200".into(),
+            date: "2026-12-05T00:00:00Z".into(),
+            measurement: Measurement {
+                time_ms: 1.0,
+                ..Measurement::default()
+            },
+            default_measurement: Measurement {
+                time_ms: 1.5,
+                ..Measurement::default()
+            },
+            evaluations: 32,
+            path: vec!["grow-block-n".into()],
+            log: String::new(),
+        };
+        let log = b"{\"kind\":\"header\"}\n".as_slice();
+        let tuned = |c, shape| NewVariant {
+            candidate: c,
+            compiled: &compiled,
+            shape: Some(shape),
+            tuning: Some(&tuning),
+            log: Some(log),
+        };
+        let store = || {
+            cache
+                .store(
+                    &inputs,
+                    &[
+                        NewVariant::default_for(&candidate, &compiled),
+                        tuned(&c1, [16, 1024, 1024, 1024]),
+                        tuned(&c2, [256, 1024, 1024, 1024]),
+                    ],
+                    true,
+                )
+                .unwrap()
+        };
+        let entry = store();
+        assert_eq!(entry.manifest.variants.len(), 3);
+        let log_of = |i: usize| {
+            entry.manifest.variants[i]
+                .tuning
+                .as_ref()
+                .unwrap()
+                .log
+                .clone()
+        };
+
+        // One search log deleted: every variant stays, the lost log is named, and a repair writes that down.
+        std::fs::remove_file(entry.dir.join(log_of(1))).unwrap();
+        let Lookup::Salvaged {
+            entry: kept, lost, ..
+        } = cache.lookup(&inputs)
+        else {
+            panic!("a lost log made the entry unusable")
+        };
+        assert_eq!(kept.manifest.variants.len(), 3);
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert!(
+            lost[0].contains("search log") && lost[0].contains("16×1024×1024×1024"),
+            "{lost:?}"
+        );
+        cache.repair(&kept).unwrap();
+        let Lookup::Hit(hit) = cache.lookup(&inputs) else {
+            panic!("the repaired entry does not verify")
+        };
+        assert_eq!(hit.manifest.variants.len(), 3);
+        assert!(
+            hit.manifest.variants[1]
+                .tuning
+                .as_ref()
+                .unwrap()
+                .log
+                .is_empty()
+        );
+        assert!(
+            !hit.manifest.variants[2]
+                .tuning
+                .as_ref()
+                .unwrap()
+                .log
+                .is_empty()
+        );
+
+        // A tuned variant's CUBIN damaged: that variant goes, the default and the other tuned one stay, and the
+        // damaged file is removed by the repair.
+        let entry = store();
+        let stem = entry.manifest.variants[2].stem.clone();
+        std::fs::write(entry.dir.join(format!("{stem}.cubin")), b"not elf").unwrap();
+        let Lookup::Salvaged {
+            entry: kept, lost, ..
+        } = cache.lookup(&inputs)
+        else {
+            panic!("a damaged variant made the entry unusable")
+        };
+        assert_eq!(kept.manifest.variants.len(), 2);
+        assert!(
+            lost[0].contains("256×1024×1024×1024") && lost[0].contains(".cubin"),
+            "{lost:?}"
+        );
+        cache.repair(&kept).unwrap();
+        assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
+        assert!(!entry.dir.join(format!("{stem}.cubin")).exists());
+
+        // Nothing left that verifies: corrupt, as before.
+        let entry = store();
+        for v in &entry.manifest.variants {
+            std::fs::remove_file(entry.dir.join(format!("{}.ptx", v.stem))).ok();
+        }
+        assert!(matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }));
+        std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    #[test]
     fn tuned_entries_hold_a_variant_per_bucket_with_their_logs_and_replace_the_default() {
         let cache = temp_cache("tuned");
         let (inputs, candidate, compiled) = sample();
@@ -1104,9 +1363,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("| – | – | – |"), "{text}");
-        // A missing search log is damage like any other file.
+        // A missing search log is damage like any other file: detected, though the variants it explained stay.
         std::fs::remove_file(hit.file("search-v0.jsonl")).unwrap();
-        assert!(matches!(cache.lookup(&inputs), Lookup::Corrupt { .. }));
+        assert!(matches!(
+            cache.lookup(&inputs),
+            Lookup::Salvaged { ref lost, .. } if lost.iter().any(|l| l.contains("search log"))
+        ));
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
 

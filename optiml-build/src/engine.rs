@@ -69,25 +69,52 @@ pub fn resolve(
                 if found.is_some() && !cache.holds_tuned(&inputs) {
                     continue;
                 }
-                match cache.lookup(&inputs) {
-                    Lookup::Hit(entry) => {
-                        // A tuned entry beats an untuned one wherever it sits: `target/optiml/` is read first,
-                        // and its default must not hide the winner `cargo optiml tune` committed.
-                        let tuned = entry.manifest.variants.iter().any(|v| v.tuning.is_some());
-                        if found.is_none() || tuned {
-                            found = Some(Resolved {
-                                kernel: index,
-                                arch,
-                                entry: *entry,
-                                origin: Origin::Cache(cache.root.clone()),
-                            });
-                        }
-                        if tuned {
-                            break;
-                        }
+                let entry = match cache.lookup(&inputs) {
+                    Lookup::Hit(entry) => entry,
+                    // What still verifies of a damaged entry serves, and is written back where this build
+                    // writes (elsewhere, `cargo optiml prepare` rewrites it).
+                    Lookup::Salvaged {
+                        entry,
+                        reason,
+                        lost,
+                    } => {
+                        let repaired = *cache == policy.write
+                            && !policy.offline
+                            && cache.repair(&entry).is_ok();
+                        warnings.push(format!(
+                            "cache entry `{}` for `{}` on {arch} is damaged ({reason}): its {} verified variant(s) \
+                             {}; lost: {}",
+                            entry.dir.display(),
+                            kernel.name,
+                            entry.manifest.variants.len(),
+                            if repaired {
+                                "are kept, and the entry was rewritten with them"
+                            } else {
+                                "serve this build (`cargo optiml prepare` rewrites the entry with them)"
+                            },
+                            lost.join("; ")
+                        ));
+                        entry
                     }
-                    Lookup::Miss => {}
-                    Lookup::Corrupt { dir, reason } => damaged.push((dir, reason)),
+                    Lookup::Miss => continue,
+                    Lookup::Corrupt { dir, reason } => {
+                        damaged.push((dir, reason));
+                        continue;
+                    }
+                };
+                // A tuned entry beats an untuned one wherever it sits: `target/optiml/` is read first, and its
+                // default must not hide the winner `cargo optiml tune` committed.
+                let tuned = entry.manifest.variants.iter().any(|v| v.tuning.is_some());
+                if found.is_none() || tuned {
+                    found = Some(Resolved {
+                        kernel: index,
+                        arch,
+                        entry: *entry,
+                        origin: Origin::Cache(cache.root.clone()),
+                    });
+                }
+                if tuned {
+                    break;
                 }
             }
             // What happens to a damaged entry depends on the other caches and the policy: say the one that will.

@@ -532,6 +532,20 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
                         bad += 1;
                         eprintln!("damaged: `{}` on {arch}: {reason}", k.name);
                     }
+                    Lookup::Salvaged {
+                        entry,
+                        reason,
+                        lost,
+                    } => {
+                        bad += 1;
+                        eprintln!(
+                            "damaged: `{}` on {arch}: {reason}; `prepare` keeps its {} verified variant(s) and \
+                             loses {}",
+                            k.name,
+                            entry.manifest.variants.len(),
+                            lost.join("; ")
+                        );
+                    }
                 }
             }
         }

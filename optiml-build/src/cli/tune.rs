@@ -263,7 +263,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     (Some(_), Some(first)) => {
                         let inputs = cache::KeyInputs::of(kernel, arch, &generator);
                         match cache.lookup(&inputs) {
-                            cache::Lookup::Hit(entry) => {
+                            cache::Lookup::Hit(entry) | cache::Lookup::Salvaged { entry, .. } => {
                                 let retuned: Vec<[u64; 4]> =
                                     buckets.iter().filter_map(|b| b.shape).collect();
                                 tune::kept_variants(&entry, &retuned, first.winner.0.entry)?
