@@ -408,7 +408,7 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
     }
 
     let (expect, fixed) = expected(spec);
-    let renames = renames(&expect, sig);
+    let renames = renames(&expect, &fixed, sig);
     let mut params = Vec::new();
     for input in &sig.inputs {
         let pat = match input {
@@ -505,7 +505,11 @@ pub fn bind(spec: &Spec, sig: &syn::Signature) -> syn::Result<Binding> {
 
 /// For each declared parameter whose name the spec does not know, the missing parameter of the same kind it most
 /// likely is: the expected ones nobody declared, taken in order per kind (`lhs, rhs, out` → `a, b, c`).
-fn renames(expect: &[Expected], sig: &syn::Signature) -> Vec<(String, String)> {
+fn renames(
+    expect: &[Expected],
+    fixed: &[(String, u64)],
+    sig: &syn::Signature,
+) -> Vec<(String, String)> {
     let declared: Vec<(String, Option<Kind>)> = sig
         .inputs
         .iter()
@@ -527,7 +531,11 @@ fn renames(expect: &[Expected], sig: &syn::Signature) -> Vec<(String, String)> {
         .collect();
     let mut out = Vec::new();
     for (name, kind) in &declared {
-        if name == "stream" || expect.iter().any(|e| e.name == *name) {
+        // The stream and a dimension the spec fixes have their own errors.
+        if name == "stream"
+            || expect.iter().any(|e| e.name == *name)
+            || fixed.iter().any(|(f, _)| f == name)
+        {
             continue;
         }
         let Some(kind) = kind else { continue };
@@ -776,9 +784,9 @@ mod tests {
             "the kernel writes `c`",
             "`m` is a dimension",
             "`k` is fixed to 64 by the spec",
-            "unexpected parameter `q`",
+            // `q` is the one free dimension's only candidate.
+            "unexpected parameter `q`: rename it to `batch`",
             "do not declare the stream",
-            "missing parameter `batch: usize`",
         ] {
             assert!(e.contains(want), "missing {want:?} in:\n{e}");
         }
