@@ -972,6 +972,26 @@ mod tests {
         (inputs, candidate, compiled)
     }
 
+    /// A search's findings: 1.2 ms for the default, 1.0 ms for the winner.
+    fn sample_tuning() -> Tuning {
+        Tuning {
+            method: "mcts".into(),
+            device: "NVIDIA H200".into(),
+            date: "2026-11-30T00:00:00Z".into(),
+            measurement: Measurement {
+                time_ms: 1.0,
+                ..Measurement::default()
+            },
+            default_measurement: Measurement {
+                time_ms: 1.2,
+                ..Measurement::default()
+            },
+            evaluations: 32,
+            path: vec!["grow-block-n".into()],
+            log: String::new(),
+        }
+    }
+
     fn temp_cache(name: &str) -> Cache {
         let root =
             std::env::temp_dir().join(format!("optiml-cache-test-{name}-{}", std::process::id()));
@@ -1160,22 +1180,7 @@ mod tests {
             ..candidate.clone()
         };
         let (c1, c2) = (other("tuned 1"), other("tuned 2"));
-        let tuning = Tuning {
-            method: "mcts".into(),
-            device: "NVIDIA H200".into(),
-            date: "2026-12-05T00:00:00Z".into(),
-            measurement: Measurement {
-                time_ms: 1.0,
-                ..Measurement::default()
-            },
-            default_measurement: Measurement {
-                time_ms: 1.5,
-                ..Measurement::default()
-            },
-            evaluations: 32,
-            path: vec!["grow-block-n".into()],
-            log: String::new(),
-        };
+        let tuning = sample_tuning();
         let log = b"{\"kind\":\"header\"}\n".as_slice();
         let tuned = |c, shape| NewVariant {
             candidate: c,
@@ -1284,22 +1289,7 @@ mod tests {
                 false,
             )
             .unwrap();
-        let tuning = Tuning {
-            method: "mcts".into(),
-            device: "NVIDIA H200".into(),
-            date: "2026-11-30T00:00:00Z".into(),
-            measurement: Measurement {
-                time_ms: 1.0,
-                ..Measurement::default()
-            },
-            default_measurement: Measurement {
-                time_ms: 1.2,
-                ..Measurement::default()
-            },
-            evaluations: 32,
-            path: vec!["grow-block-n".into()],
-            log: String::new(),
-        };
+        let tuning = sample_tuning();
         let log = b"{\"kind\":\"header\"}\n".as_slice();
         let variant = |shape| NewVariant {
             candidate: &candidate,
