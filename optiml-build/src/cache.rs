@@ -339,6 +339,58 @@ impl Cache {
         Ok(())
     }
 
+    /// Copies a verified entry of another cache here under the same key (files copied into a scratch folder
+    /// beside it, verified, then renamed into place), unless a valid entry is here already; the entry here.
+    ///
+    /// # Errors
+    /// [`CacheError`] when a file cannot be copied, or the copy does not verify.
+    pub fn adopt(&self, entry: &Entry) -> Result<Entry, CacheError> {
+        let inputs = &entry.manifest.inputs;
+        let dir = self.entry_dir(inputs);
+        if let Lookup::Hit(hit) = self.lookup(inputs) {
+            return Ok(*hit);
+        }
+        let parent = dir.parent().unwrap_or(&self.root).to_path_buf();
+        fs::create_dir_all(&parent)?;
+        let tmp = parent.join(format!(
+            ".tmp-adopt-{}-{}",
+            inputs.key(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp)?;
+        let names = entry
+            .manifest
+            .files
+            .iter()
+            .map(|f| f.name.as_str())
+            .chain(["manifest.bin"]);
+        for name in names {
+            fs::write(&tmp.join(name), &fs::read(&entry.file(name))?)?;
+        }
+        let copied = Entry {
+            dir: tmp.clone(),
+            manifest: verify(&tmp, inputs).map_err(|reason| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                CacheError::Fs(FsError {
+                    op: "verify an adopted entry",
+                    path: entry.dir.clone(),
+                    source: std::io::Error::other(reason),
+                })
+            })?,
+        };
+        refresh_report(&copied, self.words)?;
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            // A damaged entry (a valid one returned above) gives way.
+            self.remove(&dir)?;
+        }
+        fs::rename(&tmp, &dir)?;
+        Ok(Entry {
+            dir,
+            manifest: copied.manifest,
+        })
+    }
+
     /// Whether an entry for `inputs` here says it is tuned, from its manifest alone (nothing is checksummed:
     /// [`Cache::lookup`] still verifies an entry before it is used). Lets a reader that already has an untuned
     /// entry skip verifying other caches' untuned copies.
@@ -1168,6 +1220,40 @@ mod tests {
             );
         }
         std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    #[test]
+    fn an_entry_built_elsewhere_is_adopted_verified_and_replaces_a_damaged_one() {
+        let (built, committed) = (temp_cache("adopt-from"), temp_cache("adopt-to"));
+        let (inputs, candidate, compiled) = sample();
+        let entry = built
+            .store(
+                &inputs,
+                &[NewVariant::default_for(&candidate, &compiled)],
+                false,
+            )
+            .unwrap();
+        let adopted = committed.adopt(&entry).unwrap();
+        assert_eq!(adopted.dir, committed.entry_dir(&inputs));
+        let Lookup::Hit(hit) = committed.lookup(&inputs) else {
+            panic!("the adopted entry does not verify")
+        };
+        assert_eq!(hit.manifest, entry.manifest);
+        assert!(hit.file("report.md").is_file());
+        // A damaged copy gives way to the good one; a good one stays.
+        std::fs::write(hit.file("v0.ptx"), b"damaged").unwrap();
+        committed.adopt(&entry).unwrap();
+        assert!(matches!(committed.lookup(&inputs), Lookup::Hit(_)));
+        // A source entry that does not verify is refused, and leaves nothing behind.
+        std::fs::remove_dir_all(&committed.root).unwrap();
+        std::fs::write(entry.file("v0.cubin"), b"damaged").unwrap();
+        assert!(committed.adopt(&entry).is_err());
+        assert!(matches!(committed.lookup(&inputs), Lookup::Miss));
+        let arch_dir = committed.entry_dir(&inputs).parent().unwrap().to_path_buf();
+        assert_eq!(std::fs::read_dir(arch_dir).unwrap().count(), 0);
+        for c in [built, committed] {
+            let _ = std::fs::remove_dir_all(&c.root);
+        }
     }
 
     #[test]

@@ -570,8 +570,15 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     }
 
     carry_tuned(&cache, &kernels, &archs)?;
+    // What the workspace's builds already generated (or their search tuned) in `target/optiml/` is verified
+    // like any entry and copied, not generated again.
+    let built = Cache::new(root.join("target").join("optiml"));
+    let mut read = vec![cache.clone()];
+    if built.root.is_dir() && built.root != cache.root {
+        read.push(built.clone());
+    }
     let policy = Policy {
-        read: vec![cache.clone()],
+        read,
         write: cache.clone(),
         offline: false,
     };
@@ -580,7 +587,21 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    let resolved = resolved.map_err(|e: Error| anyhow::anyhow!(e.render()))?;
+    let mut resolved = resolved.map_err(|e: Error| anyhow::anyhow!(e.render()))?;
+    let mut adopted = 0;
+    for r in resolved.iter_mut() {
+        if r.origin == Origin::Cache(built.root.clone()) {
+            r.entry = cache.adopt(&r.entry)?;
+            r.origin = Origin::Cache(cache.root.clone());
+            adopted += 1;
+        }
+    }
+    if adopted > 0 {
+        eprintln!(
+            "{adopted} entries copied from `{}` (built there already)",
+            built.root.display()
+        );
+    }
     for d in &unused {
         cache.remove(d)?;
     }
