@@ -1,5 +1,5 @@
 //! KernelBench Level 1 (the matrix products 1–4, 6–11 and 13–18, problems 5, 12, 19–40, 47–53, 88, the scans
-//! 89–93 and the losses 94, 96 and 100), each operator declared
+//! 89–93, the losses 94–96 and 98–100, and attention 97), each operator declared
 //! as a user would write it: once in plain words (`words`) and once in index notation (`index`), both through
 //! `#[optiml::kernel]`. Times the plain-words kernel at the v0.1 shapes with L2 flushed, checks that both
 //! spellings give the same output, and writes `ours.json` plus sampled outputs for `bench/harness/kernelbench.py`,
@@ -290,6 +290,20 @@ mod words {
         r: usize,
         c: usize,
     );
+    #[optiml::kernel("scaled dot-product attention")]
+    pub fn p97(
+        q: &CudaSlice<f32>,
+        k: &CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        b: usize,
+        h: usize,
+        i: usize,
+        j: usize,
+        d: usize,
+        dv: usize,
+        scale: f32,
+    );
     #[optiml::kernel("cumsum along dim 1")]
     pub fn p89(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
     #[optiml::kernel("cumprod along dim 1")]
@@ -572,6 +586,24 @@ mod index {
         y: &mut CudaSlice<f32>,
         i: usize,
         j: usize,
+    );
+    #[optiml::kernel(
+        "sc[b, h, i, j] = sum(d) q[b, h, i, d] * k[b, h, j, d] * scale; mx[b, h, i] = max(j) sc[b, h, i, j]; \
+         ex[b, h, i, j] = exp(sc[b, h, i, j] - mx[b, h, i]); \
+         y[b, h, i, e] = sum(j) ex[b, h, i, j] * v[b, h, j, e] / sum(j) ex[b, h, i, j]"
+    )]
+    pub fn p97(
+        q: &CudaSlice<f32>,
+        k: &CudaSlice<f32>,
+        v: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        b: usize,
+        h: usize,
+        i: usize,
+        j: usize,
+        d: usize,
+        e: usize,
+        scale: f32,
     );
     #[optiml::kernel("y[i, j] = cumsum(j) x[i, j]")]
     pub fn p89(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, i: usize, j: usize);
@@ -881,6 +913,10 @@ const CE: [usize; 2] = [32768, 4096];
 const KL: [usize; 2] = [16384, 16384];
 /// Problem 99's anchor, positive and negative.
 const TRIPLET: [usize; 2] = [32768, 8192];
+/// Problem 97's queries, keys and values: [batch, heads, positions, features].
+const ATT: [usize; 4] = [32, 32, 512, 1024];
+/// PyTorch's default attention scale for [`ATT`], `1/sqrt(features)` (exact in f32).
+const ATT_SCALE: f32 = 0.03125;
 
 fn problems() -> Vec<Problem> {
     vec![
@@ -1294,6 +1330,55 @@ fn problems() -> Vec<Problem> {
             ],
         },
         Problem {
+            number: 97,
+            name: "ScaledDotProductAttention",
+            words: "scaled dot-product attention",
+            inputs: vec![ATT.to_vec(), ATT.to_vec(), ATT.to_vec()],
+            extra: Extra::None,
+            // Both products: 2 · heads · queries · keys · (d + dv).
+            flops: Some(
+                2.0 * (ATT[0] * ATT[1]) as f64 * (ATT[2] * ATT[2]) as f64 * (2 * ATT[3]) as f64,
+            ),
+            output: (ATT.to_vec(), false),
+            params: vec![ATT_SCALE],
+            run: [
+                |s, x, y| {
+                    let [b, h, l, d] = ATT;
+                    words::p97(
+                        s,
+                        &x[0],
+                        &x[1],
+                        &x[2],
+                        f32_out(y),
+                        b,
+                        h,
+                        l,
+                        l,
+                        d,
+                        d,
+                        ATT_SCALE,
+                    )
+                },
+                |s, x, y| {
+                    let [b, h, l, d] = ATT;
+                    index::p97(
+                        s,
+                        &x[0],
+                        &x[1],
+                        &x[2],
+                        f32_out(y),
+                        b,
+                        h,
+                        l,
+                        l,
+                        d,
+                        d,
+                        ATT_SCALE,
+                    )
+                },
+            ],
+        },
+        Problem {
             number: 99,
             name: "TripletMarginLoss",
             words: "triplet margin loss, margin 1.0",
@@ -1502,6 +1587,11 @@ fn index_text(number: u32) -> &'static str {
         98 => {
             "kl[i] = sum(j) ((-log(x[i, j])) * t[i, j] + where(t[i, j] > 0, t[i, j] * log(t[i, j]), 0)); \
              y = mean(i) kl[i]"
+        }
+        97 => {
+            "sc[b, h, i, j] = sum(d) q[b, h, i, d] * k[b, h, j, d] * scale; mx[b, h, i] = max(j) sc[b, h, i, j]; \
+            ex[b, h, i, j] = exp(sc[b, h, i, j] - mx[b, h, i]); \
+            y[b, h, i, e] = sum(j) ex[b, h, i, j] * v[b, h, j, e] / sum(j) ex[b, h, i, j]"
         }
         99 => {
             "dp[i] = sqrt(sum(j) (a[i, j] - p[i, j] + 1e-6)^2); dn[i] = sqrt(sum(j) (a[i, j] - n[i, j] + 1e-6)^2); \

@@ -831,3 +831,74 @@ fn transposes_across_their_schedule_space() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The attention family's fused fp32 kernel: its default and a spread of its schedule space pass the gate (the
+/// float64 interpreter at ragged sizes, with no features, and with a head wider than one tile of the output) and
+/// are timed at KernelBench 97's shape (1024 heads of 512 × 1024, a run-time scale); the default also on 64 heads
+/// of 1024 × 128 (a constant scale) and on a ragged batch whose keys come first in the scores.
+/// `OPTIML_ATTENTION_SWEEP` (a count) widens the spread.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn attention_passes_its_gate_across_its_schedule_space() {
+    use optiml_build::families::attention::{self, AttentionShape, Schedule};
+    let spread_n: usize = optiml_spec::env::var("OPTIML_ATTENTION_SWEEP")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let arch = arch();
+    let mut failures = Vec::new();
+    let cases: [(&str, &[usize], usize); 3] = [
+        (
+            "scaled dot-product attention",
+            &[32, 32, 512, 512, 1024, 1024],
+            spread_n,
+        ),
+        (
+            "attention of a 3-D tensor, scale 0.125",
+            &[64, 1024, 1024, 128, 128],
+            0,
+        ),
+        (
+            "t[n, x, y] = sum(c) kk[n, y, c] * qq[n, x, c]; mx[n, x] = max(y) t[n, x, y]; \
+             w[n, x, y] = exp(t[n, x, y] - mx[n, x]); out[n, x, g] = sum(y) w[n, x, y] * vv[n, y, g] / sum(y) w[n, x, y]",
+            &[7, 300, 513, 72, 96],
+            0,
+        ),
+    ];
+    for (text, extents, n) in cases {
+        let spec = optiml_spec::parse(text).unwrap();
+        let shape = AttentionShape::of(&spec).unwrap_or_else(|| panic!("{text} is no attention"));
+        let flops = attention::flops(&shape, extents);
+        let mut evaluator = GpuEvaluator::<Schedule>::new(
+            optiml_build::nvrtc::load().expect("NVRTC"),
+            EvalSetup {
+                name: text.into(),
+                plan: attention::test_plan(&shape, &[]),
+                spec: shape.clone(),
+                arch,
+                dispatch: Extents::new(extents).unwrap(),
+                timing: TimingPlan::default(),
+                worker: worker(),
+                device: 0,
+                compile_threads: 8,
+                seed: 11,
+                ncu: None,
+            },
+        )
+        .expect("an evaluator on GPU 0");
+        for s in spread::<Schedule>(arch, n) {
+            match evaluator.evaluate(&s) {
+                Outcome::Measured(m) => println!(
+                    "measured {text} | {} | {:.4} ms | {:.1} TFLOP/s",
+                    s.describe(),
+                    m.time_ms,
+                    flops / (m.time_ms * 1e-3) / 1e12
+                ),
+                Outcome::Rejected(reason) => {
+                    println!("REJECTED {text} | {}: {reason}", s.describe());
+                    failures.push(format!("{text} | {}: {reason}", s.describe()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

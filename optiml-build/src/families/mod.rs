@@ -4,11 +4,12 @@
 //! [`Family`]; everything below it (search, evaluation, cache, the tune driver) names none.
 //!
 //! Adding a family: a folder with a type implementing [`Family`] and one line in [`FAMILIES`]. A family whose specs
-//! are tensor programs of one shape (as [`transpose`]'s are) claims them ahead of the tensor family and needs
+//! are tensor programs of one shape (as [`transpose`]'s and [`attention`]'s are) claims them ahead of the tensor family and needs
 //! nothing else: the macro binds its signature and the runtime's program launcher launches its kernels. A family
 //! with a spec of its own adds a variant to the spec model, its words to the spec parser and a launcher in
 //! `optiml-runtime` (as [`matmul`] has).
 
+pub mod attention;
 pub mod matmul;
 pub mod tensor;
 pub mod transpose;
@@ -115,7 +116,12 @@ pub trait Family: Sync {
 }
 
 /// Every family, in the order they are asked to claim a spec (and listings show them).
-pub static FAMILIES: &[&dyn Family] = &[&matmul::Matmul, &transpose::Transpose, &tensor::Tensor];
+pub static FAMILIES: &[&dyn Family] = &[
+    &matmul::Matmul,
+    &transpose::Transpose,
+    &attention::Attention,
+    &tensor::Tensor,
+];
 
 /// The family that generates `spec`'s kernels: the first in [`FAMILIES`] that claims it. Every spec is claimed
 /// (the matmul family takes every matmul spec, the tensor family every program); were none to claim one, the

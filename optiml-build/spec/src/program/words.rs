@@ -42,6 +42,10 @@
 //!   batch statistics (training mode), no affine parameters unless asked ("with affine weight and bias": PyTorch's
 //!   default weight 1 and bias 0 are the identity). RMS norm takes "with weight" only.
 //! - A dtype word (`bf16`, `f16`, `f32` …) sets the program's dtype; "i32 indices" the argmax/argmin type.
+//! - Attention ("scaled dot-product attention", "sdpa") takes 4-D `q`, `k`, `v` (`[b, h, positions, features]`,
+//!   PyTorch's layout) unless given a rank: queries `i`, keys `j`, features `d` and `dv`; scores `s`, their row
+//!   max `m`, exponentials `e`, output `y`. Its scale is a run-time `scale` (PyTorch's default `1/sqrt(d)` is
+//!   the caller's to pass) unless the spec fixes one (`scale 0.125`).
 //!
 //! Texts with a `name = …` equation (other than `dim=1`-style arguments) or with matmul words are left to the
 //! spec parser: [`lower`] answers `None` for them.
@@ -135,6 +139,14 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("cumprod", "cumprod over dim 1 of a 3-D tensor"),
     ("transpose", "transpose"),
     ("transpose", "batched transpose, bf16"),
+    (
+        "scaled dot-product attention",
+        "scaled dot-product attention",
+    ),
+    (
+        "scaled dot-product attention",
+        "attention of a 3-D tensor, scale 0.125",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +191,7 @@ enum Op {
     Cumsum,
     Cumprod,
     Transpose,
+    Attention,
 }
 
 /// Groups of argument phrases an operator may take.
@@ -207,6 +220,8 @@ enum Class {
     Reduction,
     /// A margin loss's margin.
     Margin,
+    /// Attention's score scale.
+    Scale,
 }
 
 impl Op {
@@ -252,6 +267,7 @@ impl Op {
             Op::Cumsum => "cumsum",
             Op::Cumprod => "cumprod",
             Op::Transpose => "transpose",
+            Op::Attention => "scaled dot-product attention",
         }
     }
 
@@ -286,6 +302,7 @@ impl Op {
             Op::Cumsum => &[Axis, Rank, Direction, Inclusion, Mask],
             Op::Cumprod => &[Axis, Rank, Direction, Inclusion],
             Op::Transpose => &[Rank],
+            Op::Attention => &[Rank, Scale],
         }
     }
 
@@ -335,6 +352,7 @@ enum Arg {
     Masked,
     BatchMean,
     Margin,
+    Scale,
 }
 
 impl Arg {
@@ -358,6 +376,7 @@ impl Arg {
             Arg::Masked => Class::Mask,
             Arg::BatchMean => Class::Reduction,
             Arg::Margin => Class::Margin,
+            Arg::Scale => Class::Scale,
             Arg::DType(_) | Arg::BadDType(_) => return None,
         })
     }
@@ -396,6 +415,7 @@ impl Arg {
             Arg::Masked => "masked",
             Arg::BatchMean => "batchmean",
             Arg::Margin => "margin 1.0",
+            Arg::Scale => "scale 0.125",
         }
     }
 }
@@ -434,6 +454,7 @@ fn accepts(op: Op) -> String {
             Class::Mask => &["masked"],
             Class::Reduction => &["batchmean"],
             Class::Margin => &["margin 1.0"],
+            Class::Scale => &["scale 0.125"],
         };
         out.extend(shown);
     }
@@ -568,6 +589,17 @@ const PHRASES: &[(&str, Meaning)] = {
         ("batched transpose", O(Op::Transpose, Some(3))),
         ("batch transpose", O(Op::Transpose, Some(3))),
         ("batched matrix transpose", O(Op::Transpose, Some(3))),
+        ("scaled dot product attention", O(Op::Attention, None)),
+        ("scaled dot-product attention", O(Op::Attention, None)),
+        ("dot product attention", O(Op::Attention, None)),
+        ("dot-product attention", O(Op::Attention, None)),
+        ("scaled_dot_product_attention", O(Op::Attention, None)),
+        ("sdpa", O(Op::Attention, None)),
+        ("attention", O(Op::Attention, None)),
+        ("softmax attention", O(Op::Attention, None)),
+        ("self attention", O(Op::Attention, None)),
+        ("self-attention", O(Op::Attention, None)),
+        ("scale #", A(Arg::Scale)),
         ("l1 norm", O(Op::L1Norm, None)),
         ("l1norm", O(Op::L1Norm, None)),
         ("l1 normalization", O(Op::L1Norm, None)),
@@ -1151,6 +1183,7 @@ struct Args {
     exclusive: bool,
     masked: bool,
     margin: Option<f64>,
+    scale: Option<f64>,
 }
 
 fn build(
@@ -1256,6 +1289,7 @@ fn build(
             Arg::Masked => a.masked = true,
             Arg::BatchMean => {}
             Arg::Margin => a.margin = Some(value),
+            Arg::Scale => a.scale = Some(value),
             Arg::DType(_) | Arg::BadDType(_) => {}
         }
     }
@@ -1342,6 +1376,7 @@ fn build(
             channel_norm(op, implied_rank, &a, bad)?
         }
         Op::Transpose => transpose(implied_rank, &a, bad)?,
+        Op::Attention => attention(&a, bad)?,
         Op::Cumsum | Op::Cumprod => {
             let (rank, along) = axes(op, &a, bad)?;
             if let (&[], Some((_, _, said))) = (along.as_slice(), &a.axis) {
@@ -1568,6 +1603,49 @@ fn axis_op(op: Op, rank: usize, reduced: &[usize], a: &Args) -> String {
 /// of a 2-D one), times a boolean mask `m` of the same shape when masked.
 /// `y[c, r] = x[r, c]` for a matrix; for a higher rank the last two axes swap and the leading ones (`b`, or
 /// `d0 … d{R-3}`) are a batch kept in place. The transpose family generates it.
+/// `softmax(q kᵀ · scale) v` over the last two axes of 4-D tensors `q`, `k`, `v` (PyTorch's
+/// `scaled_dot_product_attention` on `[batch, heads, positions, features]`), or of the rank given: queries `i`,
+/// keys `j`, query and key features `d`, value features `dv`, the leading axes a batch. The scores are `s`, their
+/// row max `m`, the exponentials `e`; the output is `y`. The scale is a run-time `scale` (PyTorch's default is
+/// `1/sqrt(d)`, which the caller passes) unless the spec fixes it (`scale 0.125`).
+fn attention(a: &Args, bad: impl Fn(&str, String) -> SpecError) -> Result<String, SpecError> {
+    let rank = a.rank.as_ref().map_or(4, |(r, _)| *r);
+    if rank < 2 {
+        let said = a.rank.as_ref().map_or("attention", |(_, s)| s.as_str());
+        return Err(bad(
+            said,
+            format!(
+                "attention multiplies matrices of queries and keys; a {rank}-D tensor is not one"
+            ),
+        ));
+    }
+    let batch: Vec<String> = match rank {
+        2 => Vec::new(),
+        3 => vec!["b".into()],
+        4 => vec!["b".into(), "h".into()],
+        _ => (0..rank - 2).map(|d| format!("b{d}")).collect(),
+    };
+    let axes = |last: &[&str]| {
+        let all: Vec<&str> = batch
+            .iter()
+            .map(String::as_str)
+            .chain(last.iter().copied())
+            .collect();
+        all.join(", ")
+    };
+    let scale = a.scale.map_or("scale".to_string(), notation::number);
+    Ok(format!(
+        "s[{ij}] = sum(d) q[{id}] * k[{jd}] * {scale}; m[{i}] = max(j) s[{ij}]; e[{ij}] = exp(s[{ij}] - m[{i}]); \
+         y[{iv}] = sum(j) e[{ij}] * v[{jv}] / sum(j) e[{ij}]",
+        ij = axes(&["i", "j"]),
+        id = axes(&["i", "d"]),
+        jd = axes(&["j", "d"]),
+        i = axes(&["i"]),
+        iv = axes(&["i", "dv"]),
+        jv = axes(&["j", "dv"]),
+    ))
+}
+
 fn transpose(
     implied_rank: Option<usize>,
     a: &Args,
@@ -2049,6 +2127,22 @@ mod tests {
             "swap the last two axes of a 4-D tensor",
             "o[u, v, q, p] = t[u, v, p, q]",
         ),
+        (
+            "scaled dot-product attention",
+            "a[n, g, x, z] = sum(f) qq[n, g, x, f] * kk[n, g, z, f] * sc; mx[n, g, x] = max(z) a[n, g, x, z]; \
+             w[n, g, x, z] = exp(a[n, g, x, z] - mx[n, g, x]); \
+             o[n, g, x, u] = sum(z) w[n, g, x, z] * vv[n, g, z, u] / sum(z) w[n, g, x, z]",
+        ),
+        (
+            "attention of a 3-D tensor, scale 0.125",
+            "a[n, x, z] = sum(f) qq[n, x, f] * kk[n, z, f] * 0.125; mx[n, x] = max(z) a[n, x, z]; \
+             w[n, x, z] = exp(a[n, x, z] - mx[n, x]); o[n, x, u] = sum(z) w[n, x, z] * vv[n, z, u] / sum(z) w[n, x, z]",
+        ),
+        (
+            "sdpa of a 2-D tensor",
+            "a[x, z] = sum(f) qq[x, f] * kk[z, f] * sc; mx[x] = max(z) a[x, z]; w[x, z] = exp(a[x, z] - mx[x]); \
+             o[x, u] = sum(z) w[x, z] * vv[z, u] / sum(z) w[x, z]",
+        ),
     ];
 
     #[test]
@@ -2288,5 +2382,25 @@ mod tests {
         assert!(m.contains("over dim 0"), "{m}");
         let m = error("relu @").to_string();
         assert!(m.contains("`@` is not understood in a relu spec"), "{m}");
+    }
+
+    #[test]
+    fn attention_takes_a_rank_and_a_scale_and_nothing_else() {
+        let p = lowered("scaled dot product attention");
+        let names: Vec<&str> = p.inputs.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["q", "k", "v"]);
+        assert_eq!(p.params, ["scale"]);
+        let dims: Vec<&str> = p.dims.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(dims, ["b", "h", "i", "j", "d", "dv"]);
+        assert!(lowered("attention, scale 0.5").params.is_empty());
+        let m = error("attention over the last axis").to_string();
+        assert!(
+            m.contains("`last axis` does not apply to a scaled dot-product attention"),
+            "{m}"
+        );
+        let m = error("attention of a 1-D tensor").to_string();
+        assert!(m.contains("a 1-D tensor is not one"), "{m}");
+        let m = error("attention, scale 0.5, scale 0.25").to_string();
+        assert!(m.contains("contradicts"), "{m}");
     }
 }

@@ -749,20 +749,57 @@ impl Check<'_> {
     }
 }
 
-/// The rows a large dispatch size is checked on: about `samples` elements' worth of the outermost sampleable
-/// dimension (first, middle and last always among them); `None` (everything) when the size is small or no
-/// dimension can be sampled.
+/// The rows a large dispatch size is checked on: about `samples` elements' worth of one sampleable dimension
+/// (first, middle and last always among them); `None` (everything) when the size is small or no dimension can be
+/// sampled. The dimension is the one that leaves the float64 reference least work (the outermost among equals):
+/// attention's queries, not its batch, whose every sampled item would still cost a whole head.
 fn dispatch_sample(p: &Program, extents: &[usize], samples: usize, seed: u64) -> Option<Sample> {
     if super::largest(p, extents) <= 1 << 20 {
         return None;
     }
+    let rows_of = |dim: usize| {
+        let per_row = super::largest(p, extents) / extents[dim].max(1);
+        (samples / per_row.max(1)).clamp(3, 64).min(extents[dim])
+    };
     let dim = interp::sampleable(p)
         .into_iter()
-        .find(|&d| extents[d] > 1)?;
-    let per_row = super::largest(p, extents) / extents[dim].max(1);
-    let rows = (samples / per_row.max(1)).clamp(3, 64);
+        .filter(|&d| extents[d] > 1)
+        .map(|d| (reference_work(p, extents, d, rows_of(d)), d))
+        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))?
+        .1;
+    let rows = rows_of(dim);
     let (values, _) = plan::sample_grid(extents[dim], 1, rows * rows, seed);
     Some(Sample { dim, values })
+}
+
+/// About the operations the float64 reference performs with dimension `dim` cut to `rows` values: every
+/// statement's elements times the extents its reductions run over.
+fn reference_work(p: &Program, extents: &[usize], dim: usize, rows: usize) -> f64 {
+    fn reduced(e: &Expr, extents: &[usize]) -> f64 {
+        match e {
+            Expr::Const(_) | Expr::Param(_) | Expr::Input(_) | Expr::Value(_) => 0.0,
+            Expr::Unary(_, a) | Expr::Scan(_, a) | Expr::Gather(_, a) => reduced(a, extents),
+            Expr::Binary(_, a, b) => reduced(a, extents).max(reduced(b, extents)),
+            Expr::Select(c, a, b) => reduced(c, extents)
+                .max(reduced(a, extents))
+                .max(reduced(b, extents)),
+            Expr::Reduce(_, over, body) => {
+                let n: f64 = over.iter().map(|&d| extents[d] as f64).product();
+                n * reduced(body, extents).max(1.0)
+            }
+        }
+    }
+    p.stmts
+        .iter()
+        .map(|s| {
+            let elements: f64 = s
+                .axes
+                .iter()
+                .map(|&a| if a == dim { rows } else { extents[a] } as f64)
+                .product();
+            elements * reduced(&s.expr, extents).max(1.0)
+        })
+        .sum()
 }
 
 /// Whether `sample` restricts a tensor with `axes`: otherwise its reference is whole, every element in order.
@@ -913,5 +950,24 @@ mod tests {
         );
         // Small sizes are compared whole.
         assert!(dispatch_sample(&p, &[64, 1024], 4096, 7).is_none());
+    }
+
+    #[test]
+    fn attention_is_sampled_on_its_queries_so_its_reference_stays_small() {
+        let p = match optiml_spec::parse("scaled dot-product attention")
+            .unwrap()
+            .family
+        {
+            optiml_spec::Family::Tensor(p) => p,
+            other => panic!("{other:?}"),
+        };
+        // b, h, i, j, d, dv: KernelBench 97. Sampling b would leave 3 × 32 whole heads (5·10¹⁰ operations).
+        let extents = [32, 32, 512, 512, 1024, 1024];
+        let sample = dispatch_sample(&p, &extents, 4096, 7).expect("a sampled dimension");
+        assert_eq!(sample.dim, 2);
+        let rows = sample.values.len();
+        assert!((3..=64).contains(&rows), "{rows}");
+        assert!(reference_work(&p, &extents, 2, rows) < 2e10);
+        assert!(reference_work(&p, &extents, 0, 3) > 4e10);
     }
 }

@@ -1,0 +1,282 @@
+use super::*;
+use optiml_spec::program::interp::{self, HostTensor};
+
+fn spec(text: &str) -> Spec {
+    optiml_spec::parse(text).unwrap()
+}
+
+fn shape(text: &str) -> AttentionShape {
+    AttentionShape::of(&spec(text)).unwrap_or_else(|| panic!("{text}: not attention"))
+}
+
+#[test]
+fn attention_is_claimed_in_words_and_notation_and_nothing_else_is() {
+    for text in [
+        "scaled dot-product attention",
+        "scaled dot product attention of a 3-D tensor",
+        "sdpa, scale 0.125",
+        "attention of a 2-D tensor",
+        "s[b, i, j] = sum(d) q[b, i, d] * k[b, j, d] * scale; m[b, i] = max(j) s[b, i, j]; \
+         e[b, i, j] = exp(s[b, i, j] - m[b, i]); o[b, i, f] = sum(j) e[b, i, j] * v[b, j, f] / sum(j) e[b, i, j]",
+        // Other names and order of the inputs, no scale.
+        "t[n, x, y] = sum(c) kk[n, y, c] * qq[n, x, c]; mx[n, x] = max(y) t[n, x, y]; \
+         w[n, x, y] = exp(t[n, x, y] - mx[n, x]); out[n, x, g] = sum(y) w[n, x, y] * vv[n, y, g] / sum(y) w[n, x, y]",
+    ] {
+        assert!(Attention.claims(&spec(text)), "{text}");
+        assert_eq!(super::super::of(&spec(text)).name(), FAMILY, "{text}");
+    }
+    for text in [
+        // 16-bit storage, a softmax alone, scores without the softmax, keys stored feature-major, a missing
+        // normalisation, a matmul.
+        "scaled dot-product attention, bf16",
+        "softmax over the last axis",
+        "s[b, i, j] = sum(d) q[b, i, d] * k[b, j, d]",
+        "s[b, i, j] = sum(d) q[b, i, d] * k[b, d, j]; m[b, i] = max(j) s[b, i, j]; \
+         e[b, i, j] = exp(s[b, i, j] - m[b, i]); o[b, i, f] = sum(j) e[b, i, j] * v[b, j, f] / sum(j) e[b, i, j]",
+        "s[b, i, j] = sum(d) q[b, i, d] * k[b, j, d]; m[b, i] = max(j) s[b, i, j]; \
+         e[b, i, j] = exp(s[b, i, j] - m[b, i]); o[b, i, f] = sum(j) e[b, i, j] * v[b, j, f]",
+        "batched matmul, f32",
+    ] {
+        assert!(!Attention.claims(&spec(text)), "{text}");
+    }
+}
+
+#[test]
+fn the_layout_names_the_batch_the_positions_the_features_and_the_scale() {
+    // `s[b, h, i, j] = sum(d) q[b, h, i, d] * k[b, h, j, d] * scale; …`: dimensions b, h, i, j, d, dv.
+    let s = shape("scaled dot-product attention");
+    assert_eq!(
+        s.layout,
+        Layout {
+            batch: vec![0, 1],
+            lq: 2,
+            lk: 3,
+            d: 4,
+            dv: 5,
+            qkv: [0, 1, 2],
+            scale: Scale::Param,
+            keys_first: false,
+        }
+    );
+    let c = Schedule::default_for(Arch::new(9, 0)).candidate(&s);
+    for line in [
+        "#define OPTIML_DIMS long long e0, long long e1, long long e2, long long e3, long long e4, long long e5",
+        "#define OPTIML_PARAMS , float p0",
+        "#define OPTIML_SCALE p0",
+        "#define OPTIML_BATCH (e0 * e1)",
+        "#define OPTIML_LQ e2",
+        "#define OPTIML_LK e3",
+        "#define OPTIML_D e4",
+        "#define OPTIML_DV e5",
+        "#define OPTIML_Q in0",
+        "#define OPTIML_V in2",
+    ] {
+        assert!(c.source.contains(line), "{line}\n{}", c.source);
+    }
+    let Launch::Program(l) = c.launch else {
+        panic!("{:?}", c.launch)
+    };
+    assert_eq!(l.items_mask, 0b100111);
+    assert_eq!(l.nonempty_mask, 0b1000);
+    assert_eq!(l.items_per_block, 32 * 1024);
+    let fixed = shape("attention of a 2-D tensor, scale 0.125");
+    assert_eq!(fixed.layout.scale, Scale::Const(0.125));
+    assert!(fixed.layout.batch.is_empty());
+    let c = Schedule::default_for(Arch::new(9, 0)).candidate(&fixed);
+    assert!(
+        c.source.contains("#define OPTIML_PARAMS \n"),
+        "{}",
+        c.source
+    );
+    assert!(c.source.contains("#define OPTIML_SCALE 0.125f"));
+    assert!(c.source.contains("#define OPTIML_BATCH 1LL"));
+    // The keys came first in this one: q is the second input.
+    let swapped = shape(
+        "t[n, x, y] = sum(c) kk[n, y, c] * qq[n, x, c]; mx[n, x] = max(y) t[n, x, y]; \
+         w[n, x, y] = exp(t[n, x, y] - mx[n, x]); out[n, x, g] = sum(y) w[n, x, y] * vv[n, y, g] / sum(y) w[n, x, y]",
+    );
+    assert_eq!(swapped.layout.scale, Scale::One);
+    assert_eq!(swapped.layout.qkv, [1, 0, 2]);
+    assert!(swapped.layout.keys_first);
+}
+
+/// The program the words lower to is PyTorch's attention: its float64 interpretation matches
+/// `softmax(q kᵀ · scale) v` computed directly.
+#[test]
+fn the_program_is_softmax_of_scaled_scores_times_values() {
+    let s = shape("attention of a 3-D tensor");
+    let (b, lq, lk, d, dv) = (2usize, 3usize, 5usize, 4usize, 6usize);
+    let extents = s.extents(&[b], lq, lk, d, dv);
+    let noise = |n: usize, seed: u64| -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed;
+                ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    let (q, k, v) = (
+        noise(b * lq * d, 1),
+        noise(b * lk * d, 2),
+        noise(b * lk * dv, 3),
+    );
+    let scale = 0.7f64;
+    let r = interp::eval(
+        &s.program,
+        &extents,
+        &[
+            HostTensor::Float(&q),
+            HostTensor::Float(&k),
+            HostTensor::Float(&v),
+        ],
+        &[scale],
+        None,
+        1,
+    )
+    .unwrap();
+    for bi in 0..b {
+        for i in 0..lq {
+            let scores: Vec<f64> = (0..lk)
+                .map(|j| {
+                    (0..d)
+                        .map(|x| q[(bi * lq + i) * d + x] as f64 * k[(bi * lk + j) * d + x] as f64)
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let l: f64 = w.iter().sum();
+            for f in 0..dv {
+                let want: f64 = (0..lk)
+                    .map(|j| w[j] * v[(bi * lk + j) * dv + f] as f64)
+                    .sum::<f64>()
+                    / l;
+                let got = r[0].values[(bi * lq + i) * dv + f];
+                assert!((got - want).abs() < 1e-12, "{got} {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_space_holds_the_default_and_every_transformation_stays_in_it() {
+    let space = Schedule::space();
+    let default = Schedule::default_for(Arch::new(9, 0));
+    assert!(space.contains(&default), "{default:?}");
+    assert!(space.len() > 50, "{}", space.len());
+    assert_eq!(
+        default.smem_bytes(),
+        4 * (2 * 16 * 36 + 2 * 16 * 260 + 2 * 8 * 1024 + 32 * 257 + 96)
+    );
+    for s in &space {
+        assert!(s.smem_bytes() <= MAX_SMEM, "{s:?}");
+        for t in Schedule::catalog() {
+            if let Some(n) = t.apply_to(s) {
+                assert!(space.contains(&n), "{} from {s:?}", t.name);
+            }
+        }
+    }
+    for t in Schedule::catalog() {
+        assert!(
+            space.iter().any(|s| t.apply_to(s).is_some()),
+            "{} never applies",
+            t.name
+        );
+    }
+}
+
+#[test]
+fn a_recorded_schedule_is_read_back_and_no_other_kernels_is_taken_for_it() {
+    let s = spec("scaled dot-product attention");
+    let default = Schedule::default_for(Arch::new(9, 0));
+    let json = serde_json::to_value(default).unwrap();
+    let c = Attention.scheduled_candidate(&s, &json).unwrap();
+    assert_eq!(c.schedule, default.describe());
+    assert!(Attention.catalog_of(&json).is_some());
+    let transpose = serde_json::json!({"tile_rows": 64, "tile_cols": 64, "chunk_bytes": 16, "threads": 128, "blocks_per_sm": 16, "pad": 1});
+    assert!(Attention.catalog_of(&transpose).is_none());
+    let outside = serde_json::json!({"threads": 256, "br": 48, "bc": 256, "ec": 1024, "dk": 16, "ck": 8, "sc": 8, "oc": 16});
+    assert!(Attention.scheduled_candidate(&s, &outside).is_err());
+}
+
+#[test]
+fn targets_default_to_kernelbench_97_and_read_the_run_time_dimensions() {
+    let none = KernelSettings::default();
+    let t = Attention
+        .targets(&spec("scaled dot-product attention"), &none, None)
+        .unwrap();
+    assert_eq!(t[0].dims, vec![32, 32, 512, 512, 1024, 1024]);
+    assert_eq!(t[0].rate, Rate::Flops);
+    assert_eq!(t[0].bucket, Some([32 * 32 * 512 * 1024, 1, 512 * 1024, 1]));
+    let t = Attention
+        .targets(&spec("attention of a 3-D tensor"), &none, None)
+        .unwrap();
+    assert_eq!(t[0].dims, vec![1024, 512, 512, 1024, 1024]);
+    let shapes = [Dims(vec![8, 4, 1024, 2048, 64, 64])];
+    let t = Attention
+        .targets(&spec("scaled dot-product attention"), &none, Some(&shapes))
+        .unwrap();
+    assert_eq!(t[0].label, "b=8 h=4 i=1024 j=2048 d=64 dv=64");
+    assert!(
+        Attention
+            .targets(&spec("sdpa"), &none, Some(&[Dims(vec![3])]))
+            .is_err()
+    );
+    let s = shape("scaled dot-product attention");
+    assert_eq!(flops(&s, &t[0].dims), 2.0 * 32.0 * 1024.0 * 2048.0 * 128.0);
+}
+
+#[test]
+fn the_gate_checks_ragged_tiles_no_features_and_a_head_wider_than_a_tile() {
+    let s = shape("attention of a 3-D tensor");
+    let plan = test_plan(&s, &[Dims(vec![1, 2, 3, 4, 5])]);
+    assert_eq!(
+        plan.sizes,
+        vec![
+            vec![1, 1, 1, 1, 1],
+            vec![2, 5, 7, 3, 5],
+            vec![3, 33, 130, 17, 67],
+            vec![2, 67, 300, 64, 64],
+            vec![1, 9, 20, 0, 9],
+            vec![2, 40, 257, 1030, 1030],
+            vec![1, 2, 3, 4, 5],
+        ]
+    );
+    // Two batch axes: the second takes its own extent, so the items' flattening is checked.
+    let four = shape("scaled dot-product attention");
+    assert_eq!(test_plan(&four, &[]).sizes[2], vec![3, 2, 33, 130, 17, 67]);
+    // A spec fixing a dimension keeps it in every size.
+    let fixed = shape("attention of a 3-D tensor").program.canonical();
+    assert!(fixed.contains("d0"), "{fixed}");
+}
+
+/// Every schedule compiles for sm_90 without spills.
+#[test]
+fn every_schedule_compiles_without_spills() {
+    let s = shape("scaled dot-product attention");
+    let jobs = Schedule::space()
+        .into_iter()
+        .map(|sched| {
+            let c = sched.candidate(&s);
+            (c.schedule.clone(), c.source)
+        })
+        .collect();
+    crate::nvrtc::testing::assert_compiles(jobs);
+}
+
+#[test]
+fn the_version_hashes_the_template_every_candidate_holds_and_the_code_writing_its_header() {
+    let s = spec("scaled dot-product attention");
+    let sources = Attention.sources(&s);
+    assert!(sources[1].contains("fn candidate(&self, shape: &AttentionShape)"));
+    for sched in Schedule::space() {
+        let c = sched.candidate(&AttentionShape::of(&s).unwrap());
+        let rest = c.source.replace(sources[0].as_ref(), "");
+        assert!(
+            rest.lines()
+                .all(|l| l.is_empty() || l.starts_with("//") || l.starts_with("#define")),
+            "{rest}"
+        );
+    }
+}
