@@ -359,6 +359,7 @@ mod tests {
             "frobenius norm",
             "cumsum along dim 1",
             "transpose",
+            "scaled dot-product attention",
         ];
         let mut seen = Vec::new();
         for text in specs {
