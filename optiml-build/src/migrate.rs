@@ -172,6 +172,137 @@ pub fn carry_over(
     Ok(Some(carried))
 }
 
+/// What is wrong with `entry` (of `kernel` on `arch`) against what this generator derives from its records, one
+/// line per variant that differs (`prepare --check --rebuild`): each variant's candidate is re-derived, an untuned
+/// one from the family's default for its shape bucket and a tuned one from the schedule its search log chose, and
+/// its source, launch, CUBIN and PTX must be exactly what that candidate is and compiles to. A self-consistent entry
+/// whose CUBIN is another kernel's, or whose launch was edited, passes every checksum and fails here.
+///
+/// # Errors
+/// [`CacheError`] when a file of the entry cannot be read.
+pub fn rederive(
+    nvrtc: &Nvrtc,
+    kernel: &FoundKernel,
+    arch: Arch,
+    entry: &Entry,
+) -> Result<Vec<String>, CacheError> {
+    let defaults = families::default_candidates(&kernel.spec, arch);
+    let mut wrong = Vec::new();
+    for v in &entry.manifest.variants {
+        let candidate = match &v.tuning {
+            None => match defaults.iter().find(|(shape, _)| *shape == v.shape) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    wrong.push(format!(
+                        "{}: this generator has no default for its shape bucket",
+                        v.stem
+                    ));
+                    continue;
+                }
+            },
+            Some(t) => {
+                let log_path = entry.file(&t.log);
+                let log = crate::fs::read(&log_path)?;
+                let schedule =
+                    SearchRecords::parse_jsonl(&String::from_utf8_lossy(&log), &log_path)
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| {
+                            families::scheduled_candidate(&kernel.spec, &r.summary.best_schedule)
+                                .map_err(|e| e.to_string())
+                        });
+                match schedule {
+                    Ok(c) => c,
+                    Err(e) => {
+                        wrong.push(format!(
+                            "{}: its search log names no schedule of this generator: {e}",
+                            v.stem
+                        ));
+                        continue;
+                    }
+                }
+            }
+        };
+        let source = crate::fs::read(&entry.file(&format!("{}.cu", v.stem)))?;
+        if source != candidate.source.as_bytes() {
+            wrong.push(format!(
+                "{}: its source is not what its schedule generates",
+                v.stem
+            ));
+            continue;
+        }
+        if candidate.launch != v.launch {
+            wrong.push(format!(
+                "{}: its launch ({:?}) is not the one its schedule launches with ({:?})",
+                v.stem, v.launch, candidate.launch
+            ));
+            continue;
+        }
+        let cubin = crate::fs::read(&entry.file(&format!("{}.cubin", v.stem)))?;
+        let ptx = crate::fs::read(&entry.file(&format!("{}.ptx", v.stem)))?;
+        // The file name NVRTC was given is in the machine code (assertions name it): the build names a default's
+        // after its kernel, a search its candidates one way.
+        let file = match v.tuning {
+            None => format!("{}_{arch}.cu", kernel.name),
+            Some(_) => crate::eval::CANDIDATE_FILE.to_string(),
+        };
+        let (mut same_cubin, mut same_ptx) = (false, false);
+        for _ in 0..COMPILE_ATTEMPTS {
+            match nvrtc::compile(
+                nvrtc,
+                &file,
+                &candidate.source,
+                candidate.launch.image_arch(arch),
+            ) {
+                Ok(c) => {
+                    same_cubin |= c.cubin == cubin;
+                    same_ptx |= without_register_numbers(c.ptx.as_bytes())
+                        == without_register_numbers(&ptx);
+                }
+                Err(e) => {
+                    wrong.push(format!(
+                        "{}: its source does not compile: {}",
+                        v.stem, e.status
+                    ));
+                    break;
+                }
+            }
+            if same_cubin && same_ptx {
+                break;
+            }
+        }
+        if !same_cubin {
+            wrong.push(format!(
+                "{}: its CUBIN is not what NVRTC makes of its source",
+                v.stem
+            ));
+        } else if !same_ptx {
+            wrong.push(format!(
+                "{}: its PTX is not what NVRTC makes of its source",
+                v.stem
+            ));
+        }
+    }
+    Ok(wrong)
+}
+
+/// PTX with its virtual registers' numbers left out (`%r17` → `%r`): NVRTC numbers them differently from one
+/// compile of a source to the next (see [`COMPILE_ATTEMPTS`]), and nothing else about the PTX changes.
+fn without_register_numbers(ptx: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ptx.len());
+    let mut in_name = false;
+    for &b in ptx {
+        if b == b'%' {
+            in_name = true;
+        } else if in_name && b.is_ascii_digit() {
+            continue;
+        } else if !b.is_ascii_alphabetic() {
+            in_name = false;
+        }
+        out.push(b);
+    }
+    out
+}
+
 /// This generator's form of one tuned variant of `earlier`, when it is the same machine code; the outer error
 /// is an unreadable file, the inner one why the variant stays behind.
 #[allow(clippy::type_complexity)]
@@ -220,4 +351,85 @@ fn reproduce(
         Some(same) => Ok((candidate, same.clone(), log)),
         None => Err(Dropped::Changed),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry stored from its own default passes; one holding another kernel's CUBIN (checksums recomputed, so
+    /// every lookup accepts it) or an edited launch does not.
+    #[test]
+    fn a_rebuild_finds_another_kernels_cubin_and_an_edited_launch() {
+        let root = std::env::temp_dir().join(format!("optiml-rederive-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let src = root.join("lib.rs");
+        std::fs::write(
+            &src,
+            "#[optiml::kernel(\"relu\")]\npub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n\
+             #[optiml::kernel(\"tanh\")]\npub fn tanh(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n",
+        )
+        .unwrap();
+        let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
+        let arch = Arch::new(9, 0);
+        let nvrtc = crate::nvrtc::testing::nvrtc();
+        let cache = Cache::new(root.join(".optiml"));
+        let inputs = KeyInputs::of(
+            &kernels[0],
+            arch,
+            &families::generator_version(&kernels[0].spec),
+        );
+        let built: Vec<(Candidate, Compiled)> = kernels
+            .iter()
+            .map(|k| {
+                let c = families::default_candidate(&k.spec, arch);
+                let file = format!("{}_{arch}.cu", k.name);
+                let compiled = nvrtc::compile(nvrtc, &file, &c.source, arch).unwrap();
+                (c, compiled)
+            })
+            .collect();
+        let (relu, tanh) = (&built[0], &built[1]);
+        let honest = cache
+            .store(&inputs, &[NewVariant::default_for(&relu.0, &relu.1)], false)
+            .unwrap();
+        assert_eq!(
+            rederive(nvrtc, &kernels[0], arch, &honest).unwrap(),
+            Vec::<String>::new()
+        );
+
+        let forged = cache
+            .store(&inputs, &[NewVariant::default_for(&relu.0, &tanh.1)], true)
+            .unwrap();
+        assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
+        let wrong = rederive(nvrtc, &kernels[0], arch, &forged).unwrap();
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert!(
+            wrong[0].contains("its CUBIN is not what NVRTC makes"),
+            "{wrong:?}"
+        );
+
+        let mut edited = relu.0.clone();
+        if let optiml_runtime::Launch::Program(p) = &mut edited.launch {
+            p.threads *= 2;
+        }
+        let forged = cache
+            .store(&inputs, &[NewVariant::default_for(&edited, &relu.1)], true)
+            .unwrap();
+        let wrong = rederive(nvrtc, &kernels[0], arch, &forged).unwrap();
+        assert!(wrong[0].contains("its launch"), "{wrong:?}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn register_numbers_are_left_out_of_the_ptx_compared() {
+        let a = without_register_numbers(b"add.f32 %f12, %f3, %f104;\nld.param.u64 %rd7, [p_0];\n");
+        let b = without_register_numbers(b"add.f32 %f1, %f30, %f4;\nld.param.u64 %rd70, [p_0];\n");
+        assert_eq!(a, b);
+        assert_eq!(
+            a,
+            b"add.f32 %f, %f, %f;\nld.param.u64 %rd, [p_0];\n".to_vec()
+        );
+        assert_ne!(a, without_register_numbers(b"mul.f32 %f1, %f3, %f4;\n"));
+    }
 }

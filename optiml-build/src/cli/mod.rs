@@ -72,6 +72,11 @@ pub struct Prepare {
     /// or damaged; unused entries only warn.
     #[arg(long)]
     pub check: bool,
+    /// With --check, also re-derive every variant with NVRTC (the family's default for an untuned one, its search
+    /// log's schedule for a tuned one) and require its source, launch, CUBIN and PTX to be exactly what that gives:
+    /// an entry whose pieces belong to different kernels, or whose launch was edited, fails.
+    #[arg(long, requires = "check")]
+    pub rebuild: bool,
     /// Architectures, comma separated (default: OPTIML_ARCH, else sm_80,sm_90).
     #[arg(long, value_name = "ARCHS")]
     pub arch: Option<String>,
@@ -505,13 +510,34 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         .collect();
 
     if p.check {
+        let nvrtc = match p.rebuild {
+            true => Some(crate::nvrtc::load().map_err(|e| {
+                anyhow::anyhow!(
+                    "--rebuild compiles every variant again: {e} ({})",
+                    crate::nvrtc::INSTALL_HINT
+                )
+            })?),
+            false => None,
+        };
         let mut bad = 0;
         for k in &kernels {
             let generator = families::generator_version(&k.spec);
             for &arch in &archs {
                 let inputs = KeyInputs::of(k, arch, &generator);
                 match cache.lookup(&inputs) {
-                    Lookup::Hit(_) => {}
+                    Lookup::Hit(entry) => {
+                        let Some(nvrtc) = nvrtc else { continue };
+                        let wrong = crate::migrate::rederive(nvrtc, k, arch, &entry)?;
+                        if !wrong.is_empty() {
+                            bad += 1;
+                            eprintln!(
+                                "differs: `{}` on {arch} (`{}`): {}",
+                                k.name,
+                                entry.dir.display(),
+                                wrong.join("; ")
+                            );
+                        }
+                    }
                     Lookup::Miss => {
                         bad += 1;
                         let earlier = crate::migrate::earlier_tuned(&cache, &inputs).is_some();
@@ -557,14 +583,19 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         }
         if bad > 0 {
             eprintln!(
-                "error: {bad} entries missing or damaged in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
+                "error: {bad} entries missing, damaged or not what their records re-derive to in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
                 cache.root.display()
             );
             return Ok(false);
         }
         eprintln!(
-            "ok: `{}` holds every kernel for {archs_text}",
-            cache.root.display()
+            "ok: `{}` holds every kernel for {archs_text}{}",
+            cache.root.display(),
+            if p.rebuild {
+                ", each variant exactly what its record re-derives to"
+            } else {
+                ""
+            }
         );
         return Ok(true);
     }
