@@ -163,6 +163,54 @@ pub fn serve_worker_if_requested() {
     crate::eval::worker::serve_if_requested(&gates);
 }
 
+/// What `cargo optiml explain` prints of `spec` beyond its canonical form: a product's formula and expected
+/// signature, or a program's statements, signature, reference formula and the dimensions a signature must take.
+pub fn explain(spec: &Spec) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    if let optiml_spec::Family::Matmul(m) = &spec.family {
+        let _ = writeln!(out, "product:\n  {}", m.formula());
+        let _ = writeln!(
+            out,
+            "signature:\n  {}",
+            optiml_spec::signature::expected_signature(spec)
+        );
+    }
+    if let optiml_spec::Family::Tensor(program) = &spec.family {
+        let _ = writeln!(out, "{}", optiml_spec::program::notation::explain(program));
+        let needed = needed_dims(program);
+        let names: Vec<&str> = needed
+            .iter()
+            .map(|&d| program.dims[d].name.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "dimensions the signature must take (the buffer lengths give the others): {}",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+    }
+    out
+}
+
+/// A smallest set of run-time dimensions from which the buffer lengths determine every other one: each is left
+/// out, in program order, while the rest still determine it.
+pub(crate) fn needed_dims(program: &optiml_spec::program::Program) -> Vec<usize> {
+    let mut given: Vec<usize> = (0..program.dims.len())
+        .filter(|&d| program.dims[d].size == optiml_spec::Dim::Runtime)
+        .collect();
+    for d in given.clone() {
+        let without: Vec<usize> = given.iter().copied().filter(|&g| g != d).collect();
+        if optiml_spec::signature::inferable(program, &without).is_empty() {
+            given = without;
+        }
+    }
+    given
+}
+
 /// One searchable kernel's transformations, for listings and reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Catalog {
