@@ -137,7 +137,7 @@ const FAULTS: [(u32, &str, &str); 12] = [
         "the kernel wrote into its input A",
     ),
     (10, "prints a forged verdict", "gate:"),
-    (11, "detects the NaN poison", "after the last timed run"),
+    (11, "detects the NaN poison", "(dispatch shape)"),
     (12, "replays an output it kept", "after the last timed run"),
 ];
 

@@ -674,8 +674,9 @@ pub fn default_extents(shape: &AttentionShape) -> Vec<usize> {
 }
 
 /// The sizes every candidate is checked at against the float64 reference: one element; a few of everything;
-/// ragged tiles both ways with several feature groups and key chunks; no features (the scores are all zero);
-/// a head wider than one feature tile, so its scores are computed per tile. Small enough for the reference.
+/// ragged tiles both ways with several feature groups and key chunks; a head of two features, narrower than one
+/// stage (no extent is zero: a zero-length buffer cannot be allocated, so no caller can pass one); a head wider
+/// than one feature tile, so its scores are computed per tile. Small enough for the reference.
 fn check_sizes(shape: &AttentionShape) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     for (batch, lq, lk, d, dv) in [
@@ -683,7 +684,7 @@ fn check_sizes(shape: &AttentionShape) -> Vec<Vec<usize>> {
         ([2, 1], 5, 7, 3, 5),
         ([3, 2], 33, 130, 17, 67),
         ([2, 1], 67, 300, 64, 64),
-        ([1, 2], 9, 20, 0, 9),
+        ([1, 2], 9, 20, 2, 9),
         ([2, 2], 40, 257, 1030, 1030),
     ] {
         let e = shape.extents(&batch, lq, lk, d, dv);

@@ -228,7 +228,7 @@ fn targets_default_to_kernelbench_97_and_read_the_run_time_dimensions() {
 }
 
 #[test]
-fn the_gate_checks_ragged_tiles_no_features_and_a_head_wider_than_a_tile() {
+fn the_gate_checks_ragged_tiles_a_narrow_head_and_a_head_wider_than_a_tile() {
     let s = shape("attention of a 3-D tensor");
     let plan = test_plan(&s, &[Dims(vec![1, 2, 3, 4, 5])]);
     assert_eq!(
@@ -238,7 +238,7 @@ fn the_gate_checks_ragged_tiles_no_features_and_a_head_wider_than_a_tile() {
             vec![2, 5, 7, 3, 5],
             vec![3, 33, 130, 17, 67],
             vec![2, 67, 300, 64, 64],
-            vec![1, 9, 20, 0, 9],
+            vec![1, 9, 20, 2, 9],
             vec![2, 40, 257, 1030, 1030],
             vec![1, 2, 3, 4, 5],
         ]
