@@ -2,8 +2,11 @@
 //! two axes of `q [… , i, d]`, `k [… , j, d]` and `v [… , j, dv]` ("scaled dot-product attention" in plain words,
 //! PyTorch's `scaled_dot_product_attention` without a mask or dropout). The tensor family cannot generate it (its
 //! kernels reduce one set of dimensions; attention contracts `d`, then reduces and contracts `j`); this family's
-//! kernel ([`TEMPLATE`]) fuses the whole program FlashAttention-style: scores of a chunk of keys, an online
-//! softmax, the weighted values accumulated on chip, so no score matrix goes to memory.
+//! kernels fuse the whole program FlashAttention-style: scores of a chunk of keys, an online softmax, the weighted
+//! values accumulated on chip, so no score matrix goes to memory. Two kernels, a choice of the schedule
+//! ([`Units`]): products on tensor cores in 3xTF32 ([`MMA_TEMPLATE`], the default from sm_80 on: 2.7× the fp32
+//! FMA kernel on KernelBench 97, nearer the float64 result than PyTorch's fp32 attention), or in fp32 FMA
+//! ([`TEMPLATE`]). Both are held to the exact fp32 tolerance by the gate.
 //!
 //! Its specs are tensor programs, so, like [`super::transpose`], it takes the rest from the tensor family: the
 //! signature and the runtime's program launcher (its kernel takes the program ABI), and the gate, which checks every
@@ -28,12 +31,15 @@ pub struct Attention;
 /// The family's name, in listings.
 const FAMILY: &str = "attention";
 
-/// The kernel's template.
+/// The fp32 FMA kernel's template.
 pub const TEMPLATE: &str = include_str!("attention.cu");
 
-/// What a candidate is made from: the template and the code that writes its header (this file), so that a change
-/// to either retires the entries made from them.
-const SOURCES: [&str; 2] = [TEMPLATE, include_str!("mod.rs")];
+/// The tensor-core kernel's template (3xTF32, sm_80+).
+pub const MMA_TEMPLATE: &str = include_str!("attention_mma.cu");
+
+/// What a candidate is made from: the templates and the code that writes their headers (this file), so that a
+/// change to any retires the entries made from them.
+const SOURCES: [&str; 3] = [TEMPLATE, MMA_TEMPLATE, include_str!("mod.rs")];
 
 /// Its entry point.
 pub const ENTRY: &str = "optiml_attention";
@@ -265,26 +271,46 @@ impl AttentionShape {
     }
 }
 
+/// Which units compute the products.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Units {
+    /// fp32 multiply-adds ([`TEMPLATE`]).
+    #[default]
+    Fma,
+    /// Tensor cores in 3xTF32 ([`MMA_TEMPLATE`], sm_80+): each fp32 operand split into a TF32 big and small
+    /// part, three TF32 products per product, fp32-level error. A schedule choice, not a precision: the gate
+    /// holds it to the exact fp32 tolerance.
+    Tf32x3,
+}
+
 /// How the kernel tiles the work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
+    /// The units computing the products (older logs, written before the tensor-core kernel, mean fp32 FMA).
+    #[serde(default)]
+    pub units: Units,
     /// Threads per block.
     pub threads: u32,
     /// Query rows per tile.
     pub br: u32,
     /// Keys per chunk.
     pub bc: u32,
-    /// Value features per tile.
+    /// Value features per tile (the tensor-core kernel's block walks every tile of its queries in turn).
     pub ec: u32,
     /// Query and key features per shared-memory stage of the scores.
     pub dk: u32,
     /// Keys per shared-memory stage of `P v`.
     pub ck: u32,
-    /// Score columns per thread.
+    /// Score columns per thread (fp32 FMA; 0 on tensor cores, whose fragments fix it).
     pub sc: u32,
-    /// Output columns per thread.
+    /// Output columns per thread (fp32 FMA; 0 on tensor cores).
     pub oc: u32,
+    /// Keys per score pass (tensor cores: a chunk's scores are computed this many keys at a time; 0 on fp32
+    /// FMA, which computes a chunk at once).
+    #[serde(default)]
+    pub sk: u32,
 }
 
 const THREADS: [u32; 1] = [256];
@@ -295,6 +321,12 @@ const SCORE_STAGES: [u32; 2] = [16, 32];
 const VALUE_STAGES: [u32; 2] = [8, 16];
 const SCORE_COLUMNS: [u32; 2] = [4, 8];
 const OUTPUT_COLUMNS: [u32; 3] = [8, 16, 32];
+const MMA_ROWS: [u32; 2] = [32, 64];
+const MMA_CHUNKS: [u32; 3] = [128, 256, 512];
+const MMA_PASSES: [u32; 2] = [128, 256];
+const MMA_FEATURES: [u32; 2] = [128, 256];
+const MMA_SCORE_STAGES: [u32; 2] = [16, 32];
+const MMA_VALUE_STAGES: [u32; 2] = [16, 32];
 
 impl Schedule {
     /// Score rows per thread, when the score tile splits evenly.
@@ -315,15 +347,47 @@ impl Schedule {
             .filter(|r| r * down == self.br && *r > 0)
     }
 
-    /// Dynamic shared memory per block: two stages of queries, keys and values, the scores and three floats per
-    /// row.
+    /// Dynamic shared memory per block: two stages of queries, keys and values (on tensor cores, the score and
+    /// value stages share one area), the scores and three floats per row.
     pub fn smem_bytes(&self) -> u32 {
-        let floats = 2 * self.dk * (self.br + 4)
-            + 2 * self.dk * (self.bc + 4)
-            + 2 * self.ck * self.ec
-            + self.br * (self.bc + 1)
-            + 3 * self.br;
+        let floats = match self.units {
+            Units::Fma => {
+                2 * self.dk * (self.br + 4)
+                    + 2 * self.dk * (self.bc + 4)
+                    + 2 * self.ck * self.ec
+                    + self.br * (self.bc + 1)
+            }
+            Units::Tf32x3 => {
+                let scores = (self.br + self.sk) * (self.dk + 4);
+                let values = self.ck * (self.ec + 8);
+                2 * scores.max(values) + self.br * (self.bc + 4)
+            }
+        } + 3 * self.br;
         4 * floats
+    }
+
+    /// The tensor-core kernel's constraints: its tiles split into 8 warps (2 by 4) of 16 × 8 fragments, a chunk
+    /// into whole score passes and value stages, at most 64 accumulators a thread in either product (2 row and
+    /// 8 column fragments), 64 accumulators only with stages of at most 16 keys or features (each stage sums
+    /// into its own accumulators, and its fragments are loaded ahead of its products: 32 spill), and the shared
+    /// memory of one block.
+    fn mma_is_valid(&self) -> bool {
+        self.threads == 256
+            && MMA_ROWS.contains(&self.br)
+            && MMA_CHUNKS.contains(&self.bc)
+            && MMA_PASSES.contains(&self.sk)
+            && MMA_FEATURES.contains(&self.ec)
+            && MMA_SCORE_STAGES.contains(&self.dk)
+            && MMA_VALUE_STAGES.contains(&self.ck)
+            && self.sc == 0
+            && self.oc == 0
+            && self.bc.is_multiple_of(self.sk)
+            && self.bc.is_multiple_of(self.ck)
+            && (self.br / 32) * (self.sk / 32) * 4 <= 64
+            && (self.br / 32) * (self.ec / 32) * 4 <= 64
+            && (self.br / 32) * (self.ec / 32) * 4 * self.ck <= 1024
+            && (self.br / 32) * (self.sk / 32) * 4 * self.dk <= 1024
+            && self.smem_bytes() <= MAX_SMEM
     }
 
     /// The candidate computing `shape`'s attention with this schedule.
@@ -351,16 +415,22 @@ impl Schedule {
             p.canonical(),
             self.describe()
         );
-        let defs: [(&str, Def); 8] = [
+        let (last, template): ((&str, Def), _) = match self.units {
+            Units::Fma => (("OPTIML_SC", self.sc.into()), TEMPLATE),
+            Units::Tf32x3 => (("OPTIML_SK", self.sk.into()), MMA_TEMPLATE),
+        };
+        let mut defs: Vec<(&str, Def)> = vec![
             ("OPTIML_THREADS", self.threads.into()),
             ("OPTIML_BR", self.br.into()),
             ("OPTIML_BC", self.bc.into()),
             ("OPTIML_EC", self.ec.into()),
             ("OPTIML_DK", self.dk.into()),
             ("OPTIML_CK", self.ck.into()),
-            ("OPTIML_SC", self.sc.into()),
-            ("OPTIML_OC", self.oc.into()),
+            last,
         ];
+        if self.units == Units::Fma {
+            defs.push(("OPTIML_OC", self.oc.into()));
+        }
         for (name, value) in defs {
             source.push_str(&format!("#define {name} {value}\n"));
         }
@@ -376,7 +446,7 @@ impl Schedule {
         for (name, d) in [("LQ", l.lq), ("LK", l.lk), ("D", l.d), ("DV", l.dv)] {
             source.push_str(&format!("#define OPTIML_{name} {}\n", dim(d)));
         }
-        source.push_str(TEMPLATE);
+        source.push_str(template);
         Candidate {
             source,
             entry: ENTRY,
@@ -387,8 +457,10 @@ impl Schedule {
 
     /// The launch: one block per tile of `br` queries by `ec` value features (the items: every batch position,
     /// query and value feature), at most one block per multiprocessor (a block holds its output tile in
-    /// registers and most of the shared memory); the kernel loops over the tiles. The keys must not be empty
-    /// (a softmax over no key has no value).
+    /// registers and most of the shared memory); the kernel loops over the tiles. The tensor-core kernel's
+    /// tile is `br` queries by every feature, but its items are the same (every variant of a program is
+    /// dispatched by the same items): `br` of them per block gives at least a block per tile, capped at one per
+    /// multiprocessor. The keys must not be empty (a softmax over no key has no value).
     fn launch(&self, shape: &AttentionShape) -> ProgramLaunch {
         let l = &shape.layout;
         let items_mask = l
@@ -400,7 +472,10 @@ impl Schedule {
             threads: self.threads,
             smem_bytes: self.smem_bytes(),
             items_mask,
-            items_per_block: self.br * self.ec,
+            items_per_block: match self.units {
+                Units::Fma => self.br * self.ec,
+                Units::Tf32x3 => self.br,
+            },
             max_blocks_per_sm: 1,
             cluster: 1,
             nonempty_mask: 1 << l.lk,
@@ -413,6 +488,13 @@ impl Tunable for Schedule {
     /// `32 queries x 1024 features, 256-key chunks, 256 threads, stages 16/8, 4x8 scores and 8x16 outputs per
     /// thread`.
     fn describe(&self) -> String {
+        if self.units == Units::Tf32x3 {
+            return format!(
+                "3xTF32 tensor cores: {} queries, {}-key chunks in {}-key score passes, {}-feature output tiles, \
+                 {} threads, stages {}/{}",
+                self.br, self.bc, self.sk, self.ec, self.threads, self.dk, self.ck,
+            );
+        }
         format!(
             "{} queries x {} features, {}-key chunks, {} threads, stages {}/{}, {}x{} scores and {}x{} outputs per \
              thread",
@@ -433,8 +515,12 @@ impl Tunable for Schedule {
     /// of two within a warp, every stage splits evenly), the shared memory of one block, and registers: the
     /// output tile (32 to 128 floats) and the scores (8 to 32) a thread holds stay within about 160 floats and
     /// are enough to keep its loads from shared memory behind its multiply-adds, at most 8 output rows per thread
-    /// (16 spill), and a thread issues at most 32 copies per stage.
+    /// (16 spill), and a thread issues at most 32 copies per stage. The tensor-core kernel has its own
+    /// (`Schedule::mma_is_valid`).
     fn is_valid(&self) -> bool {
+        if self.units == Units::Tf32x3 {
+            return self.mma_is_valid();
+        }
         let (Some(sr), Some(or)) = (self.score_rows(), self.output_rows()) else {
             return false;
         };
@@ -459,22 +545,42 @@ impl Tunable for Schedule {
             && (8..=32).contains(&(sr * self.sc))
             && (32..=128).contains(&(or * self.oc))
             && or <= 8
+            && self.sk == 0
             && self.smem_bytes() <= MAX_SMEM
     }
 
-    /// 32 queries by 1024 value features, chunks of 256 keys, 256 threads: a head of 1024 features (KernelBench
-    /// 97) is one tile wide, so its scores are computed once; each thread holds 8 × 16 outputs and 4 × 8 scores,
-    /// and a block 135 KiB of shared memory. Narrower heads skip the absent feature groups warp by warp.
-    fn default_for(_arch: Arch) -> Self {
-        Schedule {
-            threads: 256,
-            br: 32,
-            bc: 256,
-            ec: 1024,
-            dk: 16,
-            ck: 8,
-            sc: 8,
-            oc: 16,
+    /// From sm_80 on, the tensor-core kernel: 64 queries a block, chunks of 512 keys (KernelBench 97's whole
+    /// sequence, so its output is never reread) scored 256 keys a pass, 256-feature output tiles, 184 KiB of
+    /// shared memory. Before sm_80, fp32 FMA: 32 queries by 1024 value features, chunks of 256 keys, so a head
+    /// of 1024 features is one tile wide and its scores are computed once; each thread holds 8 × 16 outputs and
+    /// 4 × 8 scores, a block 135 KiB of shared memory.
+    fn default_for(arch: Arch) -> Self {
+        if arch.major >= 8 {
+            Schedule {
+                units: Units::Tf32x3,
+                threads: 256,
+                br: 64,
+                bc: 512,
+                ec: 256,
+                dk: 16,
+                ck: 16,
+                sc: 0,
+                oc: 0,
+                sk: 256,
+            }
+        } else {
+            Schedule {
+                units: Units::Fma,
+                threads: 256,
+                br: 32,
+                bc: 256,
+                ec: 1024,
+                dk: 16,
+                ck: 8,
+                sc: 8,
+                oc: 16,
+                sk: 0,
+            }
         }
     }
 
@@ -489,6 +595,7 @@ impl Tunable for Schedule {
                                 for sc in SCORE_COLUMNS {
                                     for oc in OUTPUT_COLUMNS {
                                         let s = Schedule {
+                                            units: Units::Fma,
                                             threads,
                                             br,
                                             bc,
@@ -497,6 +604,7 @@ impl Tunable for Schedule {
                                             ck,
                                             sc,
                                             oc,
+                                            sk: 0,
                                         };
                                         if s.is_valid() {
                                             out.push(s);
@@ -509,11 +617,71 @@ impl Tunable for Schedule {
                 }
             }
         }
+        for br in MMA_ROWS {
+            for bc in MMA_CHUNKS {
+                for sk in MMA_PASSES {
+                    for ec in MMA_FEATURES {
+                        for dk in MMA_SCORE_STAGES {
+                            for ck in MMA_VALUE_STAGES {
+                                let s = Schedule {
+                                    units: Units::Tf32x3,
+                                    threads: 256,
+                                    br,
+                                    bc,
+                                    ec,
+                                    dk,
+                                    ck,
+                                    sc: 0,
+                                    oc: 0,
+                                    sk,
+                                };
+                                if s.is_valid() {
+                                    out.push(s);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         out
     }
 
     fn catalog() -> Vec<Transform<Self>> {
         vec![
+            Transform {
+                name: "tensor-cores",
+                rationale: "the products on tensor cores in 3xTF32: three TF32 products per product, still several \
+                            times the rate of fp32 FMA at fp32-level error (sm_80+)",
+                addresses: Bottleneck::Compute,
+                claimed_gain: 2.0,
+                apply: |s| (s.units == Units::Fma).then(|| Schedule::default_for(Arch::new(8, 0))),
+            },
+            Transform {
+                name: "fp32-fma",
+                rationale: "the products in fp32 FMA: exact rounding per product, for a shape whose tiles leave \
+                            the tensor cores idle",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.0,
+                apply: |s| {
+                    (s.units == Units::Tf32x3).then(|| Schedule::default_for(Arch::new(7, 0)))
+                },
+            },
+            Transform {
+                name: "longer-score-passes",
+                rationale: "twice the keys per score pass: each query stage serves twice the keys (twice the \
+                            score accumulators)",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.05,
+                apply: |s| Some(Schedule { sk: s.sk * 2, ..*s }),
+            },
+            Transform {
+                name: "shorter-score-passes",
+                rationale: "half the keys per score pass: half the score accumulators and stage memory",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| Some(Schedule { sk: s.sk / 2, ..*s }),
+            },
             Transform {
                 name: "more-query-rows",
                 rationale: "twice the queries per tile: each key and value loaded serves twice the rows, half the \
@@ -553,7 +721,8 @@ impl Tunable for Schedule {
                 apply: |s| {
                     Some(Schedule {
                         ec: s.ec / 2,
-                        oc: (s.oc / 2).max(8),
+                        // On tensor cores (no columns per thread) only the tile narrows.
+                        oc: if s.oc == 0 { 0 } else { (s.oc / 2).max(8) },
                         ..*s
                     })
                 },
@@ -695,7 +864,7 @@ fn check_sizes(shape: &AttentionShape) -> Vec<Vec<usize>> {
     out
 }
 
-/// The gate's plan: [`check_sizes`] at f32's exact tolerance, over the distributions the tensor gate uses for
+/// The gate's plan: `check_sizes` at f32's exact tolerance, over the distributions the tensor gate uses for
 /// programs without logarithms.
 pub fn test_plan(shape: &AttentionShape, extra: &[Dims]) -> crate::eval::TestPlan {
     let mut sizes = check_sizes(shape);

@@ -78,7 +78,14 @@ fn the_layout_names_the_batch_the_positions_the_features_and_the_scale() {
     };
     assert_eq!(l.items_mask, 0b100111);
     assert_eq!(l.nonempty_mask, 0b1000);
-    assert_eq!(l.items_per_block, 32 * 1024);
+    // The tensor-core kernel's block takes 64 queries by every feature; fp32 FMA's 32 by 1024. Both count the
+    // same items, so either variant is dispatched by the same key.
+    assert_eq!(l.items_per_block, 64);
+    let Launch::Program(fma) = Schedule::default_for(Arch::new(7, 0)).candidate(&s).launch else {
+        panic!()
+    };
+    assert_eq!(fma.items_per_block, 32 * 1024);
+    assert_eq!(fma.items_mask, l.items_mask);
     let fixed = shape("attention of a 2-D tensor, scale 0.125");
     assert_eq!(fixed.layout.scale, Scale::Const(0.125));
     assert!(fixed.layout.batch.is_empty());
@@ -164,9 +171,18 @@ fn the_space_holds_the_default_and_every_transformation_stays_in_it() {
     let space = Schedule::space();
     let default = Schedule::default_for(Arch::new(9, 0));
     assert!(space.contains(&default), "{default:?}");
+    assert_eq!(default.units, Units::Tf32x3);
     assert!(space.len() > 50, "{}", space.len());
+    // Two stages of 64 queries and 256 keys by 16 (+4) features, the 64 x (512 + 4) scores, the row state.
     assert_eq!(
         default.smem_bytes(),
+        4 * (2 * (64 + 256) * 20 + 64 * 516 + 192)
+    );
+    let fma = Schedule::default_for(Arch::new(7, 5));
+    assert!(space.contains(&fma), "{fma:?}");
+    assert_eq!(fma.units, Units::Fma);
+    assert_eq!(
+        fma.smem_bytes(),
         4 * (2 * 16 * 36 + 2 * 16 * 260 + 2 * 8 * 1024 + 32 * 257 + 96)
     );
     for s in &space {
@@ -269,10 +285,15 @@ fn every_schedule_compiles_without_spills() {
 fn the_version_hashes_the_template_every_candidate_holds_and_the_code_writing_its_header() {
     let s = spec("scaled dot-product attention");
     let sources = Attention.sources(&s);
-    assert!(sources[1].contains("fn candidate(&self, shape: &AttentionShape)"));
+    assert!(sources[2].contains("fn candidate(&self, shape: &AttentionShape)"));
     for sched in Schedule::space() {
         let c = sched.candidate(&AttentionShape::of(&s).unwrap());
-        let rest = c.source.replace(sources[0].as_ref(), "");
+        let template = match sched.units {
+            Units::Fma => &sources[0],
+            Units::Tf32x3 => &sources[1],
+        };
+        assert!(c.source.contains(template.as_ref()), "{}", c.schedule);
+        let rest = c.source.replace(template.as_ref(), "");
         assert!(
             rest.lines()
                 .all(|l| l.is_empty() || l.starts_with("//") || l.starts_with("#define")),
