@@ -15,6 +15,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -248,7 +249,10 @@ def write(rows, meta, out):
         "rows": rows,
     })
     os.makedirs(out, exist_ok=True)
-    stamp = f"{result['date']}-h200-kernelbench-l1"
+    # The card in the name: "NVIDIA H200" -> h200, "NVIDIA H100 80GB HBM3" -> h100.
+    card = re.search(r"\b([A-Z]\d{2,4})\b", result["gpu"])
+    card = card.group(1).lower() if card else "gpu"
+    stamp = f"{result['date']}-{card}-kernelbench-l1"
     with open(os.path.join(out, stamp + ".json"), "w") as f:
         json.dump(result, f, indent=1)
     copy = result["copy_tbps"]

@@ -6,7 +6,7 @@
 #   ../shared/gpu/stage build --release -p optiml-examples --example kernelbench
 #   (device) ONLY=19,23 RUNS=20 bash bench/harness/kernelbench_gpu.sh
 #
-# Results land in $OUT (default /tmp/kernelbench): ours.json, the samples, and <date>-h200-kernelbench-l1.{json,md}.
+# Results land in $OUT (default /tmp/kernelbench): ours.json, the samples, and <date>-<card>-kernelbench-l1.{json,md} (h200, h100…).
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelbench}
 work=/tmp/kernelbench-work
