@@ -257,7 +257,10 @@ fn triangular_products_pass_their_gate_at_every_knob_and_skip_most_of_the_work()
     ] {
         let mut e: GpuEvaluator<Schedule> = evaluator_for(arch, matmul_of(text), square);
         for s in &schedules {
-            match e.evaluate(s) {
+            // A line per candidate: a run cut short by a time limit still shows how far it got.
+            let outcome = e.evaluate(s);
+            eprintln!("{text} | {}: {outcome:?}", s.describe());
+            match outcome {
                 Outcome::Measured(m) => {
                     if *s == Schedule::default_for(arch) {
                         times.insert(text, m.time_ms);
