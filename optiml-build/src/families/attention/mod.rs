@@ -549,24 +549,30 @@ impl Tunable for Schedule {
             && self.smem_bytes() <= MAX_SMEM
     }
 
-    /// From sm_80 on, the tensor-core kernel: 64 queries a block, chunks of 512 keys (KernelBench 97's whole
+    /// From sm_90 on, the tensor-core kernel: 64 queries a block, chunks of 512 keys (KernelBench 97's whole
     /// sequence, so its output is never reread) scored 256 keys a pass, 256-feature output tiles, 184 KiB of
-    /// shared memory. Before sm_80, fp32 FMA: 32 queries by 1024 value features, chunks of 256 keys, so a head
+    /// shared memory. On sm_8x the same kernel in 68 KiB (chunks of 128 keys, scored at once): an sm_80 CUBIN
+    /// also runs on sm_86 and sm_89, whose blocks get at most 99 KiB. Before sm_80, fp32 FMA: 32 queries by 1024 value features, chunks of 256 keys, so a head
     /// of 1024 features is one tile wide and its scores are computed once; each thread holds 8 × 16 outputs and
     /// 4 × 8 scores, a block 135 KiB of shared memory.
     fn default_for(arch: Arch) -> Self {
         if arch.major >= 8 {
+            let (bc, sk) = if arch.major >= 9 {
+                (512, 256)
+            } else {
+                (128, 128)
+            };
             Schedule {
                 units: Units::Tf32x3,
                 threads: 256,
                 br: 64,
-                bc: 512,
+                bc,
                 ec: 256,
                 dk: 16,
                 ck: 16,
                 sc: 0,
                 oc: 0,
-                sk: 256,
+                sk,
             }
         } else {
             Schedule {

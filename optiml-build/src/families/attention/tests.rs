@@ -178,6 +178,11 @@ fn the_space_holds_the_default_and_every_transformation_stays_in_it() {
         default.smem_bytes(),
         4 * (2 * (64 + 256) * 20 + 64 * 516 + 192)
     );
+    // An sm_80 CUBIN runs on sm_86 and sm_89 too, whose blocks get at most 99 KiB of shared memory.
+    let ampere = Schedule::default_for(Arch::new(8, 0));
+    assert!(space.contains(&ampere), "{ampere:?}");
+    assert_eq!(ampere.units, Units::Tf32x3);
+    assert!(ampere.smem_bytes() <= 99 * 1024, "{}", ampere.smem_bytes());
     let fma = Schedule::default_for(Arch::new(7, 5));
     assert!(space.contains(&fma), "{fma:?}");
     assert_eq!(fma.units, Units::Fma);
