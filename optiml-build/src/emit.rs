@@ -36,11 +36,9 @@ pub fn emit(
                 let stem = format!("{}-{}-{}", r.arch, &m.key[..16], v.stem);
                 let cubin = root.join("artifacts").join(format!("{stem}.cubin"));
                 let ptx = root.join("artifacts").join(format!("{stem}.ptx"));
-                fs::write_if_changed(
-                    &cubin,
-                    &fs::read(&r.entry.file(&format!("{}.cubin", v.stem)))?,
-                )?;
-                fs::write_if_changed(&ptx, &fs::read(&r.entry.file(&format!("{}.ptx", v.stem)))?)?;
+                // The bytes the lookup verified, not a second read of the cache.
+                fs::write_if_changed(&cubin, r.entry.bytes(&format!("{}.cubin", v.stem))?)?;
+                fs::write_if_changed(&ptx, r.entry.bytes(&format!("{}.ptx", v.stem))?)?;
                 // The image's own architecture (`sm_90a` for a `wgmma` variant of an `sm_90` key), so the
                 // runtime never offers its PTX to a newer chip.
                 let a = v.launch.image_arch(r.arch);

@@ -102,6 +102,14 @@ pub fn resolve(
                         continue;
                     }
                 };
+                if cache.is_legacy(&entry) {
+                    warnings.push(format!(
+                        "cache entry `{}` for `{}` on {arch} is of the previous cache format (unpacked); it serves \
+                         this build, and `cargo optiml prepare` rewrites it",
+                        entry.dir.display(),
+                        kernel.name
+                    ));
+                }
                 // A tuned entry beats an untuned one wherever it sits: `target/optiml/` is read first, and its
                 // default must not hide the winner `cargo optiml tune` committed.
                 let tuned = entry.manifest.variants.iter().any(|v| v.tuning.is_some());
@@ -376,7 +384,7 @@ mod tests {
         );
         let v = NewVariant::default_for(&candidate, &compiled);
         let entry = committed.store(&inputs, &[v], false).unwrap();
-        std::fs::write(entry.dir.join("v0.cubin"), b"damaged").unwrap();
+        std::fs::write(entry.dir.join("v0.tar.gz"), b"damaged").unwrap();
         let policy = |offline| Policy {
             read: vec![target.clone(), committed.clone()],
             write: target.clone(),
@@ -392,7 +400,7 @@ mod tests {
         // Damaged in the cache read first, whole in the next one.
         committed.store(&inputs, &[v], true).unwrap();
         let entry = target.store(&inputs, &[v], false).unwrap();
-        std::fs::write(entry.dir.join("v0.cubin"), b"damaged").unwrap();
+        std::fs::write(entry.dir.join("v0.tar.gz"), b"damaged").unwrap();
         let mut warnings = Vec::new();
         resolve(&kernels, &[arch], &policy(true), &mut warnings).unwrap();
         assert!(

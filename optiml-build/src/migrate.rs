@@ -201,15 +201,14 @@ pub fn rederive(
                 }
             },
             Some(t) => {
-                let log_path = entry.file(&t.log);
-                let log = crate::fs::read(&log_path)?;
-                let schedule =
-                    SearchRecords::parse_jsonl(&String::from_utf8_lossy(&log), &log_path)
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| {
-                            families::scheduled_candidate(&kernel.spec, &r.summary.best_schedule)
-                                .map_err(|e| e.to_string())
-                        });
+                let log_path = entry.dir.join(&t.log);
+                let log = entry.bytes(&t.log)?;
+                let schedule = SearchRecords::parse_jsonl(&String::from_utf8_lossy(log), &log_path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| {
+                        families::scheduled_candidate(&kernel.spec, &r.summary.best_schedule)
+                            .map_err(|e| e.to_string())
+                    });
                 match schedule {
                     Ok(c) => c,
                     Err(e) => {
@@ -222,7 +221,7 @@ pub fn rederive(
                 }
             }
         };
-        let source = crate::fs::read(&entry.file(&format!("{}.cu", v.stem)))?;
+        let source = entry.bytes(&format!("{}.cu", v.stem))?;
         if source != candidate.source.as_bytes() {
             wrong.push(format!(
                 "{}: its source is not what its schedule generates",
@@ -237,8 +236,8 @@ pub fn rederive(
             ));
             continue;
         }
-        let cubin = crate::fs::read(&entry.file(&format!("{}.cubin", v.stem)))?;
-        let ptx = crate::fs::read(&entry.file(&format!("{}.ptx", v.stem)))?;
+        let cubin = entry.bytes(&format!("{}.cubin", v.stem))?;
+        let ptx = entry.bytes(&format!("{}.ptx", v.stem))?;
         // The file name NVRTC was given is in the machine code (assertions name it): the build names a default's
         // after its kernel, a search its candidates one way.
         let file = match v.tuning {
@@ -254,9 +253,9 @@ pub fn rederive(
                 candidate.launch.image_arch(arch),
             ) {
                 Ok(c) => {
-                    same_cubin |= c.cubin == cubin;
-                    same_ptx |= without_register_numbers(c.ptx.as_bytes())
-                        == without_register_numbers(&ptx);
+                    same_cubin |= c.cubin.as_slice() == cubin;
+                    same_ptx |=
+                        without_register_numbers(c.ptx.as_bytes()) == without_register_numbers(ptx);
                 }
                 Err(e) => {
                     wrong.push(format!(
@@ -317,9 +316,9 @@ fn reproduce(
     let Some(log_name) = v.tuning.as_ref().map(|t| &t.log).filter(|l| !l.is_empty()) else {
         return Ok(Err(Dropped::NoLog));
     };
-    let log_path = earlier.file(log_name);
-    let log = crate::fs::read(&log_path)?;
-    let records = match SearchRecords::parse_jsonl(&String::from_utf8_lossy(&log), &log_path) {
+    let log_path = earlier.dir.join(log_name);
+    let log = earlier.bytes(log_name)?;
+    let records = match SearchRecords::parse_jsonl(&String::from_utf8_lossy(log), &log_path) {
         Ok(r) => r,
         Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
     };
@@ -331,7 +330,7 @@ fn reproduce(
     if candidate.launch != v.launch {
         return Ok(Err(Dropped::Changed));
     }
-    let old = crate::fs::read(&earlier.file(&format!("{}.cubin", v.stem)))?;
+    let old = earlier.bytes(&format!("{}.cubin", v.stem))?;
     let tried = built.entry(candidate.source.clone()).or_default();
     while !tried.iter().any(|c| c.cubin == old) && tried.len() < COMPILE_ATTEMPTS {
         match nvrtc::compile(
@@ -348,7 +347,7 @@ fn reproduce(
         }
     }
     Ok(match tried.iter().find(|c| c.cubin == old) {
-        Some(same) => Ok((candidate, same.clone(), log)),
+        Some(same) => Ok((candidate, same.clone(), log.to_vec())),
         None => Err(Dropped::Changed),
     })
 }

@@ -496,7 +496,7 @@ pub fn kept_variants(
         if retuned.contains(&shape) {
             continue;
         }
-        let read = |name: String| crate::fs::read(&entry.file(&name));
+        let read = |name: String| entry.bytes(&name).map(<[u8]>::to_vec);
         let text = |name: String| -> Result<String, CacheError> {
             Ok(String::from_utf8_lossy(&read(name)?).into_owned())
         };
@@ -664,8 +664,8 @@ mod tests {
         let free = &second.manifest.variants[2];
         assert!(free.tuning.is_none());
         assert_eq!(
-            crate::fs::read(&second.file(&format!("{}.cubin", free.stem))).unwrap(),
-            vec![9; 4]
+            second.bytes(&format!("{}.cubin", free.stem)).unwrap(),
+            [9; 4]
         );
         let lookup = |dir: &Entry, shape| {
             let v = dir
@@ -676,8 +676,8 @@ mod tests {
                 .unwrap();
             let log = &v.tuning.as_ref().unwrap().log;
             (
-                crate::fs::read(&dir.file(&format!("{}.cubin", v.stem))).unwrap(),
-                crate::fs::read(&dir.file(log)).unwrap(),
+                dir.bytes(&format!("{}.cubin", v.stem)).unwrap().to_vec(),
+                dir.bytes(log).unwrap().to_vec(),
             )
         };
         assert_eq!(lookup(&second, a), (vec![3; 4], b"{\"log\":3}\n".to_vec()));

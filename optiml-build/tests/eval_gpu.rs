@@ -614,10 +614,7 @@ fn a_search_among_broken_candidates_completes_and_caches_only_a_verified_winner(
         panic!("the stored winner does not verify")
     };
     // The cached bytes are the verified winner's, and that candidate passes the gate again on fresh inputs.
-    assert_eq!(
-        std::fs::read(entry.file("v0.cubin")).unwrap(),
-        compiled.cubin
-    );
+    assert_eq!(entry.bytes("v0.cubin").unwrap(), compiled.cubin);
     let (recheck, _) = e.evaluate_candidate(&candidate);
     assert!(matches!(recheck, Outcome::Measured(_)), "{recheck:?}");
     eprintln!(

@@ -221,8 +221,8 @@ fn transforms(t: &Transforms) -> anyhow::Result<bool> {
 fn analyze(a: &Analyze) -> anyhow::Result<bool> {
     let logs = resolve_logs(&a.target, a.cache_dir.as_deref())?;
     let mut loaded: Vec<(PathBuf, SearchRecords)> = Vec::new();
-    for log in &logs {
-        let records = search::read_jsonl(log)?;
+    for (log, text) in &logs {
+        let records = SearchRecords::parse_jsonl(text, log)?;
         let analysis = report::analyze(&records)
             .map_err(|e| anyhow::anyhow!("cannot analyse `{}`: {e}", log.display()))?;
         let svg = match (&a.svg, logs.len()) {
@@ -240,7 +240,8 @@ fn analyze(a: &Analyze) -> anyhow::Result<bool> {
         return Ok(true);
     }
     for log in &a.compare {
-        loaded.push((log.clone(), search::read_jsonl(log)?));
+        let text = read_log(log)?;
+        loaded.push((log.clone(), SearchRecords::parse_jsonl(&text, log)?));
     }
     let first = &loaded[0].1.header;
     for (log, r) in &loaded[1..] {
@@ -311,24 +312,43 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The log `target` names: the file itself, or every search log under the cache folders whose header names the
-/// kernel `target`.
-fn resolve_logs(target: &str, cache_dir: Option<&Path>) -> anyhow::Result<Vec<PathBuf>> {
-    let as_path = Path::new(target);
-    if as_path.is_file() {
-        return Ok(vec![as_path.to_path_buf()]);
+/// The text of the log at `path`: a file, or a log in a cache entry's pack, named as the entry's folder and the
+/// log's name in it (`.optiml/sm_90/<key>/search-v0.jsonl`, as `analyze` prints it).
+fn read_log(path: &Path) -> anyhow::Result<String> {
+    if path.is_file() {
+        return Ok(crate::fs::read_to_string(path)?);
     }
-    if target.ends_with(".jsonl") || target.contains(std::path::MAIN_SEPARATOR) {
-        anyhow::bail!("no search log at `{target}`");
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        anyhow::bail!("no search log at `{}`", path.display());
+    };
+    if !dir.join("manifest.bin").is_file() {
+        anyhow::bail!("no search log at `{}`", path.display());
+    }
+    let entry = crate::cache::open(dir).map_err(|why| {
+        anyhow::anyhow!("`{}` is not a verified cache entry: {why}", dir.display())
+    })?;
+    let bytes = entry
+        .bytes(name)
+        .map_err(|_| anyhow::anyhow!("the cache entry `{}` holds no `{name}`", dir.display()))?;
+    Ok(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// The logs `target` names, with their text: the log itself, or every search log under the cache folders whose
+/// header names the kernel `target`.
+fn resolve_logs(target: &str, cache_dir: Option<&Path>) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    let as_path = Path::new(target);
+    if target.ends_with(".jsonl") || target.contains(std::path::MAIN_SEPARATOR) || as_path.is_file()
+    {
+        return Ok(vec![(as_path.to_path_buf(), read_log(as_path)?)]);
     }
     let dirs = log_dirs(cache_dir)?;
     let mut found = Vec::new();
     // The kernels that do have logs, to name when `target` has none.
     let mut others: Vec<String> = Vec::new();
     for dir in &dirs {
-        for file in find_logs(dir)? {
-            match search::read_header(&file) {
-                Ok(h) if h.kernel == target => found.push(file),
+        for (file, text) in find_logs(dir)? {
+            match search::header_of(&text, &file) {
+                Ok(h) if h.kernel == target => found.push((file, text)),
                 Ok(h) => others.push(h.kernel),
                 Err(e) => eprintln!("warning: skipped {e}"),
             }
@@ -382,12 +402,22 @@ fn log_dirs(cache_dir: Option<&Path>) -> anyhow::Result<Vec<PathBuf>> {
     Ok(unique)
 }
 
-/// `search*.jsonl` files below `dir`. Symbolic links are not followed (a link back up would loop), and hidden
-/// folders are skipped: the cache writes its temporary entries there.
-fn find_logs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The search logs below `dir` with their text: `search*.jsonl` files, and the logs packed in each cache entry
+/// (a folder holding a `manifest.bin`), which is verified first. Symbolic links are not followed (a link back up
+/// would loop), and hidden folders are skipped: the cache writes its temporary entries there.
+fn find_logs(dir: &Path) -> anyhow::Result<Vec<(PathBuf, String)>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
+        if d.join("manifest.bin").is_file() {
+            match crate::cache::open(&d) {
+                Ok(entry) => out.extend(entry.logs().map(|(name, bytes)| {
+                    (d.join(name), String::from_utf8_lossy(bytes).into_owned())
+                })),
+                Err(why) => eprintln!("warning: skipped the cache entry `{}`: {why}", d.display()),
+            }
+            continue;
+        }
         for path in crate::fs::read_dir(&d)? {
             let name = path
                 .file_name()
@@ -399,7 +429,8 @@ fn find_logs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             if meta.is_dir() && !name.starts_with('.') {
                 stack.push(path);
             } else if meta.is_file() && name.starts_with("search") && name.ends_with(".jsonl") {
-                out.push(path);
+                let text = crate::fs::read_to_string(&path)?;
+                out.push((path, text));
             }
         }
     }
@@ -458,13 +489,28 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         root.display()
     );
 
+    // Entries of the previous format are rewritten packed before anything else looks at the cache: carried-over
+    // tuning and the unused-entry sweep then see them at their current keys.
+    if !p.check {
+        let upgraded = cache.upgrade()?;
+        if upgraded > 0 {
+            eprintln!(
+                "{upgraded} entries of the previous cache format rewritten as packed entries in `{}`",
+                cache.root.display()
+            );
+        }
+    }
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
         .flat_map(|k| {
             let generator = families::generator_version(&k.spec);
             archs.iter().map(move |&a| KeyInputs::of(k, a, &generator))
         })
-        .map(|inputs| cache.entry_dir(&inputs))
+        // Under --check, a needed entry of the previous format is reported as such, not as unused.
+        .flat_map(|inputs| {
+            let old = p.check.then(|| cache.legacy_dir(&inputs));
+            std::iter::once(cache.entry_dir(&inputs)).chain(old)
+        })
         .collect();
     let unused: Vec<PathBuf> = cache
         .entry_dirs()
@@ -488,6 +534,15 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
             for &arch in &archs {
                 let inputs = KeyInputs::of(k, arch, &generator);
                 match cache.lookup(&inputs) {
+                    Lookup::Hit(entry) if cache.is_legacy(&entry) => {
+                        bad += 1;
+                        eprintln!(
+                            "old format: `{}` on {arch} (`{}`) is of the previous cache format, unpacked; \
+                             `cargo optiml prepare` rewrites it",
+                            k.name,
+                            entry.dir.display()
+                        );
+                    }
                     Lookup::Hit(entry) => {
                         let Some(nvrtc) = nvrtc else { continue };
                         let wrong = crate::migrate::rederive(nvrtc, k, arch, &entry)?;

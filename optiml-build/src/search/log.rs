@@ -447,7 +447,14 @@ pub fn read_jsonl(path: &Path) -> Result<SearchRecords, LogError> {
 /// # Errors
 /// As [`read_jsonl`]; [`LogError::Incomplete`] for an empty file.
 pub fn read_header(path: &Path) -> Result<Header, LogError> {
-    let text = fs::read_to_string(path)?;
+    header_of(&fs::read_to_string(path)?, path)
+}
+
+/// The header of the log `text` (the first non-blank line), read from `path`.
+///
+/// # Errors
+/// As [`read_header`], but for reading the file.
+pub fn header_of(text: &str, path: &Path) -> Result<Header, LogError> {
     let Some((i, line)) = text.lines().enumerate().find(|(_, l)| !l.trim().is_empty()) else {
         return Err(LogError::Incomplete {
             path: path.to_path_buf(),

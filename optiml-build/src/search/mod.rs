@@ -26,7 +26,7 @@ mod transform;
 pub use baseline::{exhaustive, random_search, splitmix};
 pub use log::{
     Header, LogError, Method, OutcomeRecord, Record, SearchRecords, StepRecord, Summary,
-    config_value, read_header, read_jsonl, records, write_jsonl, write_records,
+    config_value, header_of, read_header, read_jsonl, records, write_jsonl, write_records,
 };
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
 pub use replay::Replay;

@@ -136,7 +136,7 @@ fn a_variant_with_the_same_machine_code_is_carried_over_and_one_without_stays_be
         v.tuning.as_ref().unwrap().measurement,
         was.tuning.as_ref().unwrap().measurement
     );
-    let read = |e: &Entry, name: &str| std::fs::read(e.file(name)).unwrap();
+    let read = |e: &Entry, name: &str| e.bytes(name).unwrap().to_vec();
     assert_eq!(read(&entry, "v0.cubin"), read(earlier_entry, "v0.cubin"));
     assert_eq!(
         read(&entry, &v.tuning.as_ref().unwrap().log),
