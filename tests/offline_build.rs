@@ -43,7 +43,9 @@ fn offline_build(target_dir: &Path, extra_env: &[(&str, &Path)]) -> Output {
         .env_remove("CUDA_PATH")
         .env_remove("OPTIML_NVRTC")
         .env_remove("OPTIML_ARCH")
-        .env_remove("OPTIML_CACHE_DIR");
+        .env_remove("OPTIML_CACHE_DIR")
+        // Nothing but the committed cache: a per-user cache on this machine could hide a miss.
+        .env("OPTIML_USER_CACHE", "off");
     for (k, v) in extra_env {
         cmd.env(k, v);
     }

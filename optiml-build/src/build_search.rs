@@ -43,13 +43,15 @@ fn search_order<'a>(fresh: Vec<usize>, spec_of: impl Fn(usize) -> &'a Spec) -> V
     order
 }
 
-/// Tunes the freshly generated entries of `resolved` within the build's time budget; returns what to tell
-/// the user.
+/// Tunes the freshly generated entries of `resolved` within the build's time budget, storing the winners in
+/// `cache` and a copy in `user` (the per-user cache, where other crates on this machine find them); returns what
+/// to tell the user.
 pub(crate) fn run(
     kernels: &[FoundKernel],
     resolved: &mut [Resolved],
     settings: &Settings,
     cache: &Cache,
+    user: Option<&Cache>,
     explicit: Option<f64>,
 ) -> Searched {
     let budget_s = explicit
@@ -170,6 +172,12 @@ pub(crate) fn run(
         };
         match tune::store(cache, kernel, arch, &generator, &buckets, &[], &defaults) {
             Ok(entry) => {
+                if let Some(Err(e)) = user.map(|u| u.adopt(&entry)) {
+                    notes.push(format!(
+                        "`{}`: the tuned entry could not be copied into the per-user cache: {e}",
+                        kernel.name
+                    ));
+                }
                 resolved[i].entry = entry;
                 tuned += 1;
                 let speedups: Vec<String> = buckets

@@ -15,8 +15,12 @@
 //!    [`DEFAULT_ARCHS`] (`sm_80,sm_90`).
 //! 3. **Look up** each kernel × architecture by its key — sha256 of the canonical spec and signature, the
 //!    architecture, the pinned NVRTC release and the generator version — in `target/optiml/`, then in the
-//!    committed cache: `OPTIML_CACHE_DIR`, else `<crate>/.optiml/` and `<workspace>/.optiml/`. Entries are
-//!    verified (key inputs, checksums) before use; a damaged one is regenerated, never loaded.
+//!    committed cache: `OPTIML_CACHE_DIR`, else `<crate>/.optiml/` and `<workspace>/.optiml/`; then, read only,
+//!    in the per-user cache ([`targets::user_cache_dir`]), where `cargo optiml tune` and the build-time search
+//!    leave a copy of each winner for the other crates on the machine, and in optiml's pre-tuned cache
+//!    ([`targets::pretuned_dir`]). A tuned entry beats an untuned one wherever it sits, and the build's warning
+//!    names a fallback that served. Entries are verified (key inputs, checksums) before use; a damaged one is
+//!    regenerated, never loaded.
 //! 4. **Generate** what is missing, unless `OPTIML_OFFLINE=1`: the family's default template, compiled by NVRTC
 //!    to PTX + CUBIN with ptxas' register/spill/shared-memory report, stored atomically in `target/optiml/`.
 //!    NVRTC is found through `OPTIML_NVRTC` (a `libnvrtc.so.13`), `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`,
@@ -75,6 +79,10 @@ pub struct Builder {
     archs: Option<Vec<Arch>>,
     offline: Option<bool>,
     cache_dir: Option<PathBuf>,
+    /// The per-user cache: `None` reads the environment ([`targets::user_cache_dir`]), `Some(None)` reads none.
+    user_cache: Option<Option<PathBuf>>,
+    /// optiml's pre-tuned cache: `None` is [`targets::pretuned_dir`], `Some(None)` reads none.
+    pretuned_cache: Option<Option<PathBuf>>,
     quiet: bool,
     search_time: Option<f64>,
 }
@@ -88,7 +96,8 @@ pub struct Report {
     pub entries: Vec<(String, Arch, Origin)>,
     /// Declarations skipped (bad spec or signature), as `file:line: message`.
     pub skipped: Vec<String>,
-    /// Non-fatal problems (damaged cache entries that were regenerated).
+    /// Non-fatal problems (damaged cache entries that were regenerated) and where kernels came from other than
+    /// this crate's caches.
     pub warnings: Vec<String>,
     /// What the build-time search did, one line per kernel and architecture searched.
     pub searched: Vec<String>,
@@ -134,6 +143,19 @@ impl Builder {
         self
     }
 
+    /// Reads the per-user cache from `dir` (`None`: reads no per-user cache), overriding `OPTIML_USER_CACHE` and
+    /// the XDG default.
+    pub fn user_cache(&mut self, dir: Option<impl Into<PathBuf>>) -> &mut Self {
+        self.user_cache = Some(dir.map(Into::into));
+        self
+    }
+
+    /// Reads optiml's pre-tuned cache from `dir` (`None`: reads none) instead of the one that comes with optiml.
+    pub fn pretuned_cache(&mut self, dir: Option<impl Into<PathBuf>>) -> &mut Self {
+        self.pretuned_cache = Some(dir.map(Into::into));
+        self
+    }
+
     /// Seconds of search on a cache miss when a GPU is present, shared by every kernel generated in this build
     /// (0 turns it off); overrides `[search] build_time_s` and `OPTIML_BUILD_SEARCH_S`. Default 20.
     pub fn search_time(&mut self, seconds: f64) -> &mut Self {
@@ -164,6 +186,20 @@ impl Builder {
         let out_dir = env::var_os("OUT_DIR")
             .map(PathBuf::from)
             .ok_or(Error::NotInBuildScript { var: "OUT_DIR" })?;
+        self.compile_at(&manifest_dir, &out_dir)
+    }
+
+    /// Runs the pipeline for the crate at `manifest_dir`, writing into `out_dir`, as [`compile`](Builder::compile)
+    /// does in a build script: for tools and tests that run it outside one (with [`quiet`](Builder::quiet)).
+    ///
+    /// # Errors
+    /// As [`compile`](Builder::compile).
+    pub fn compile_at(
+        &self,
+        manifest_dir: &std::path::Path,
+        out_dir: &std::path::Path,
+    ) -> Result<Report, Error> {
+        let (manifest_dir, out_dir) = (manifest_dir.to_path_buf(), out_dir.to_path_buf());
         let cargo = |line: String| {
             if !self.quiet {
                 println!("cargo:{line}");
@@ -223,6 +259,31 @@ impl Builder {
             Cache::new(targets::target_cache_dir(&out_dir)).with_words(families::tuned_for);
         let mut read = vec![target.clone()];
         read.extend(committed.into_iter().map(Cache::new));
+        // The fallbacks, read after the crate's own caches: tuned entries other crates on this machine made,
+        // then those optiml ships. Read only; a folder already listed is not read twice.
+        let user = match &self.user_cache {
+            Some(dir) => dir.clone(),
+            None => targets::user_cache_dir(),
+        };
+        let pretuned = match &self.pretuned_cache {
+            Some(dir) => dir.clone(),
+            None => targets::pretuned_dir(),
+        };
+        let mut fallbacks: Vec<(PathBuf, &str)> = Vec::new();
+        for (dir, what) in [
+            (user, "the per-user cache"),
+            (pretuned, "optiml's pre-tuned cache"),
+        ] {
+            let Some(dir) = dir else { continue };
+            if read.iter().any(|c| targets::same_folder(&c.root, &dir)) {
+                continue;
+            }
+            if dir.exists() {
+                cargo(format!("rerun-if-changed={}", dir.display()));
+            }
+            read.push(Cache::new(&dir));
+            fallbacks.push((dir, what));
+        }
         let policy = Policy {
             read,
             write: target,
@@ -242,11 +303,48 @@ impl Builder {
         report.warnings = warnings;
         let mut resolved = resolved?;
         let settings = config::Settings::load(&manifest_dir).map_err(Error::Config)?;
+        // Where a kernel came from a fallback, the build says so: it was not tuned for this crate, and
+        // `cargo optiml prepare` makes it the crate's own.
+        for (dir, what) in &fallbacks {
+            let from: Vec<String> = resolved
+                .iter()
+                .filter(|r| r.origin == Origin::Cache(dir.clone()))
+                .map(|r| {
+                    let tuning = r
+                        .entry
+                        .manifest
+                        .variants
+                        .iter()
+                        .find_map(|v| v.tuning.as_ref());
+                    match tuning {
+                        Some(t) => format!(
+                            "`{}` on {} (tuned on {}, {})",
+                            kernels[r.kernel].name, r.arch, t.device, t.date
+                        ),
+                        None => format!("`{}` on {} (untuned)", kernels[r.kernel].name, r.arch),
+                    }
+                })
+                .collect();
+            if !from.is_empty() {
+                let line = format!(
+                    "from {what} `{}`: {}; `cargo optiml prepare` copies them into this crate's `.optiml/`",
+                    dir.display(),
+                    from.join(", ")
+                );
+                cargo(format!("warning=optiml: {line}"));
+                report.warnings.push(line);
+            }
+        }
+        let user_cache = fallbacks
+            .iter()
+            .find(|(_, what)| what.starts_with("the per-user"))
+            .map(|(dir, _)| Cache::new(dir).with_words(families::tuned_for));
         let searched = build_search::run(
             &kernels,
             &mut resolved,
             &settings,
             &policy.write,
+            user_cache.as_ref(),
             self.search_time,
         );
         for line in &searched.notes {

@@ -95,6 +95,56 @@ pub fn committed_dirs(manifest_dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// The per-user cache shared by every crate on this machine: `OPTIML_USER_CACHE`, else `$XDG_CACHE_HOME/optiml`,
+/// else `$HOME/.cache/optiml`; `None` when it is turned off (`OPTIML_USER_CACHE=off`) or there is no home.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    user_cache_dir_from(
+        env::var_os(env::OPTIML_USER_CACHE),
+        env::var_os(env::XDG_CACHE_HOME),
+        env::var_os(env::HOME),
+    )
+}
+
+fn user_cache_dir_from(
+    explicit: Option<std::ffi::OsString>,
+    xdg: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    if let Some(dir) = explicit {
+        let off = dir.to_str().is_some_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "off" | "0" | "false" | "no"
+            )
+        });
+        return (!off).then(|| PathBuf::from(dir));
+    }
+    // The specification says a relative XDG_CACHE_HOME is invalid and is to be ignored.
+    if let Some(xdg) = xdg.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return Some(xdg.join("optiml"));
+    }
+    home.map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .map(|h| h.join(".cache").join("optiml"))
+}
+
+/// The pre-tuned cache that comes with optiml: the `.optiml/` of the repository optiml-build was built from
+/// (present for a path or git dependency), holding the kernels optiml tunes itself. `None` when it is not there.
+pub fn pretuned_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()?
+        .join(".optiml");
+    dir.is_dir().then_some(dir)
+}
+
+/// Whether two paths are one folder (both resolved where they exist).
+pub fn same_folder(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 /// `target/optiml/` derived from `OUT_DIR` (`target/<profile>/build/<pkg>-<hash>/out`), else a folder in
 /// `OUT_DIR`.
 pub fn target_cache_dir(out_dir: &Path) -> PathBuf {
@@ -112,6 +162,32 @@ pub fn target_cache_dir(out_dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_cache_follows_the_xdg_specification_and_can_be_turned_off() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(
+            user_cache_dir_from(None, os("/x/cache"), os("/home/u")),
+            Some(PathBuf::from("/x/cache/optiml"))
+        );
+        // A relative XDG_CACHE_HOME is ignored.
+        assert_eq!(
+            user_cache_dir_from(None, os("rel"), os("/home/u")),
+            Some(PathBuf::from("/home/u/.cache/optiml"))
+        );
+        assert_eq!(
+            user_cache_dir_from(os("/shared/optiml"), os("/x"), os("/home/u")),
+            Some(PathBuf::from("/shared/optiml"))
+        );
+        for off in ["off", "0", "False", "no"] {
+            assert_eq!(
+                user_cache_dir_from(os(off), os("/x"), os("/home/u")),
+                None,
+                "{off}"
+            );
+        }
+        assert_eq!(user_cache_dir_from(None, None, None), None);
+    }
 
     #[test]
     fn arch_lists() {

@@ -9,6 +9,13 @@ pub const OPTIML_ARCH: &str = "OPTIML_ARCH";
 pub const OPTIML_OFFLINE: &str = "OPTIML_OFFLINE";
 /// The committed cache folder, overriding `<crate>/.optiml` and `<workspace>/.optiml`.
 pub const OPTIML_CACHE_DIR: &str = "OPTIML_CACHE_DIR";
+/// The per-user cache shared by every crate on the machine, read after the crate's own caches (default
+/// `$XDG_CACHE_HOME/optiml`, else `$HOME/.cache/optiml`); `off` (or `0`, `false`, `no`) turns it off.
+pub const OPTIML_USER_CACHE: &str = "OPTIML_USER_CACHE";
+/// Where the per-user cache lives by default, as the XDG base directory specification says.
+pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
+/// The user's home, for `~/.cache` when `XDG_CACHE_HOME` is unset.
+pub const HOME: &str = "HOME";
 /// Path of an NVRTC shared library (`libnvrtc.so.13`), searched before anything else.
 pub const OPTIML_NVRTC: &str = "OPTIML_NVRTC";
 /// Seconds of search a build may spend on kernels it generates when a GPU is present (`0` turns it off).
@@ -22,6 +29,9 @@ pub fn watched() -> Vec<&'static str> {
         OPTIML_ARCH,
         OPTIML_OFFLINE,
         OPTIML_CACHE_DIR,
+        OPTIML_USER_CACHE,
+        XDG_CACHE_HOME,
+        HOME,
         OPTIML_NVRTC,
         OPTIML_BUILD_SEARCH_S,
     ];

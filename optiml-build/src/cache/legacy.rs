@@ -17,7 +17,7 @@ pub const FORMAT: u32 = 2;
 pub struct Manifest {
     /// [`FORMAT`].
     pub format: u32,
-    /// The entry's key, as format 2 computed it ([`KeyInputs::key_in`]).
+    /// The entry's key, as format 2 computed it (its inputs with `optiml-cache/2` for the format).
     pub key: String,
     /// The key's inputs.
     pub inputs: KeyInputs,

@@ -21,7 +21,7 @@
 //! verified. Anything off is a miss (and the entry is replaced), never a wrong or torn kernel. Entries of the
 //! previous format ([`legacy`]) are still read, and `cargo optiml prepare` rewrites them.
 
-mod legacy;
+pub mod legacy;
 pub mod pack;
 mod report;
 
@@ -433,12 +433,13 @@ impl Cache {
     }
 
     /// Stores a verified entry of another cache here under the same key, from the bytes it was verified with,
-    /// unless a valid entry is here already (a damaged one gives way); the entry here.
+    /// in place of what is here (the build found it there because this cache lacks it, or holds it untuned, or
+    /// it is a newer tuning); the entry here.
     ///
     /// # Errors
     /// [`CacheError`] when the entry cannot be written.
     pub fn adopt(&self, entry: &Entry) -> Result<Entry, CacheError> {
-        self.write(&entry.manifest, &entry.files, false)
+        self.write(&entry.manifest, &entry.files, true)
     }
 
     /// Whether an entry for `inputs` here says it is tuned, from its manifest alone (nothing is checksummed:

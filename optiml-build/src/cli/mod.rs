@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 mod tune;
 use optiml_runtime::Arch;
 use optiml_spec::env;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Cargo's view: `cargo optiml …` runs `cargo-optiml optiml …`.
@@ -619,12 +619,23 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     }
 
     carry_tuned(&cache, &kernels, &archs)?;
-    // What the workspace's builds already generated (or their search tuned) in `target/optiml/` is verified
-    // like any entry and copied, not generated again.
+    // What the workspace's builds already generated (or their search tuned) in `target/optiml/`, then what the
+    // per-user cache and optiml's pre-tuned cache hold, is verified like any entry and copied, not generated
+    // again (a tuned entry there replaces an untuned one here).
     let built = Cache::new(root.join("target").join("optiml"));
     let mut read = vec![cache.clone()];
-    if built.root.is_dir() && built.root != cache.root {
-        read.push(built.clone());
+    for dir in [
+        Some(built.root.clone()),
+        targets::user_cache_dir(),
+        targets::pretuned_dir(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let listed = read.iter().any(|c| targets::same_folder(&c.root, &dir));
+        if dir.is_dir() && !listed {
+            read.push(Cache::new(dir));
+        }
     }
     let policy = Policy {
         read,
@@ -637,19 +648,18 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         eprintln!("warning: {w}");
     }
     let mut resolved = resolved.map_err(|e: Error| anyhow::anyhow!(e.render()))?;
-    let mut adopted = 0;
+    let mut adopted: BTreeMap<PathBuf, usize> = BTreeMap::new();
     for r in resolved.iter_mut() {
-        if r.origin == Origin::Cache(built.root.clone()) {
+        if let Origin::Cache(from) = &r.origin
+            && *from != cache.root
+        {
+            *adopted.entry(from.clone()).or_default() += 1;
             r.entry = cache.adopt(&r.entry)?;
             r.origin = Origin::Cache(cache.root.clone());
-            adopted += 1;
         }
     }
-    if adopted > 0 {
-        eprintln!(
-            "{adopted} entries copied from `{}` (built there already)",
-            built.root.display()
-        );
+    for (from, n) in &adopted {
+        eprintln!("{n} entries copied from `{}`", from.display());
     }
     for d in &unused {
         cache.remove(d)?;

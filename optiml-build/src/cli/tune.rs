@@ -292,6 +292,19 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     },
                     entry.dir.display()
                 );
+                // Other crates on this machine find the winner there ([`crate::targets::user_cache_dir`]).
+                if let Some(user) =
+                    targets::user_cache_dir().filter(|d| !targets::same_folder(d, &cache.root))
+                {
+                    let user = cache::Cache::new(user).with_words(families::tuned_for);
+                    match user.adopt(&entry) {
+                        Ok(copy) => eprintln!(
+                            "  and a copy in the per-user cache: `{}`",
+                            copy.dir.display()
+                        ),
+                        Err(e) => eprintln!("warning: not copied into the per-user cache: {e}"),
+                    }
+                }
             }
         }
     }
