@@ -25,7 +25,7 @@ pub mod legacy;
 pub mod pack;
 mod report;
 
-pub use report::{plain_words, refresh_report, report};
+pub use report::{plain_words, refresh_report, report, report_is_current};
 
 use crate::experts::Candidate;
 use crate::fs::{self, FsError};

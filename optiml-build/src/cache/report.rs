@@ -21,6 +21,13 @@ pub fn refresh_report(entry: &Entry, words: TunedWords) -> Result<bool, FsError>
     Ok(true)
 }
 
+/// Whether an entry's `report.md` says what its manifest and logs do (`cargo optiml prepare --check`): a hand
+/// edit, or a report an older generator wrote, is not.
+pub fn report_is_current(entry: &Entry, words: TunedWords) -> bool {
+    std::fs::read(entry.dir.join(REPORT))
+        .is_ok_and(|text| text == report(&entry.manifest, entry.files(), words).as_bytes())
+}
+
 /// The wording of a tuned variant's shape no family claims: `256×1024×1024×1024` (the bucket), else the problem
 /// searched at, else every size.
 pub fn plain_words(

@@ -68,8 +68,8 @@ pub struct Explain {
 /// `cargo optiml prepare`.
 #[derive(Debug, Args)]
 pub struct Prepare {
-    /// Verify the committed cache instead of filling it; needs no NVRTC. Exit status 1 when an entry is missing
-    /// or damaged; unused entries only warn.
+    /// Verify the committed cache instead of filling it; needs no NVRTC. Exit status 1 when an entry is missing,
+    /// damaged, of the previous format or has a stale `report.md`; unused entries only warn.
     #[arg(long)]
     pub check: bool,
     /// With --check, also re-derive every variant with NVRTC (the family's default for an untuned one, its search
@@ -544,6 +544,17 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
                         );
                     }
                     Lookup::Hit(entry) => {
+                        // Derived text is checked like the rest: a pull request cannot say one thing in the
+                        // report and hold another in the manifest.
+                        if !crate::cache::report_is_current(&entry, families::tuned_for) {
+                            bad += 1;
+                            eprintln!(
+                                "stale report: `{}` on {arch}: `{}` is not what the entry's manifest and logs \
+                                 say; `cargo optiml prepare` rewrites it",
+                                k.name,
+                                entry.dir.join("report.md").display()
+                            );
+                        }
                         let Some(nvrtc) = nvrtc else { continue };
                         let wrong = crate::migrate::rederive(nvrtc, k, arch, &entry)?;
                         if !wrong.is_empty() {
@@ -601,7 +612,8 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         }
         if bad > 0 {
             eprintln!(
-                "error: {bad} entries missing, damaged or not what their records re-derive to in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
+                "error: {bad} entries missing, damaged, of the previous format, with a stale report or not what their \
+                 records re-derive to in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
                 cache.root.display()
             );
             return Ok(false);
