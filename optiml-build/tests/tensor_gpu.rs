@@ -410,9 +410,18 @@ fn long_rows_across_clusters() {
         let extents = lowered.extents(extents).unwrap();
         let row: usize = lowered.reduced_dims().iter().map(|&d| extents[d]).product();
         let mut schedules = vec![RowSchedule::for_row(&shape, row, arch)];
-        for cluster in [1, 2, 4, 8] {
+        // `OPTIML_LONG_ROWS_CLUSTER=8` keeps the clusters listed (comma separated): a full-size sweep of every
+        // point runs past a device call's ten minutes.
+        let clusters: Vec<u32> = match optiml_spec::env::var("OPTIML_LONG_ROWS_CLUSTER") {
+            Some(list) => list
+                .split(',')
+                .filter_map(|c| c.trim().parse().ok())
+                .collect(),
+            None => vec![1, 2, 4, 8],
+        };
+        for cluster in clusters {
             for row_threads in [512, 1024] {
-                for (smem_kib, unroll) in [(0, 4), (0, 8), (100, 4), (220, 4)] {
+                for (smem_kib, unroll) in [(0, 4), (0, 8), (100, 4), (220, 4), (220, 8)] {
                     // Each point with and without L2 hints, side by side.
                     for l2 in [0, 1] {
                         let mut s = RowSchedule {
