@@ -122,7 +122,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 12] = [
+const FAULTS: [(u32, &str, &str); 13] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -139,6 +139,11 @@ const FAULTS: [(u32, &str, &str); 12] = [
     (10, "prints a forged verdict", "gate:"),
     (11, "detects the NaN poison", "(dispatch shape)"),
     (12, "replays an output it kept", "after the last timed run"),
+    (
+        13,
+        "declares another parameter list",
+        "the launch passes parameters of",
+    ),
 ];
 
 #[test]

@@ -33,6 +33,21 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
+    /// A launch's arguments are not, in number and size, the parameters of the loaded function: its cache
+    /// entry's launch record does not match its machine code. Nothing was launched.
+    #[error(
+        "kernel `{kernel}`: the launch passes parameters of {passed:?} bytes, but its loaded code declares {declared:?}: \
+         the cache entry's launch record does not match its CUBIN or PTX; `cargo optiml prepare --check --rebuild` \
+         finds such an entry and `cargo optiml prepare` replaces it"
+    )]
+    Parameters {
+        /// The kernel.
+        kernel: &'static str,
+        /// Each parameter's size, as the loaded function declares them.
+        declared: Vec<usize>,
+        /// Each argument's size, as the launch passes them.
+        passed: Vec<usize>,
+    },
     /// The kernel was not built for this GPU.
     #[error(
         "kernel `{kernel}` has no variant that runs on {device} (built for {available}); rebuild with \

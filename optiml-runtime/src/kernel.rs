@@ -1,8 +1,8 @@
 //! A generated kernel's variants and their loading, once per CUDA context.
 
 use crate::launch::{COMPANION_SLOTS, Companions, Launch};
-use crate::{Arch, Error, probe};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, sys};
+use crate::{Arch, Error, Function, probe};
+use cudarc::driver::{CudaContext, CudaModule, CudaStream, DriverError, sys};
 use cudarc::nvrtc::Ptx;
 use std::sync::{Arc, Mutex};
 
@@ -57,10 +57,10 @@ pub struct Loaded {
 #[derive(Clone, Debug)]
 pub struct LoadedVariant {
     /// The entry point.
-    pub function: CudaFunction,
+    pub function: Function,
     /// The module's companion entry points, in the slots of [`Launch::companions`] (an optional one the module
     /// lacks is `None`).
-    pub companions: [Option<CudaFunction>; COMPANION_SLOTS],
+    pub companions: [Option<Function>; COMPANION_SLOTS],
     /// What was loaded.
     pub variant: &'static Variant,
 }
@@ -83,12 +83,12 @@ fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
 pub fn load_companions(
     m: &Arc<CudaModule>,
     companions: Companions,
-) -> Result<[Option<CudaFunction>; COMPANION_SLOTS], (&'static str, DriverError)> {
-    let mut out: [Option<CudaFunction>; COMPANION_SLOTS] = Default::default();
+) -> Result<[Option<Function>; COMPANION_SLOTS], (&'static str, DriverError)> {
+    let mut out: [Option<Function>; COMPANION_SLOTS] = Default::default();
     for (slot, c) in out.iter_mut().zip(companions.0) {
         let Some(c) = c else { continue };
         *slot = match m.load_function(c.entry) {
-            Ok(f) => Some(f),
+            Ok(f) => Some(Function::new(f)),
             Err(e) if c.required => return Err((c.entry, e)),
             Err(_) => None,
         };
@@ -100,9 +100,9 @@ pub fn load_companions(
 #[derive(Clone, Copy, Debug)]
 pub struct Target<'a> {
     /// The kernel function.
-    pub function: &'a CudaFunction,
+    pub function: &'a Function,
     /// The companion entry points from the same module, in the slots of [`Launch::companions`].
-    pub companions: [Option<&'a CudaFunction>; COMPANION_SLOTS],
+    pub companions: [Option<&'a Function>; COMPANION_SLOTS],
     /// Its launch parameters.
     pub launch: Launch,
     /// The device's multiprocessor count, for grid sizing.
@@ -243,7 +243,10 @@ impl KernelModule {
                 let loaded = ctx.load_module(image).and_then(|m| {
                     let companions =
                         load_companions(&m, variant.launch.companions()).map_err(|(_, e)| e)?;
-                    Ok((m.load_function(self.artifacts.entry)?, companions))
+                    Ok((
+                        Function::new(m.load_function(self.artifacts.entry)?),
+                        companions,
+                    ))
                 });
                 match loaded {
                     Ok((function, companions)) => {

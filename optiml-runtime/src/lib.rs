@@ -21,6 +21,7 @@ pub use cudarc;
 pub use half;
 
 mod arch;
+mod args;
 mod check;
 mod error;
 mod kernel;
@@ -31,6 +32,7 @@ pub mod program;
 mod workspace;
 
 pub use arch::{Arch, ArchParseError};
+pub use args::{Args, Function, Param};
 pub use error::Error;
 pub use kernel::{
     Artifacts, KernelModule, Loaded, LoadedVariant, Target, Variant, load_companions,

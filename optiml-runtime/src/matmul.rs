@@ -3,11 +3,8 @@
 use crate::kernel::{KernelModule, Target};
 use crate::launch::{Half, Kernel16, Launch, Wgmma16};
 use crate::workspace::Workspace;
-use crate::{Error, check};
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
-    PushKernelArg, sys,
-};
+use crate::{Args, Error, Function, Param, check};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, sys};
 
 mod sealed {
     pub trait Sealed {}
@@ -325,7 +322,7 @@ impl Scalars {
     }
 
     /// Pushes `bias` (or a null pointer), then `batch, M, N, K, strideA, strideB, strideC, alpha, beta`.
-    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>, bias: Option<&'a CudaSlice<f32>>) {
+    fn push<'a>(&'a self, builder: &mut Args<'a>, bias: Option<&'a CudaSlice<f32>>) {
         match bias {
             Some(bias) => builder.arg(bias),
             None => builder.arg(&self.null),
@@ -390,7 +387,7 @@ fn launch_tiled<T: Element>(
     } else {
         None
     };
-    let mut builder = stream.launch_builder(target.function);
+    let mut builder = Args::new(stream, target.function, name);
     builder.arg(args.a).arg(args.b);
     match &mut workspace {
         Some((w, _)) => builder.arg(&w.ptr),
@@ -404,7 +401,7 @@ fn launch_tiled<T: Element>(
     // i32 dimensions, i64 strides, f32 scales, and the split count when the variant was compiled with split-K),
     // and every buffer was checked above to hold what the dimensions address, in the stream's context; the
     // workspace holds `splits · batch · m · n` elements, what the template's split pass writes.
-    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    unsafe { builder.launch(cfg, "launch") }?;
     if let Some((w, reduce)) = &workspace {
         let total = args.batch * args.m * args.n.div_ceil(4);
         let blocks = total
@@ -416,7 +413,7 @@ fn launch_tiled<T: Element>(
             block_dim: (REDUCE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut builder = stream.launch_builder(reduce);
+        let mut builder = Args::new(stream, reduce, name);
         builder.arg(&w.ptr).arg(&mut *args.c);
         match args.bias {
             Some(bias) => builder.arg(bias),
@@ -433,8 +430,7 @@ fn launch_tiled<T: Element>(
         // SAFETY: `optiml_splitk_reduce(const float* W, float* C, const float* bias, int batch, int M, int N,
         // long long strideC, float alpha, float beta, int splits)` reads the `splits · batch · m · n` workspace
         // the first launch wrote (same stream, so after it) and writes `batch · m · n` elements of the checked C.
-        unsafe { builder.launch(cfg) }
-            .map_err(Error::driver(name, "launch the split-K reduction"))?;
+        unsafe { builder.launch(cfg, "launch the split-K reduction") }?;
     }
     Ok(())
 }
@@ -457,7 +453,7 @@ fn launch_wgmma<T: Element>(
     );
     let scalars = Scalars::of(&args);
     let maps = (tma.0 > 0).then(|| TmaMaps::encode(stream, &args, tma));
-    let mut builder = stream.launch_builder(target.function);
+    let mut builder = Args::new(stream, target.function, name);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     scalars.push(&mut builder, args.bias);
     if let Some(maps) = &maps {
@@ -468,7 +464,7 @@ fn launch_wgmma<T: Element>(
     // hold what the dimensions address; the maps, when used, describe exactly those checked extents (their
     // out-of-bounds elements read as zero), and with `use_tma == 0` the kernel never reads them. Any grid is
     // valid: blocks loop over tiles.
-    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    unsafe { builder.launch(cfg, "launch") }?;
     Ok(())
 }
 
@@ -478,6 +474,10 @@ struct TmaMap(sys::CUtensorMap);
 
 // SAFETY: a plain-old-data struct of the driver's, the exact layout of the kernel's `TmaMap` parameter.
 unsafe impl DeviceRepr for TmaMap {}
+
+impl Param for &TmaMap {
+    const BYTES: usize = std::mem::size_of::<TmaMap>();
+}
 
 /// The tensor maps of a TMA launch and whether the kernel may use them.
 struct TmaMaps {
@@ -664,7 +664,7 @@ fn strides<T: Element>(args: &MatmulArgs<'_, T>) -> (i64, i64, i64) {
 fn launch_simt16<T: Element>(
     name: &'static str,
     stream: &CudaStream,
-    function: &CudaFunction,
+    function: &Function,
     args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
     let geometry = (SIMT16_TILE, SIMT16_TILE, SIMT16_THREADS, 0);
@@ -677,7 +677,7 @@ fn launch_simt16<T: Element>(
 fn launch_blocks16<T: Element>(
     name: &'static str,
     stream: &CudaStream,
-    function: &CudaFunction,
+    function: &Function,
     args: MatmulArgs<'_, T>,
     (bm, bn, threads, smem_bytes): (u32, u32, u32, u32),
 ) -> Result<(), Error> {
@@ -691,7 +691,7 @@ fn launch_blocks16<T: Element>(
         shared_mem_bytes: smem_bytes,
     };
     let scalars = Scalars::of(&args);
-    let mut builder = stream.launch_builder(function);
+    let mut builder = Args::new(stream, function, name);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     scalars.push(&mut builder, args.bias);
     // SAFETY: the SIMT kernel and the `mma.sync` kernel both take `optiml_matmul`'s ABI with 2-byte elements
@@ -700,7 +700,7 @@ fn launch_blocks16<T: Element>(
     // checked against `T`); every buffer was checked to hold what the dimensions address, in the stream's
     // context; the shared memory is what the variant was compiled for (its limit raised at load). Any grid is
     // correct.
-    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    unsafe { builder.launch(cfg, "launch") }?;
     Ok(())
 }
 
@@ -733,7 +733,7 @@ fn launch_wgmma16<T: Element>(
     let geometry = (g.tile_m, g.tile_n, g.threads, g.smem_bytes);
     let cfg = persistent(&args, geometry, target.sm_count);
     let scalars = Scalars::of(&args);
-    let mut builder = stream.launch_builder(target.function);
+    let mut builder = Args::new(stream, target.function, name);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     scalars.push(&mut builder, args.bias);
     builder.arg(&map_a).arg(&map_b);
@@ -741,7 +741,7 @@ fn launch_wgmma16<T: Element>(
     // elements of the checked type, then the `__grid_constant__` tensor maps of A and B); every buffer was
     // checked to hold what the dimensions address, and the maps describe exactly those extents (reads outside
     // them are zero-filled by TMA). Any grid is valid: blocks loop over tiles.
-    unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+    unsafe { builder.launch(cfg, "launch") }?;
     Ok(())
 }
 
@@ -862,7 +862,7 @@ fn map16<'s, T: Element>(
 fn launch_gemv<T: Element>(
     name: &'static str,
     stream: &CudaStream,
-    gemv: &CudaFunction,
+    gemv: &Function,
     args: MatmulArgs<'_, T>,
 ) -> Result<(), Error> {
     let outputs = if args.n == 1 { args.m } else { args.n };
@@ -876,14 +876,13 @@ fn launch_gemv<T: Element>(
         shared_mem_bytes: 0,
     };
     let scalars = Scalars::of(&args);
-    let mut builder = stream.launch_builder(gemv);
+    let mut builder = Args::new(stream, gemv, name);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
     scalars.push(&mut builder, args.bias);
     // SAFETY: `optiml_gemv` takes `optiml_matmul`'s parameters (without the split count) and addresses the same
     // elements of A, B, C and bias for the same dimensions, all checked above in the stream's context; any grid
     // is correct (blocks loop over output tiles and batch items).
-    unsafe { builder.launch(cfg) }
-        .map_err(Error::driver(name, "launch the matrix-vector kernel"))?;
+    unsafe { builder.launch(cfg, "launch the matrix-vector kernel") }?;
     Ok(())
 }
 

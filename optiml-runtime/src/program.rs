@@ -5,8 +5,8 @@
 use crate::kernel::{KernelModule, Target};
 use crate::launch::{Launch, ProgramLaunch};
 use crate::workspace::Workspace;
-use crate::{Error, check};
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use crate::{Args, Error, check};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig};
 use half::{bf16, f16};
 
 /// What the launcher must know of a program: its buffers' dimensions and its dimensions' names, in the order
@@ -505,7 +505,7 @@ fn launch_checked(
     };
     let stages = tree.as_ref().map_or(1, |(t, _)| t.passes as i32 + 1);
     for stage in 0..stages {
-        let mut builder = stream.launch_builder(target.function);
+        let mut builder = Args::new(stream, target.function, name);
         for b in args.inputs {
             match b {
                 In::F32(b) => builder.arg(*b),
@@ -534,7 +534,7 @@ fn launch_checked(
         // `partials · items · slices` floats the stages address), each buffer holds exactly the elements its
         // dimensions make in the stream's context, and the generated kernel touches only elements inside those
         // dimensions.
-        unsafe { builder.launch(cfg) }.map_err(Error::driver(name, "launch"))?;
+        unsafe { builder.launch(cfg, "launch") }?;
     }
     Ok(())
 }
@@ -593,11 +593,8 @@ pub fn tree_grid(
     }))
 }
 
-fn push_out<'a>(builder: &mut cudarc::driver::LaunchArgs<'a>, b: Out<'a>) {
-    fn push<'a, T: DeviceRepr>(
-        builder: &mut cudarc::driver::LaunchArgs<'a>,
-        b: &'a mut CudaSlice<T>,
-    ) {
+fn push_out<'a>(builder: &mut Args<'a>, b: Out<'a>) {
+    fn push<'a, T: DeviceRepr>(builder: &mut Args<'a>, b: &'a mut CudaSlice<T>) {
         builder.arg(b);
     }
     match b {

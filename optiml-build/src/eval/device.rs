@@ -44,6 +44,16 @@ pub fn fault<E: std::fmt::Display>(during: impl Into<String>) -> impl FnOnce(E) 
     }
 }
 
+/// How a candidate's launch failed: arguments that are not its code's parameters are the candidate's fault (a
+/// rejection, with nothing launched), anything else the device's.
+pub fn launch_failed(during: impl Into<String>) -> impl FnOnce(optiml_runtime::Error) -> Stop {
+    let during = during.into();
+    move |e| match e {
+        optiml_runtime::Error::Parameters { .. } => reject("launch", e.to_string()),
+        e => fault(during)(e),
+    }
+}
+
 /// A failed check.
 pub fn reject(check: impl Into<String>, reason: impl Into<String>) -> Stop {
     Stop::Reject {

@@ -180,6 +180,9 @@ impl Worker<'_> {
         let function = module
             .load_function(&job.entry)
             .map_err(|e| reject("load", format!("no entry point `{}`: {e}", job.entry)))?;
+        // Its parameter list, which every launch's arguments must match (a candidate whose source declares other
+        // parameters than its launch passes is rejected, not launched).
+        let function = optiml_runtime::Function::new(function);
         let threads = job.launch.threads();
         let smem = job.launch.smem_bytes();
         if smem > 48 * 1024 {

@@ -4,7 +4,7 @@
 //! exactly, so the reference sees what the kernel sees.
 
 use super::plan::{Gathered, MatmulShape, Operands, check_item};
-use crate::eval::device::{Bench, Narrow, Stop, fault, reject};
+use crate::eval::device::{Bench, Narrow, Stop, fault, launch_failed, reject};
 use crate::eval::plan::{self, Comparison, Distribution};
 use crate::eval::{Gate, Job};
 use cudarc::driver::CudaSlice;
@@ -140,7 +140,7 @@ fn launch_timed(
                 shared_b: case.spec.shared_b,
             },
         )
-        .map_err(fault(format!("launching `{}`", case.job.name)))?;
+        .map_err(launch_failed(format!("launching `{}`", case.job.name)))?;
         if let (Some(start), Some(times)) = (start, times) {
             let end = s.record_event(flags).map_err(fault("recording an event"))?;
             let ms = start

@@ -5,7 +5,7 @@
 //! checking a dispatch size of gigabytes costs about what a run of the candidate does.
 
 use crate::config::Dims;
-use crate::eval::device::{Bench, Positions, Stop, fault, reject};
+use crate::eval::device::{Bench, Positions, Stop, fault, launch_failed, reject};
 use crate::eval::plan::{self, Comparison, Distribution};
 use crate::eval::{Gate, Job, TestPlan, Tolerance};
 use cudarc::driver::{CudaSlice, CudaStream, sys};
@@ -621,7 +621,7 @@ impl Check<'_> {
                     params: self.params,
                 },
             )
-            .map_err(fault(format!("launching `{}`", self.job.name)))
+            .map_err(launch_failed(format!("launching `{}`", self.job.name)))
         };
         // The reference: every element, or, at a large dispatch size, the rows of a sampled dimension.
         let sample = if times.is_some() {

@@ -1,0 +1,151 @@
+//! A launch's arguments, checked against the loaded function's own parameter list before the launch.
+//!
+//! `cuLaunchKernel` reads one argument pointer per parameter the compiled function declares, and from each as
+//! many bytes as that parameter takes. An argument list with fewer entries, or of other sizes, makes the driver
+//! read past it: a cache entry whose launch record does not match its CUBIN, or a candidate whose source declares
+//! other parameters than its launch passes, would be undefined behaviour. The driver tells each parameter's size
+//! (`cuFuncGetParamInfo`); [`Function`] reads them once, when the function is loaded, and [`Args::launch`]
+//! refuses a list that differs with [`Error::Parameters`] instead of launching.
+
+use crate::Error;
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg, sys,
+};
+use std::sync::Arc;
+
+/// A loaded kernel function and the size in bytes of each of its parameters, as the driver reads them from
+/// the image.
+#[derive(Clone, Debug)]
+pub struct Function {
+    function: CudaFunction,
+    params: Arc<[usize]>,
+}
+
+impl Function {
+    /// `function`, with its parameter sizes read from the driver (none where the driver cannot tell).
+    pub fn new(function: CudaFunction) -> Self {
+        let mut params = Vec::new();
+        loop {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: a live function handle (held by `function`, which owns its module) and two out-pointers
+            // to locals.
+            let status = unsafe {
+                sys::cuFuncGetParamInfo(
+                    function.cu_function(),
+                    params.len(),
+                    &mut offset,
+                    &mut size,
+                )
+            };
+            // `CUDA_ERROR_INVALID_VALUE` past the last parameter (CUDA 13.0 has no count call that cudarc
+            // exposes). Any other failure also ends the list: a list cut short fails the launch's check, the
+            // safe way.
+            if status != sys::cudaError_enum::CUDA_SUCCESS {
+                break;
+            }
+            params.push(size);
+        }
+        Function {
+            function,
+            params: params.into(),
+        }
+    }
+
+    /// The function.
+    pub fn cuda(&self) -> &CudaFunction {
+        &self.function
+    }
+
+    /// Each parameter's size in bytes, in order.
+    pub fn params(&self) -> &[usize] {
+        &self.params
+    }
+}
+
+impl std::ops::Deref for Function {
+    type Target = CudaFunction;
+
+    fn deref(&self) -> &CudaFunction {
+        &self.function
+    }
+}
+
+/// A value passed to a kernel, and the bytes its parameter takes.
+pub trait Param {
+    /// The size of the kernel parameter it fills.
+    const BYTES: usize;
+}
+
+macro_rules! by_value {
+    ($($t:ty),*) => {
+        $(impl Param for &$t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+        })*
+    };
+}
+
+by_value!(i32, u32, i64, u64, f32, f64);
+
+impl<T> Param for &CudaSlice<T> {
+    const BYTES: usize = std::mem::size_of::<sys::CUdeviceptr>();
+}
+
+impl<T> Param for &mut CudaSlice<T> {
+    const BYTES: usize = std::mem::size_of::<sys::CUdeviceptr>();
+}
+
+/// The arguments of one launch of a [`Function`], as they are pushed, with their sizes.
+pub struct Args<'a> {
+    builder: LaunchArgs<'a>,
+    function: &'a Function,
+    sizes: Vec<usize>,
+    kernel: &'static str,
+}
+
+impl<'a> Args<'a> {
+    /// An empty argument list for launching `function` (of kernel `kernel`, for messages) on `stream`.
+    pub fn new(stream: &'a CudaStream, function: &'a Function, kernel: &'static str) -> Self {
+        Args {
+            builder: stream.launch_builder(&function.function),
+            function,
+            sizes: Vec::new(),
+            kernel,
+        }
+    }
+
+    /// Appends `value`.
+    pub fn arg<T: Param>(&mut self, value: T) -> &mut Self
+    where
+        LaunchArgs<'a>: PushKernelArg<T>,
+    {
+        self.sizes.push(T::BYTES);
+        self.builder.arg(value);
+        self
+    }
+
+    /// Launches with `cfg`, when the arguments are, in number and size, the parameters the function declares
+    /// (or it declares none, and so reads none); `what` names the launch in an error.
+    ///
+    /// # Errors
+    /// [`Error::Parameters`] when they are not (nothing is launched), [`Error::Driver`] when the launch fails.
+    ///
+    /// # Safety
+    /// As [`LaunchArgs::launch`]: the kernel must only touch memory its arguments allow, in the stream's
+    /// context. That the driver reads exactly the arguments given is what this call checks.
+    pub unsafe fn launch(mut self, cfg: LaunchConfig, what: &'static str) -> Result<(), Error> {
+        // A function that declares no parameter (or whose driver could not list them) reads no argument: the
+        // list cannot be read past.
+        let declared = &self.function.params[..];
+        if !declared.is_empty() && self.sizes[..] != *declared {
+            return Err(Error::Parameters {
+                kernel: self.kernel,
+                declared: self.function.params.to_vec(),
+                passed: self.sizes,
+            });
+        }
+        // SAFETY: the caller's promise, and the argument list now matches the function's parameters.
+        unsafe { self.builder.launch(cfg) }
+            .map(|_| ())
+            .map_err(Error::driver(self.kernel, what))
+    }
+}
