@@ -54,7 +54,24 @@ pub enum ClientError {
     /// Sending to it failed.
     #[error("could not send a job to the evaluation worker: {0}")]
     Send(#[from] protocol::FrameError),
+    /// Too many workers in a row died, hung or faulted: the device or driver is failing, not one candidate, and
+    /// no further worker is started.
+    #[error(
+        "{faults} evaluation workers in a row died, hung or faulted (the last: {last}); no more are started: check \
+         the GPU (`nvidia-smi`) and its driver"
+    )]
+    Failing {
+        /// Consecutive faults.
+        faults: usize,
+        /// The last one.
+        last: String,
+    },
 }
+
+/// Faults in a row after which [`Client`] starts no further worker: a broken candidate costs one, a search
+/// mixes them with working ones, and a device that fails every job would otherwise restart a worker (a CUDA
+/// context, a few hundred milliseconds and the deadline of a hang) for every candidate of the search.
+pub const MAX_FAULTS_IN_A_ROW: usize = 10;
 
 struct Proc {
     child: Child,
@@ -81,6 +98,8 @@ pub struct Client {
     device: Option<Device>,
     restarts: usize,
     setup_timeout: Duration,
+    /// Faults since the last job that ended otherwise, and the last one's words.
+    faults_in_a_row: (usize, String),
 }
 
 impl Client {
@@ -94,6 +113,7 @@ impl Client {
             device: None,
             restarts: 0,
             setup_timeout: Duration::from_secs(120),
+            faults_in_a_row: (0, String::new()),
         }
     }
 
@@ -192,11 +212,31 @@ impl Client {
     }
 
     /// Runs `job`, waiting at most `deadline` for its answer. A worker that faults, dies or overruns is
-    /// stopped and reported as a [`JobResult::Fault`]; the next call starts a fresh one.
+    /// stopped and reported as a [`JobResult::Fault`]; the next call starts a fresh one, up to
+    /// [`MAX_FAULTS_IN_A_ROW`] faults in a row.
     ///
     /// # Errors
-    /// [`ClientError`] when no worker can be started or reached at all.
+    /// [`ClientError`] when no worker can be started or reached at all, [`ClientError::Failing`] after
+    /// [`MAX_FAULTS_IN_A_ROW`] faults in a row.
     pub fn evaluate(&mut self, job: &Job, deadline: Duration) -> Result<JobResult, ClientError> {
+        let (faults, last) = &self.faults_in_a_row;
+        if *faults >= MAX_FAULTS_IN_A_ROW {
+            return Err(ClientError::Failing {
+                faults: *faults,
+                last: last.clone(),
+            });
+        }
+        let result = self.evaluate_once(job, deadline)?;
+        self.faults_in_a_row = match &result {
+            JobResult::Fault { during, error } => {
+                (self.faults_in_a_row.0 + 1, format!("{during}: {error}"))
+            }
+            _ => (0, String::new()),
+        };
+        Ok(result)
+    }
+
+    fn evaluate_once(&mut self, job: &Job, deadline: Duration) -> Result<JobResult, ClientError> {
         self.ensure()?;
         let Some(mut proc) = self.proc.take() else {
             return Err(ClientError::Setup {
@@ -272,5 +312,100 @@ impl Drop for Client {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::plan::{TestPlan, Tolerance};
+    use crate::eval::protocol::{Ceilings, Problem, TimingPlan};
+    use optiml_runtime::{Arch, Launch};
+
+    /// A worker that sets up (answers `Ready`), then dies on the first byte of every job: a shell script
+    /// printing a real `Ready` frame after reading the `Setup` one.
+    fn dying_worker() -> WorkerCommand {
+        let mut ready = Vec::new();
+        protocol::write(
+            &mut ready,
+            &Response::Ready(Device {
+                name: "fake".into(),
+                arch: Arch::new(9, 0),
+                sm_count: 1,
+                ceilings: Ceilings {
+                    copy_tbps: 1.0,
+                    fp32_tflops: 1.0,
+                },
+            }),
+        )
+        .unwrap();
+        let mut setup = Vec::new();
+        protocol::write(
+            &mut setup,
+            &Request::Setup {
+                support_cubin: Vec::new(),
+                device: 0,
+            },
+        )
+        .unwrap();
+        let octal: String = ready.iter().map(|b| format!("\\{b:03o}")).collect();
+        WorkerCommand {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!(
+                    "head -c {} >/dev/null; printf '{octal}'; head -c 1 >/dev/null; exit 1",
+                    setup.len()
+                )
+                .into(),
+            ],
+        }
+    }
+
+    #[test]
+    fn workers_that_die_on_every_job_are_restarted_a_bounded_number_of_times() {
+        let mut client = Client::new(dying_worker(), Vec::new(), 0);
+        let job = Job {
+            name: "doomed".into(),
+            cubin: Vec::new(),
+            entry: "k".into(),
+            launch: Launch::Matmul {
+                bm: 16,
+                bn: 16,
+                threads: 256,
+                smem_bytes: 0,
+                split_k: 1,
+            },
+            problem: Problem {
+                family: "matmul".into(),
+                payload: Vec::new(),
+            },
+            plan: TestPlan::new(Vec::new(), Tolerance::F32),
+            timing: TimingPlan::default(),
+            seed: 1,
+        };
+        let deadline = Duration::from_secs(20);
+        for i in 0..MAX_FAULTS_IN_A_ROW {
+            let result = client.evaluate(&job, deadline).unwrap();
+            assert!(
+                matches!(result, JobResult::Fault { .. }),
+                "job {i}: {result:?}"
+            );
+        }
+        assert_eq!(client.restarts(), MAX_FAULTS_IN_A_ROW - 1);
+        let e = client.evaluate(&job, deadline).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ClientError::Failing {
+                    faults: MAX_FAULTS_IN_A_ROW,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("the worker died"), "{e}");
+        // No further worker was started.
+        assert_eq!(client.restarts(), MAX_FAULTS_IN_A_ROW - 1);
     }
 }
