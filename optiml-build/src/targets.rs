@@ -105,19 +105,24 @@ pub fn user_cache_dir() -> Option<PathBuf> {
     )
 }
 
+/// A folder a variable names, or `None` when it says `off` (or `0`, `false`, `no`).
+fn folder_or_off(value: std::ffi::OsString) -> Option<PathBuf> {
+    let off = value.to_str().is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "0" | "false" | "no"
+        )
+    });
+    (!off).then(|| PathBuf::from(value))
+}
+
 fn user_cache_dir_from(
     explicit: Option<std::ffi::OsString>,
     xdg: Option<std::ffi::OsString>,
     home: Option<std::ffi::OsString>,
 ) -> Option<PathBuf> {
     if let Some(dir) = explicit {
-        let off = dir.to_str().is_some_and(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "off" | "0" | "false" | "no"
-            )
-        });
-        return (!off).then(|| PathBuf::from(dir));
+        return folder_or_off(dir);
     }
     // The specification says a relative XDG_CACHE_HOME is invalid and is to be ignored.
     if let Some(xdg) = xdg.map(PathBuf::from).filter(|p| p.is_absolute()) {
@@ -128,12 +133,16 @@ fn user_cache_dir_from(
         .map(|h| h.join(".cache").join("optiml"))
 }
 
-/// The pre-tuned cache that comes with optiml: the `.optiml/` of the repository optiml-build was built from
-/// (present for a path or git dependency), holding the kernels optiml tunes itself. `None` when it is not there.
+/// The pre-tuned cache that comes with optiml: `OPTIML_PRETUNED`, else the `.optiml/` of the repository
+/// optiml-build was built from (present for a path or git dependency), holding the kernels optiml tunes itself.
+/// `None` when it is turned off (`OPTIML_PRETUNED=off`) or not there.
 pub fn pretuned_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()?
-        .join(".optiml");
+    let dir = match env::var_os(env::OPTIML_PRETUNED) {
+        Some(value) => folder_or_off(value)?,
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()?
+            .join(".optiml"),
+    };
     dir.is_dir().then_some(dir)
 }
 

@@ -12,6 +12,9 @@ pub const OPTIML_CACHE_DIR: &str = "OPTIML_CACHE_DIR";
 /// The per-user cache shared by every crate on the machine, read after the crate's own caches (default
 /// `$XDG_CACHE_HOME/optiml`, else `$HOME/.cache/optiml`); `off` (or `0`, `false`, `no`) turns it off.
 pub const OPTIML_USER_CACHE: &str = "OPTIML_USER_CACHE";
+/// optiml's pre-tuned cache, read last (default: the `.optiml/` of the optiml checkout optiml-build was built
+/// from); `off` (or `0`, `false`, `no`) turns it off.
+pub const OPTIML_PRETUNED: &str = "OPTIML_PRETUNED";
 /// Where the per-user cache lives by default, as the XDG base directory specification says.
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 /// The user's home, for `~/.cache` when `XDG_CACHE_HOME` is unset.
@@ -30,6 +33,7 @@ pub fn watched() -> Vec<&'static str> {
         OPTIML_OFFLINE,
         OPTIML_CACHE_DIR,
         OPTIML_USER_CACHE,
+        OPTIML_PRETUNED,
         XDG_CACHE_HOME,
         HOME,
         OPTIML_NVRTC,
