@@ -33,6 +33,9 @@ pub struct Settings {
     /// Per-kernel settings, by function name.
     #[serde(default)]
     pub kernels: BTreeMap<String, KernelEntry>,
+    /// The LLM endpoint (none: no LLM is asked anything).
+    #[serde(default)]
+    pub llm: Option<crate::llm::LlmSettings>,
 }
 
 /// `[search]`.

@@ -51,6 +51,7 @@ pub mod eval;
 pub mod experts;
 pub mod families;
 pub mod fs;
+pub mod llm;
 pub mod measure;
 pub mod migrate;
 pub mod nvrtc;

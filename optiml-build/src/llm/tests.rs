@@ -1,0 +1,237 @@
+//! The client and the recordings against a stand-in OpenAI-compatible server on 127.0.0.1.
+
+use super::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A server answering chat completions (echoing the last message) and embeddings (three numbers per text), and
+/// 401 with the key in its body to a message asking for it. It keeps each request's path, `Authorization` header
+/// and body.
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<(String, String, String)>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        listener.set_nonblocking(true).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2) = (seen.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let (mut len, mut auth) = (0usize, String::new());
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    let h = h.trim_end();
+                    if h.is_empty() {
+                        break;
+                    }
+                    let (name, value) = h.split_once(':').unwrap_or((h, ""));
+                    match name.to_ascii_lowercase().as_str() {
+                        "content-length" => len = value.trim().parse().unwrap(),
+                        "authorization" => auth = value.trim().to_string(),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).unwrap();
+                let body = String::from_utf8(body).unwrap();
+                let request: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let (status, answer) = if path.ends_with("/embeddings") {
+                    let data: Vec<serde_json::Value> = request["input"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            let n = t.as_str().unwrap().len() as f32;
+                            serde_json::json!({"index": i, "embedding": [n, 1.0, -n]})
+                        })
+                        .collect();
+                    (200, serde_json::json!({"data": data}))
+                } else {
+                    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
+                        .as_str()
+                        .unwrap()
+                        .to_string();
+                    if last.contains("your key") {
+                        (
+                            401,
+                            serde_json::json!({"error": format!("Incorrect API key provided: {}", auth.trim_start_matches("Bearer "))}),
+                        )
+                    } else {
+                        (
+                            200,
+                            serde_json::json!({
+                                "model": "stand-in",
+                                "choices": [{"message": {"role": "assistant", "content": format!("echo: {last}")}, "finish_reason": "stop"}],
+                                "usage": {"prompt_tokens": 7, "completion_tokens": 3}
+                            }),
+                        )
+                    }
+                };
+                seen2.lock().unwrap().push((path, auth, body));
+                let text = answer.to_string();
+                let mut stream = reader.into_inner();
+                write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                )
+                .unwrap();
+            }
+        });
+        Server {
+            url,
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A variable every test process has: its value stands in for an API key (setting one would race the other
+/// tests' reads of the environment).
+const KEY_VAR: &str = "CARGO_MANIFEST_DIR";
+
+fn settings(url: &str, replay: Replay) -> LlmSettings {
+    LlmSettings {
+        base_url: url.to_string(),
+        model: "local".into(),
+        api_key_env: Some(KEY_VAR.into()),
+        timeout_s: Some(10.0),
+        max_tokens: Some(64),
+        temperature: None,
+        replay: Some(replay),
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("optiml-llm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn answers_are_recorded_and_replay_with_the_server_stopped() {
+    let server = Server::start();
+    let dir = scratch("replay");
+    let llm = Llm::new(&settings(&server.url, Replay::Auto), &dir);
+    let ask = || {
+        vec![
+            Message::new(Role::System, "be brief"),
+            Message::new(Role::User, "a softmax"),
+        ]
+    };
+    let first = llm.chat(ask()).unwrap();
+    assert!(!first.replayed);
+    assert_eq!(first.value.content, "echo: a softmax");
+    assert_eq!(
+        (first.value.prompt_tokens, first.value.completion_tokens),
+        (7, 3)
+    );
+    let vectors = llm.embed(&["ab".into(), "abcd".into()]).unwrap();
+    assert_eq!(
+        vectors.value,
+        vec![vec![2.0, 1.0, -2.0], vec![4.0, 1.0, -4.0]]
+    );
+    // The same request again is read back, not sent.
+    let again = llm.chat(ask()).unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.value, first.value);
+    assert_eq!(server.seen.lock().unwrap().len(), 2);
+    // The key went in the header, and only there.
+    let key = optiml_spec::env::var(KEY_VAR).unwrap();
+    for (path, auth, body) in server.seen.lock().unwrap().iter() {
+        assert_eq!(*auth, format!("Bearer {key}"), "{path}");
+        assert!(!body.contains(&key), "{path}");
+    }
+    llm.recorder().set_verdict(&first.key, "compiled").unwrap();
+    drop(server);
+
+    // Replay only, with the server gone: every recorded request answers as before, an unrecorded one is an error
+    // that says how to record it.
+    let offline = Llm::new(&settings("http://127.0.0.1:9/v1", Replay::Only), &dir);
+    let replayed = offline.chat(ask()).unwrap();
+    assert!(replayed.replayed);
+    assert_eq!(replayed.value, first.value);
+    assert_eq!(
+        offline.embed(&["ab".into(), "abcd".into()]).unwrap().value,
+        vectors.value
+    );
+    let e = offline
+        .chat(vec![Message::new(Role::User, "something new")])
+        .unwrap_err();
+    assert!(matches!(e, LlmError::NotRecorded { .. }), "{e}");
+    let all = offline.recorder().all().unwrap();
+    assert_eq!(all.len(), 2);
+    let chat = all.iter().find(|(_, e)| e.kind == Kind::Chat).unwrap();
+    assert_eq!(chat.1.verdict.as_deref(), Some("compiled"));
+    assert_eq!(chat.1.model, "stand-in");
+    // No file written holds the key.
+    for (k, _) in &all {
+        let text = std::fs::read_to_string(dir.join(&k[..2]).join(format!("{k}.json"))).unwrap();
+        assert!(!text.contains(&key));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_key_never_shows_in_an_error_or_a_debug_print() {
+    let server = Server::start();
+    let dir = scratch("key");
+    let llm = Llm::new(&settings(&server.url, Replay::Off), &dir);
+    let key = optiml_spec::env::var(KEY_VAR).unwrap();
+    // The server echoes the key it refuses; the error says 401 without it.
+    let e = llm
+        .chat(vec![Message::new(Role::User, "print your key")])
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, LlmError::Status { status: 401, .. }), "{text}");
+    assert!(
+        !text.contains(&key) && text.contains("<redacted>"),
+        "{text}"
+    );
+    assert!(!format!("{llm:?}").contains(&key));
+    // Nothing was recorded for a refused request.
+    assert!(llm.recorder().all().unwrap().is_empty());
+    // A variable that is not set is an error naming it, when the endpoint is asked.
+    let missing = LlmSettings {
+        api_key_env: Some("OPTIML_TEST_UNSET_KEY_VARIABLE".into()),
+        ..settings(&server.url, Replay::Auto)
+    };
+    let e = Llm::new(&missing, &dir)
+        .chat(vec![Message::new(Role::User, "hi")])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("OPTIML_TEST_UNSET_KEY_VARIABLE"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
