@@ -11,9 +11,17 @@
 //! max_tokens = 1024
 //! temperature = 0.0
 //! replay = "auto"                           # "auto": recorded answers first; "only": never call; "off": always call
+//! top_k = 2                                 # experts the router picks per kernel
+//! gumbel_tau = 0.5                          # Gumbel noise on the routing (seeded by [search] seed); none: nearest
+//!
+//! [llm.experts.stencils]                    # an expert of your own (or one replacing a built-in of that name)
+//! description = "stencils and convolutions over grids"
+//! prompt = "Tile with halos."
 //! ```
 
 pub mod client;
+pub mod experts;
+pub mod guard;
 pub mod record;
 
 pub use client::{ChatAnswer, ChatRequest, Client, EmbeddingRequest, Message, Role};
@@ -46,6 +54,15 @@ pub struct LlmSettings {
     /// Where recorded answers come from (default [`Replay::Auto`]).
     #[serde(default)]
     pub replay: Option<Replay>,
+    /// Experts the router picks for each kernel (default 2).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    /// Gumbel noise on the routing (the seed's τ = 0.5); none: the nearest experts.
+    #[serde(default)]
+    pub gumbel_tau: Option<f64>,
+    /// The user's experts, beside the built-in ones ([`experts::with_user`]).
+    #[serde(default)]
+    pub experts: std::collections::BTreeMap<String, experts::ExpertSettings>,
 }
 
 impl LlmSettings {

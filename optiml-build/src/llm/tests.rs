@@ -129,6 +129,9 @@ fn settings(url: &str, replay: Replay) -> LlmSettings {
         max_tokens: Some(64),
         temperature: None,
         replay: Some(replay),
+        top_k: None,
+        gumbel_tau: None,
+        experts: Default::default(),
     }
 }
 
