@@ -21,6 +21,7 @@
 
 pub mod client;
 pub mod experts;
+pub mod generate;
 pub mod guard;
 pub mod record;
 

@@ -16,8 +16,28 @@ struct Server {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// How the stand-in server answers a chat request: the status and the message's text, from the request.
+type Chat = fn(&serde_json::Value) -> (u16, String);
+
+/// The stand-in's default chat: the last message echoed, or 401 with the key to one asking for it.
+fn echo(request: &serde_json::Value) -> (u16, String) {
+    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    if last.contains("your key") {
+        (401, String::new())
+    } else {
+        (200, format!("echo: {last}"))
+    }
+}
+
 impl Server {
     fn start() -> Self {
+        Self::with(echo)
+    }
+
+    fn with(chat: Chat) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         listener.set_nonblocking(true).unwrap();
@@ -67,24 +87,19 @@ impl Server {
                         .collect();
                     (200, serde_json::json!({"data": data}))
                 } else {
-                    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
-                        .as_str()
-                        .unwrap()
-                        .to_string();
-                    if last.contains("your key") {
-                        (
-                            401,
-                            serde_json::json!({"error": format!("Incorrect API key provided: {}", auth.trim_start_matches("Bearer "))}),
-                        )
-                    } else {
-                        (
+                    match chat(&request) {
+                        (200, content) => (
                             200,
                             serde_json::json!({
                                 "model": "stand-in",
-                                "choices": [{"message": {"role": "assistant", "content": format!("echo: {last}")}, "finish_reason": "stop"}],
+                                "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
                                 "usage": {"prompt_tokens": 7, "completion_tokens": 3}
                             }),
-                        )
+                        ),
+                        (status, _) => (
+                            status,
+                            serde_json::json!({"error": format!("Incorrect API key provided: {}", auth.trim_start_matches("Bearer "))}),
+                        ),
                     }
                 };
                 seen2.lock().unwrap().push((path, auth, body));
@@ -237,4 +252,86 @@ fn the_key_never_shows_in_an_error_or_a_debug_print() {
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kernel that is right for any grid.
+const RELU: &str = "extern \"C\" __global__ void optiml_program(const float* in0, float* out0, long long n0) {\n\
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n0; i += (long long)gridDim.x * blockDim.x)\n\
+        out0[i] = fmaxf(in0[i], 0.f);\n}\n";
+
+/// An expert that needs two repairs: host code first, then a syntax error, then the kernel.
+fn learner(request: &serde_json::Value) -> (u16, String) {
+    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answer = if last.contains("NVRTC rejected") {
+        RELU.to_string()
+    } else if last.contains("refused") {
+        RELU.replace("fmaxf(in0[i], 0.f);", "fmaxf(in0[i], 0.f)")
+    } else {
+        format!("#include <cstdio>\n{RELU}")
+    };
+    (200, format!("Here it is:\n```cuda\n{answer}```\n"))
+}
+
+#[test]
+fn an_expert_repairs_its_kernel_from_the_guard_and_the_compiler_and_the_run_replays() {
+    use super::experts::builtin;
+    use super::generate::{Verdict, write};
+    let server = Server::with(learner);
+    let dir = scratch("generate");
+    let program = optiml_spec::program::notation::parse("y[i] = max(x[i], 0)").unwrap();
+    let contract = crate::families::tensor::contract::contract(&program).unwrap();
+    let nvrtc = crate::nvrtc::testing::nvrtc();
+    let compile = |source: &str| {
+        crate::nvrtc::compile(nvrtc, "llm.cu", source, optiml_runtime::Arch::new(9, 0))
+            .map_err(|e| e.log)
+    };
+    let expert = builtin().remove(0);
+    let verdicts = |w: &super::generate::Written| -> Vec<String> {
+        w.attempts.iter().map(|a| a.verdict.to_string()).collect()
+    };
+    let live = write(
+        &Llm::new(&settings(&server.url, Replay::Auto), &dir),
+        &expert,
+        &contract,
+        3,
+        &compile,
+    );
+    assert_eq!(live.attempts.len(), 3, "{:?}", live.attempts);
+    assert!(matches!(live.attempts[0].verdict, Verdict::Refused(_)));
+    assert!(
+        matches!(live.attempts[1].verdict, Verdict::Rejected(_)),
+        "{:?}",
+        live.attempts[1]
+    );
+    assert_eq!(live.attempts[2].verdict, Verdict::Compiled);
+    let (source, compiled) = live.kernel.clone().unwrap();
+    assert_eq!(source, RELU);
+    assert!(!compiled.cubin.is_empty());
+    drop(server);
+
+    // With the server gone, the same run replays: the same answers, the same verdicts, the same kernel.
+    let replay = write(
+        &Llm::new(&settings("http://127.0.0.1:9/v1", Replay::Only), &dir),
+        &expert,
+        &contract,
+        3,
+        &compile,
+    );
+    assert!(replay.attempts.iter().all(|a| a.replayed));
+    assert_eq!(verdicts(&replay), verdicts(&live));
+    assert_eq!(replay.kernel.unwrap().0, source);
+    // Each recording holds its verdict.
+    let recorded: Vec<Option<String>> = Recorder::new(&dir)
+        .all()
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.verdict)
+        .collect();
+    assert_eq!(recorded.len(), 3);
+    assert!(recorded.iter().all(Option::is_some));
+    assert!(recorded.contains(&Some("compiled".to_string())));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

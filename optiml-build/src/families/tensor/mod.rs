@@ -4,6 +4,7 @@
 //! against the float64 interpreter of the program itself.
 
 pub mod codegen;
+pub mod contract;
 pub mod gate;
 #[cfg(test)]
 mod migrate_tests;

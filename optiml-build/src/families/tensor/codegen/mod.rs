@@ -47,7 +47,7 @@
 
 mod classify;
 mod columns;
-mod emit;
+pub(crate) mod emit;
 mod plan;
 mod pointwise;
 mod rows;
