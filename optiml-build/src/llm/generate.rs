@@ -1,5 +1,5 @@
 //! OptiML-G's generation step: an expert writes a kernel against a [`Contract`] (the entry point's ABI, how it is
-//! launched, what it computes, how it is checked); the [`guard`](super::guard) and NVRTC check the answer, and
+//! launched, what it computes, how it is checked); the [`super::guard`] and NVRTC check the answer, and
 //! what fails goes back to the same expert, with the reason, for a few repair rounds, as CudaForge does. Each
 //! exchange's verdict is written into its recording. What compiles is a candidate like any other: it still has
 //! to pass the gate in the evaluation worker before it is timed or cached.

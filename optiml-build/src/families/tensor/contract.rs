@@ -3,9 +3,9 @@
 //! multiprocessor, the kernel looping over its work), the computation in index notation and how it is checked.
 //! The kernel it answers is then one more candidate for the program's gate.
 
-use super::codegen::emit;
+use super::codegen;
 use crate::llm::generate::Contract;
-use optiml_runtime::{Launch, ProgramLaunch};
+use optiml_runtime::{Arch, Launch, ProgramLaunch};
 use optiml_spec::DType;
 use optiml_spec::program::{Elem, Program};
 
@@ -32,11 +32,8 @@ pub fn contract(p: &Program) -> Option<Contract> {
     for (k, t) in p.inputs.iter().enumerate() {
         params.push(format!("const {}* in{k}", c_type(t.elem)));
     }
-    let ords = emit::output_ordinals(p);
-    for (j, s) in p.stmts.iter().enumerate() {
-        if let Some(k) = ords[j] {
-            params.push(format!("{}* out{k}", c_type(s.elem)));
-        }
+    for (k, s) in p.stmts.iter().filter(|s| s.output).enumerate() {
+        params.push(format!("{}* out{k}", c_type(s.elem)));
     }
     for d in 0..p.dims.len() {
         params.push(format!("long long n{d}"));
@@ -51,6 +48,16 @@ pub fn contract(p: &Program) -> Option<Contract> {
         .filter_map(|(d, x)| x.size.fixed().map(|v| format!("n{d} is always {v}")))
         .collect();
     let all = (1u32 << p.dims.len()) - 1;
+    // The dimensions a call must not leave empty (a max over none has no value) are the program's, whatever
+    // the kernel: the generator's default launch states them.
+    let nonempty_mask = match codegen::classify(p)
+        .ok()?
+        .default_candidate(Arch::new(9, 0))
+        .launch
+    {
+        Launch::Program(l) => l.nonempty_mask,
+        _ => 0,
+    };
     let text = format!(
         "Write the CUDA kernel `optiml_program` computing this program, in index notation (dimension dK runs over \
          0 ≤ dK < nK; inK are the inputs, outK the outputs, tK intermediates you compute as you see fit, pK scalar \
@@ -84,7 +91,7 @@ pub fn contract(p: &Program) -> Option<Contract> {
             items_per_block: THREADS * 4,
             max_blocks_per_sm: 8,
             cluster: 1,
-            nonempty_mask: emit::nonempty_mask(p),
+            nonempty_mask,
             tree: None,
         }),
     })

@@ -47,7 +47,7 @@
 
 mod classify;
 mod columns;
-pub(crate) mod emit;
+mod emit;
 mod plan;
 mod pointwise;
 mod rows;
