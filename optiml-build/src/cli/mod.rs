@@ -7,6 +7,7 @@ use crate::search::{self, SearchRecords};
 use crate::{DEFAULT_ARCHS, Error, families, scan, targets};
 use clap::{Args, Parser, Subcommand};
 
+mod generate;
 mod tune;
 use optiml_runtime::Arch;
 use optiml_spec::env;
@@ -52,6 +53,11 @@ pub enum Command {
     /// verified and timed in an isolated worker), one variant per shape bucket, and store the winners in the
     /// committed cache, replacing the default entries. Logs go into each entry (`cargo optiml analyze` reads them).
     Tune(tune::Tune),
+    /// Ask the LLM experts of the `[llm]` settings for kernels (OptiML-G): each tensor operator's request goes to
+    /// the top-K experts by embedding similarity, each writes against the family's contract with repair rounds
+    /// from the guard and NVRTC, and a table says what compiled. Every exchange is recorded and replayed on the
+    /// next run; nothing is written to the cache.
+    Generate(generate::Generate),
     /// Show what a spec means: the program it lowers to (for a tensor operator, in index notation), the signature
     /// the kernel takes, the reference formula every candidate is checked against, and which generator makes
     /// it. A spec that does not parse prints the error, which names the closest phrasing that works.
@@ -137,6 +143,7 @@ pub fn run(cli: CargoCli) -> anyhow::Result<bool> {
         Command::Transforms(t) => transforms(&t),
         Command::Analyze(a) => analyze(&a),
         Command::Tune(t) => tune::run(&t),
+        Command::Generate(g) => generate::run(&g),
         Command::Explain(e) => explain(&e),
     }
 }

@@ -75,7 +75,7 @@ pub enum ProfileArg {
 }
 
 /// The package folder holding `file`: its nearest ancestor with a `Cargo.toml`.
-fn package_of(file: &Path) -> PathBuf {
+pub(super) fn package_of(file: &Path) -> PathBuf {
     file.ancestors()
         .skip(1)
         .find(|d| d.join("Cargo.toml").is_file())

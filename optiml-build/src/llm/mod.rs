@@ -292,4 +292,4 @@ impl Llm {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

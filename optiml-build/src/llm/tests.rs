@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 /// A server answering chat completions (echoing the last message) and embeddings (three numbers per text), and
 /// 401 with the key in its body to a message asking for it. It keeps each request's path, `Authorization` header
 /// and body.
-struct Server {
-    url: String,
+pub(crate) struct Server {
+    pub(crate) url: String,
     seen: Arc<Mutex<Vec<(String, String, String)>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -37,7 +37,7 @@ impl Server {
         Self::with(echo)
     }
 
-    fn with(chat: Chat) -> Self {
+    pub(crate) fn with(chat: Chat) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         listener.set_nonblocking(true).unwrap();
@@ -135,7 +135,7 @@ impl Drop for Server {
 /// tests' reads of the environment).
 const KEY_VAR: &str = "CARGO_MANIFEST_DIR";
 
-fn settings(url: &str, replay: Replay) -> LlmSettings {
+pub(crate) fn settings(url: &str, replay: Replay) -> LlmSettings {
     LlmSettings {
         base_url: url.to_string(),
         model: "local".into(),
@@ -150,7 +150,7 @@ fn settings(url: &str, replay: Replay) -> LlmSettings {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("optiml-llm-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
@@ -260,7 +260,7 @@ const RELU: &str = "extern \"C\" __global__ void optiml_program(const float* in0
         out0[i] = fmaxf(in0[i], 0.f);\n}\n";
 
 /// An expert that needs two repairs: host code first, then a syntax error, then the kernel.
-fn learner(request: &serde_json::Value) -> (u16, String) {
+pub(crate) fn learner(request: &serde_json::Value) -> (u16, String) {
     let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
         .as_str()
         .unwrap()
