@@ -48,12 +48,26 @@ pub struct Run {
     pub written: Written,
 }
 
-/// The request the router embeds for `kernel`: its spec, its program and the architecture.
-fn request_text(kernel: &FoundKernel, arch: Arch) -> String {
+/// The request the router embeds for `kernel`: the spec as written, the kind of computation its program is (in
+/// the words the experts' descriptions use), the program and the architecture.
+fn request_text(
+    kernel: &FoundKernel,
+    program: &optiml_spec::program::Program,
+    arch: Arch,
+) -> String {
+    use families::tensor::codegen::{Shape, classify};
+    let kind = match classify(program) {
+        Ok(Shape::Pointwise(_)) => "an elementwise map: memory-bound, limited by DRAM bandwidth",
+        Ok(Shape::Rows(_)) => "a reduction over each row (sum, max, norm, softmax)",
+        Ok(Shape::Columns(_)) => "a reduction over an axis of strided columns",
+        Ok(Shape::Tree(_)) => "a reduction of many elements to few values (a mean, a loss)",
+        Ok(Shape::Scan(_)) => "a scan: a cumulative sum or product along an axis",
+        Err(_) => "a tensor operator",
+    };
     format!(
-        "{} — {} — {arch}",
-        kernel.spec.canonical(),
-        kernel.binding.canonical()
+        "{}: {kind}. {} ({arch})",
+        kernel.spec_text,
+        program.canonical()
     )
 }
 
@@ -86,7 +100,7 @@ pub fn generate(
             ));
             continue;
         };
-        let request = match router.embed(&request_text(kernel, arch), Some(llm)) {
+        let request = match router.embed(&request_text(kernel, program, arch), Some(llm)) {
             Ok(v) => v,
             Err(e) => {
                 skipped.push(format!(
@@ -232,6 +246,38 @@ mod tests {
     use super::*;
     use crate::llm::Replay;
     use crate::llm::tests::{Server, learner, scratch, settings};
+
+    /// With the built-in embedding (a server without embeddings), the request's words route each kind of
+    /// program to its expert.
+    #[test]
+    fn requests_name_the_kind_of_computation_the_router_matches() {
+        let dir = scratch("cli-route");
+        let src = dir.join("lib.rs");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            &src,
+            "#[optiml::kernel(\"relu\")]\npub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n\
+             #[optiml::kernel(\"softmax over the last axis\")]\npub fn sm(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);\n\
+             #[optiml::kernel(\"cumsum along dim 1\")]\npub fn cs(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);\n",
+        )
+        .unwrap();
+        let router = Router::new(experts::builtin(), None);
+        for k in scan::scan(&[src]).unwrap().unique_kernels() {
+            let optiml_spec::Family::Tensor(p) = &k.spec.family else {
+                panic!("{} is not a tensor program", k.name)
+            };
+            let v = router
+                .embed(&request_text(&k, p, Arch::new(9, 0)), None)
+                .unwrap();
+            let expected = if k.name == "relu" {
+                "memory-bound"
+            } else {
+                "reductions-and-scans"
+            };
+            assert_eq!(router.route(&v, 1, None)[0].0.name, expected, "{}", k.name);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn each_tensor_kernel_goes_to_its_experts_and_the_table_says_what_compiled() {
