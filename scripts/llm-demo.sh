@@ -20,7 +20,8 @@ demo=target/llm-demo
 if [[ ! -x $venv/bin/python ]] || ! $venv/bin/python -c 'import llama_cpp.server' 2>/dev/null; then
   python3 -m venv $venv
   $venv/bin/pip install -q --upgrade pip
-  CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS=-DLLAVA_BUILD=OFF $venv/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
+  # GGML_NATIVE=OFF: a wheel from pip's cache built on another CPU died here with "Illegal instruction".
+  CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" $venv/bin/pip install -q --no-cache-dir 'llama-cpp-python[server]==0.3.36'
 fi
 if [[ ! -f $model ]] || [[ $(sha256sum "$model" | cut -d' ' -f1) != "$sha" ]]; then
   parts=$(mktemp -d)
