@@ -51,8 +51,9 @@ pub fn extract(answer: &str) -> Option<String> {
     Some(body[..end].trim_end().to_string() + "\n")
 }
 
-/// Constructs that only host code, or I/O, would use (device code never needs them).
-const HOST: [&str; 14] = [
+/// Constructs that only host code, or I/O, would use (device code never needs them). `std::` is not among them:
+/// without headers NVRTC rejects it with a message the expert can act on.
+const HOST: [&str; 13] = [
     "int main",
     "__host__",
     "cudaMalloc",
@@ -63,7 +64,6 @@ const HOST: [&str; 14] = [
     "<<<",
     "printf",
     "fopen",
-    "std::",
     "system(",
     "asm volatile(\"trap",
     "#pragma comment",
