@@ -106,7 +106,9 @@ pub fn write(
                 break;
             }
         };
-        let code = guard::extract(&answer.value.content).ok_or(Refusal::NoCode);
+        let code = guard::extract(&answer.value.content)
+            .map(|c| guard::with_c_linkage(&c, contract.entry))
+            .ok_or(Refusal::NoCode);
         let checked = code.and_then(|c| guard::check(&c, contract.entry).map(|()| c));
         let (verdict, compiled) = match checked {
             Err(refusal) => (Verdict::Refused(refusal), None),

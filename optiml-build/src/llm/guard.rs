@@ -51,6 +51,21 @@ pub fn extract(answer: &str) -> Option<String> {
     Some(body[..end].trim_end().to_string() + "\n")
 }
 
+/// `source` with C linkage on the entry point where the answer left it off (`__global__ void optiml_program(…)`
+/// without `extern "C"`, a common slip): the symbol is then found by its name; nothing else changes.
+pub fn with_c_linkage(source: &str, entry: &str) -> String {
+    let Some(at) = source.find(&format!("{entry}(")) else {
+        return source.to_string();
+    };
+    let Some(global) = source[..at].rfind("__global__") else {
+        return source.to_string();
+    };
+    if source[..global].trim_end().ends_with("extern \"C\"") {
+        return source.to_string();
+    }
+    format!("{}extern \"C\" {}", &source[..global], &source[global..])
+}
+
 /// Constructs that only host code, or I/O, would use (device code never needs them). `std::` is not among them:
 /// without headers NVRTC rejects it with a message the expert can act on.
 const HOST: [&str; 13] = [
@@ -131,6 +146,16 @@ mod tests {
         assert_eq!(extract("no code here"), None);
         // An unclosed fence takes the rest.
         assert_eq!(extract(&format!("```\n{KERNEL}")).unwrap(), KERNEL);
+    }
+
+    #[test]
+    fn a_missing_extern_c_is_added_and_nothing_else_changes() {
+        let bare = KERNEL.replace("extern \"C\" ", "");
+        assert_eq!(with_c_linkage(&bare, "optiml_kernel"), KERNEL);
+        assert_eq!(with_c_linkage(KERNEL, "optiml_kernel"), KERNEL);
+        let bounded = bare.replace("__global__ void", "__global__ void __launch_bounds__(256)");
+        assert!(with_c_linkage(&bounded, "optiml_kernel").starts_with("extern \"C\" __global__"));
+        assert_eq!(with_c_linkage("no kernel", "optiml_kernel"), "no kernel");
     }
 
     #[test]
