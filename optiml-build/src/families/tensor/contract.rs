@@ -67,7 +67,7 @@ pub fn contract(p: &Program) -> Option<Contract> {
          dK (argmax and argmin give the first index of the extreme value). {}\n\n\
          Launch: a 1-D grid of any number of blocks of {THREADS} threads (at most 8 blocks per multiprocessor, no \
          dynamic shared memory): loop over the work so that every grid computes every output element exactly \
-         once.\n\nCheck: every output element is compared with a float64 evaluation of the program on fresh random \
+         once.\n\nCheck: every output element is compared with a double-precision evaluation of the program on fresh random \
          inputs, at several sizes including 1 and odd sizes; about 1e-5 of relative error is allowed. Write only the \
          kernel and the __device__ functions it calls.",
         p.canonical(),
