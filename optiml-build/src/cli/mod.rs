@@ -69,6 +69,10 @@ pub enum Command {
 pub struct Explain {
     /// The spec, as written in `#[optiml::kernel("…")]`.
     pub spec: String,
+    /// When the spec does not parse, ask the endpoint of the current package's `[llm]` settings for the same
+    /// operator in index notation: shown, recorded, never used (write it into the attribute to accept it).
+    #[arg(long)]
+    pub llm: bool,
 }
 
 /// `cargo optiml prepare`.
@@ -153,6 +157,9 @@ fn explain(e: &Explain) -> anyhow::Result<bool> {
         Ok(spec) => spec,
         Err(err) => {
             eprintln!("error: {err}");
+            if e.llm {
+                translate(&e.spec, &err.to_string())?;
+            }
             return Ok(false);
         }
     };
@@ -168,6 +175,36 @@ fn explain(e: &Explain) -> anyhow::Result<bool> {
         Err(reason) => println!("not generated yet: {reason}"),
     }
     Ok(true)
+}
+
+/// The model's reading of a spec the phrase parser refused, in index notation, parsed by optiml's notation parser.
+fn translate(spec: &str, why: &str) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir()?;
+    let settings = crate::config::Settings::load(&cwd)?;
+    let Some(llm_settings) = settings.llm else {
+        anyhow::bail!(
+            "--llm: no [llm] table in `{}` (optiml.toml or [package.metadata.optiml.llm])",
+            cwd.display()
+        );
+    };
+    let dir = targets::workspace_root(&cwd).join("target/optiml/llm");
+    let llm = crate::llm::Llm::new(&llm_settings, &dir);
+    match crate::llm::translate::translate(&llm, spec, why, 2) {
+        Ok(t) => {
+            println!(
+                "the model reads it as (unverified, after {} answer(s)):\n    {}\nwhich means:\n    {}\n\
+                 To use it, write `#[optiml::kernel(\"{}\")]`: it is then checked against the signature and every \
+                 kernel is verified against it like any spec. (Recorded in `{}`.)",
+                t.answers,
+                t.notation,
+                t.program.canonical(),
+                t.notation,
+                dir.display()
+            );
+            Ok(())
+        }
+        Err(e) => anyhow::bail!("--llm: no translation: {e}"),
+    }
 }
 
 fn transforms(t: &Transforms) -> anyhow::Result<bool> {

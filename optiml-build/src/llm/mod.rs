@@ -24,6 +24,7 @@ pub mod experts;
 pub mod generate;
 pub mod guard;
 pub mod record;
+pub mod translate;
 
 pub use client::{ChatAnswer, ChatRequest, Client, EmbeddingRequest, Message, Role};
 pub use record::{Exchange, Kind, Recorder};

@@ -335,3 +335,52 @@ fn an_expert_repairs_its_kernel_from_the_guard_and_the_compiler_and_the_run_repl
     assert!(recorded.contains(&Some("compiled".to_string())));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A translator that first answers something the notation parser refuses, then the softmax it was asked for.
+fn translator(request: &serde_json::Value) -> (u16, String) {
+    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    if last.contains("does not parse") {
+        (
+            200,
+            "```text\ny[r, c] = exp(x[r, c]) / sum(c) exp(x[r, c])\n```".into(),
+        )
+    } else {
+        (
+            200,
+            "```text\ny[r, c] = softmax(x[r, c]) over c\n```".into(),
+        )
+    }
+}
+
+#[test]
+fn a_translation_is_parsed_repaired_and_recorded() {
+    use super::translate::{TranslateError, translate};
+    let server = Server::with(translator);
+    let dir = scratch("translate");
+    let llm = Llm::new(&settings(&server.url, Replay::Auto), &dir);
+    let t = translate(&llm, "row-wise softmax", "unknown word `row`", 1).unwrap();
+    assert_eq!(t.answers, 2);
+    assert_eq!(t.notation, "y[r, c] = exp(x[r, c]) / sum(c) exp(x[r, c])");
+    assert_eq!(t.program.dims.len(), 2);
+    let verdicts: Vec<Option<String>> = llm
+        .recorder()
+        .all()
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.verdict)
+        .collect();
+    assert!(
+        verdicts.contains(&Some("translation parsed".into())),
+        "{verdicts:?}"
+    );
+    // Without the repair round, the parser's refusal is the error.
+    let e = translate(&llm, "softmax by rows", "unknown word `rows`", 0).unwrap_err();
+    assert!(
+        matches!(e, TranslateError::Unparsed { answers: 1, .. }),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
