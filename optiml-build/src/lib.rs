@@ -270,6 +270,11 @@ impl Builder {
             Some(dir) => dir.clone(),
             None => targets::pretuned_dir(),
         };
+        // The build-time search copies its winners into the per-user cache, when it is one of the fallbacks.
+        let user_cache = user
+            .as_ref()
+            .filter(|d| !read.iter().any(|c| targets::same_folder(&c.root, d)))
+            .map(|d| Cache::new(d).with_words(families::tuned_for));
         let mut fallbacks: Vec<(PathBuf, &str)> = Vec::new();
         for (dir, what) in [
             (user, "the per-user cache"),
@@ -336,10 +341,6 @@ impl Builder {
                 report.warnings.push(line);
             }
         }
-        let user_cache = fallbacks
-            .iter()
-            .find(|(_, what)| what.starts_with("the per-user"))
-            .map(|(dir, _)| Cache::new(dir).with_words(families::tuned_for));
         let searched = build_search::run(
             &kernels,
             &mut resolved,
