@@ -17,6 +17,8 @@
 pub mod client;
 pub mod device;
 mod gpu;
+pub mod guard;
+pub mod limits;
 pub mod plan;
 pub mod profile;
 pub mod protocol;
