@@ -4,6 +4,8 @@
 //! ceilings the derived speed-of-light figures divide by. What a gate checks and how it launches is the family's
 //! (`crate::families`); how to fill, poison, flush and time is here, once.
 
+use super::guard::Guarded;
+use super::limits::{self, HostCap, LimitError, Need};
 use super::plan::Distribution;
 use super::protocol::{Ceilings, Device};
 use cudarc::driver::{
@@ -78,14 +80,47 @@ struct Support {
     gather: CudaFunction,
 }
 
-/// Device copies of three buffers (a matmul's A, B and C) in a 16-bit kernel's element type. The checks fill,
-/// poison and read the f32 buffers beside them, whose values the 16-bit type holds exactly
-/// ([`Bench::round16`]); these are converted from them before a launch and back after it.
+/// Device copies of three buffers (a matmul's A, B and C) in a 16-bit kernel's element type, each between guard
+/// regions (the kernel reads and writes these). The checks fill, poison and read the f32 buffers beside them,
+/// whose values the 16-bit type holds exactly ([`Bench::round16`]); these are converted from them before a
+/// launch and back after it.
 pub enum Narrow {
     /// bf16 copies.
-    Bf16([CudaSlice<half::bf16>; 3]),
+    Bf16([Guarded<half::bf16>; 3]),
     /// fp16 copies.
-    F16([CudaSlice<half::f16>; 3]),
+    F16([Guarded<half::f16>; 3]),
+}
+
+impl Narrow {
+    /// Writes the pattern of `seed` into the copies' guards (`seed + 1` and `+ 2` for B and C).
+    ///
+    /// # Errors
+    /// [`Stop::Fault`] when the copy fails.
+    pub fn arm(&mut self, seed: u64) -> Result<(), Stop> {
+        match self {
+            Narrow::Bf16(bufs) => arm3(bufs, seed),
+            Narrow::F16(bufs) => arm3(bufs, seed),
+        }
+    }
+
+    /// Rejects the candidate of check `check` when it wrote into a guard of copy `which` (0 A, 1 B, 2 C), named
+    /// `name` (e.g. "C (bf16)").
+    ///
+    /// # Errors
+    /// [`Stop::Reject`] naming the copy; [`Stop::Fault`] when the copy back fails.
+    pub fn check(&self, which: usize, check: &str, name: &str) -> Result<(), Stop> {
+        match self {
+            Narrow::Bf16(bufs) => bufs[which].check(check, name),
+            Narrow::F16(bufs) => bufs[which].check(check, name),
+        }
+    }
+}
+
+fn arm3<T: cudarc::driver::DeviceRepr>(bufs: &mut [Guarded<T>; 3], seed: u64) -> Result<(), Stop> {
+    for (i, b) in bufs.iter_mut().enumerate() {
+        b.arm(seed.wrapping_add(i as u64))?;
+    }
+    Ok(())
 }
 
 /// The support kernels' code of a 16-bit type.
@@ -180,6 +215,9 @@ pub struct Bench {
     /// Whatever a gate keeps between jobs (its dispatch buffers: allocating gigabytes per job would dominate the
     /// step time); a gate that finds another gate's value here replaces it.
     pub kept: Option<Box<dyn std::any::Any>>,
+    /// The host memory a job may take ([`limits::host_cap_here`]), or why the setting is wrong (every job is then
+    /// refused, saying so).
+    host_cap: Result<HostCap, LimitError>,
 }
 
 impl Bench {
@@ -240,6 +278,7 @@ impl Bench {
             },
             flush: Some(flush),
             kept: None,
+            host_cap: limits::host_cap_here(),
         })
     }
 
@@ -348,22 +387,63 @@ impl Bench {
             .map_err(fault("rounding inputs to 16 bits"))
     }
 
-    /// Allocates the 16-bit copies of buffers of `lens` elements.
-    pub fn alloc_narrow(&self, dtype: DType, lens: [usize; 3]) -> Result<Option<Narrow>, Stop> {
+    /// Refuses a job (or one size of it) whose `need` would not fit: its device bytes past
+    /// [`limits::DEVICE_PERCENT`] of the device's free memory (asked only when there are some), or its host bytes
+    /// past the host cap. Called before the buffers are allocated, so a job too large for this machine is a clear
+    /// rejection ("memory"), not a driver error half-way or the OOM killer ending the build.
+    ///
+    /// # Errors
+    /// [`Stop::Reject`] saying what `what` needed and what was allowed; [`Stop::Fault`] when the driver cannot
+    /// say how much memory is free.
+    pub fn admit(&self, what: &str, need: Need) -> Result<(), Stop> {
+        let free = if need.device > 0 {
+            let (free, _) = self
+                .ctx
+                .mem_get_info()
+                .map_err(fault("asking the free GPU memory"))?;
+            Some(free as u64)
+        } else {
+            None
+        };
+        limits::admit(what, need, free, &self.host_cap).map_err(|e| reject("memory", e.to_string()))
+    }
+
+    /// `len` zeroed elements between guard regions holding the pattern of `seed` ([`Guarded`]): a buffer a
+    /// candidate reads or writes.
+    ///
+    /// # Errors
+    /// [`Stop::Fault`] when the driver cannot allocate it.
+    pub fn guarded<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        len: usize,
+        seed: u64,
+    ) -> Result<Guarded<T>, Stop> {
+        Guarded::alloc(&self.stream, len, seed)
+    }
+
+    /// Allocates the 16-bit copies of buffers of `lens` elements (at least one each), their guards holding the
+    /// patterns of `seed` ([`Narrow::arm`]).
+    pub fn alloc_narrow(
+        &self,
+        dtype: DType,
+        lens: [usize; 3],
+        seed: u64,
+    ) -> Result<Option<Narrow>, Stop> {
         fn three<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
             s: &Arc<CudaStream>,
             [a, b, c]: [usize; 3],
-        ) -> Result<[CudaSlice<T>; 3], Stop> {
-            let alloc = |n: usize| {
-                s.alloc_zeros::<T>(n.max(1))
-                    .map_err(fault("allocating 16-bit buffers"))
-            };
-            Ok([alloc(a)?, alloc(b)?, alloc(c)?])
+            seed: u64,
+        ) -> Result<[Guarded<T>; 3], Stop> {
+            Ok([
+                Guarded::alloc(s, a.max(1), seed)?,
+                Guarded::alloc(s, b.max(1), seed.wrapping_add(1))?,
+                Guarded::alloc(s, c.max(1), seed.wrapping_add(2))?,
+            ])
         }
         Ok(match dtype {
             DType::F32 => None,
-            DType::Bf16 => Some(Narrow::Bf16(three(&self.stream, lens)?)),
-            DType::F16 => Some(Narrow::F16(three(&self.stream, lens)?)),
+            DType::Bf16 => Some(Narrow::Bf16(three(&self.stream, lens, seed)?)),
+            DType::F16 => Some(Narrow::F16(three(&self.stream, lens, seed)?)),
         })
     }
 

@@ -5,6 +5,8 @@
 
 use super::plan::{Gathered, MatmulShape, Operands, check_item};
 use crate::eval::device::{Bench, Narrow, Stop, fault, launch_failed, reject};
+use crate::eval::guard::{Guarded, guarded_bytes};
+use crate::eval::limits::{Need, bytes};
 use crate::eval::plan::{self, Comparison, Distribution};
 use crate::eval::{Gate, Job};
 use cudarc::driver::CudaSlice;
@@ -61,16 +63,138 @@ impl Gate for MatmulGate {
 }
 
 /// The dispatch shape's buffers, kept between jobs of the same shape in [`Bench::kept`] (allocating gigabytes
-/// per job would dominate the step time).
+/// per job would dominate the step time). Those the candidate gets lie between guard regions, re-armed with
+/// each job's pattern.
 struct Dispatch {
     shape: MatmulShape,
-    a: CudaSlice<f32>,
-    b: CudaSlice<f32>,
-    c: CudaSlice<f32>,
+    a: Guarded<f32>,
+    b: Guarded<f32>,
+    c: Guarded<f32>,
+    /// The old C of a spec with beta, copied into C before each run (the candidate never sees it).
     c0: Option<CudaSlice<f32>>,
-    bias: Option<CudaSlice<f32>>,
+    bias: Option<Guarded<f32>>,
     /// A, B and C in the kernel's 16-bit type.
     narrow: Option<Narrow>,
+}
+
+impl Dispatch {
+    /// Writes the patterns of `seed` into every guard.
+    fn arm(&mut self, seed: u64) -> Result<(), Stop> {
+        self.a.arm(seed)?;
+        self.b.arm(seed.wrapping_add(1))?;
+        self.c.arm(seed.wrapping_add(2))?;
+        if let Some(bias) = &mut self.bias {
+            bias.arm(seed.wrapping_add(3))?;
+        }
+        if let Some(narrow) = &mut self.narrow {
+            narrow.arm(seed.wrapping_add(4))?;
+        }
+        Ok(())
+    }
+
+    /// Rejects the candidate when it wrote into a guard of any buffer it got.
+    fn check_guards(&self, check: &str) -> Result<(), Stop> {
+        check_guards(
+            check,
+            [&self.a, &self.b, &self.c],
+            self.bias.as_ref(),
+            self.narrow.as_ref(),
+        )
+    }
+}
+
+/// Salts a check's seed into the seed of its guards' patterns.
+const GUARD_SALT: u64 = 0x6775_6172_6421;
+
+/// Rejects the candidate of check `check` when it wrote into a guard of A, B, C, the bias or a 16-bit copy.
+fn check_guards(
+    check: &str,
+    [a, b, c]: [&Guarded<f32>; 3],
+    bias: Option<&Guarded<f32>>,
+    narrow: Option<&Narrow>,
+) -> Result<(), Stop> {
+    a.check(check, "A")?;
+    b.check(check, "B")?;
+    c.check(check, "C")?;
+    if let Some(bias) = bias {
+        bias.check(check, "bias")?;
+    }
+    if let Some(n) = narrow {
+        for (which, name) in ["A (16-bit)", "B (16-bit)", "C (16-bit)"]
+            .iter()
+            .enumerate()
+        {
+            n.check(which, check, name)?;
+        }
+    }
+    Ok(())
+}
+
+/// The device bytes of the buffers a candidate gets for `shape` (with guards), the 16-bit copies, and the old C
+/// with `c0`.
+fn device_bytes(spec: &MatmulSpec, dtype: DType, shape: &MatmulShape, c0: bool) -> u64 {
+    let (la, lb) = shape.operand_lens(spec);
+    let lc = shape.batch.saturating_mul(shape.m.saturating_mul(shape.n));
+    let mut total = [la, lb, lc]
+        .iter()
+        .map(|&n| guarded_bytes(bytes(n.max(1), 4)))
+        .sum::<u64>();
+    if dtype != DType::F32 {
+        total += [la, lb, lc]
+            .iter()
+            .map(|&n| guarded_bytes(bytes(n.max(1), 2)))
+            .sum::<u64>();
+    }
+    if spec.bias {
+        total += guarded_bytes(bytes(shape.n.max(1), 4));
+    }
+    if c0 {
+        total += bytes(lc, 4);
+    }
+    total
+}
+
+/// What checking `shape` in full takes: its buffers, and on the host A, B, the old C and the bias before, A and
+/// B again after (the input check), C, and one batch item's float64 reference operands (op(A)'s rows and
+/// op(B)'s columns).
+fn check_need(spec: &MatmulSpec, dtype: DType, shape: &MatmulShape) -> Need {
+    let (la, lb) = shape.operand_lens(spec);
+    let lc = shape.batch.saturating_mul(shape.m.saturating_mul(shape.n));
+    let mut need = Need::default();
+    need.device(device_bytes(spec, dtype, shape, false));
+    for n in [la, la, lb, lb, lc, lc] {
+        need.host(bytes(n, 4));
+    }
+    if spec.bias {
+        need.host(bytes(shape.n, 4));
+    }
+    need.host(bytes(shape.m.saturating_add(shape.n), 4).saturating_mul(shape.k as u64));
+    need
+}
+
+/// What timing `shape` takes beyond its kept buffers: the buffers when `allocate`, and on the host two input sets
+/// of at most three sampled batch items with their gathered rows and columns (`samples` elements compared), and
+/// one item's output.
+fn dispatch_need(
+    spec: &MatmulSpec,
+    dtype: DType,
+    shape: &MatmulShape,
+    samples: usize,
+    allocate: bool,
+) -> Need {
+    let mut need = Need::default();
+    if allocate {
+        need.device(device_bytes(spec, dtype, shape, spec.beta));
+    }
+    let (pa, pb, pc) = shape.per_item();
+    let side = ((samples as f64).sqrt().ceil() as usize).max(3);
+    let per_item = bytes(pa, 4)
+        .saturating_add(bytes(pb, 4))
+        .saturating_add(bytes(pc, 4))
+        .saturating_add(bytes(2 * side, 4).saturating_mul(shape.k as u64));
+    need.host(per_item.saturating_mul(3 * 2));
+    need.host(bytes(shape.n, 8).saturating_add(bytes(pc, 4)));
+    need
 }
 
 /// Launches the candidate on `shape` through the runtime's own launcher: on the f32 buffers, or for a
@@ -170,14 +294,20 @@ fn check_shape(
     let dist = job.plan.distribution(index + job.seed as usize % 3);
     let check = format!("{shape} {dist}");
     let (pa, pb, pc) = shape.per_item();
+    w.admit(
+        &format!("checking {shape}"),
+        check_need(spec, case.dtype, shape),
+    )?;
     let s = w.stream.clone();
-    let alloc = |n: usize| s.alloc_zeros::<f32>(n.max(1)).map_err(fault("allocating"));
+    // Each buffer the candidate gets lies between guards holding this check's own pattern.
+    let guard = plan::splitmix(seed ^ GUARD_SALT);
+    let alloc = |n: usize, salt: u64| w.guarded::<f32>(n.max(1), guard.wrapping_add(salt));
     let (la, lb) = shape.operand_lens(spec);
-    let mut a = alloc(la)?;
-    let mut b = alloc(lb)?;
-    let mut c = alloc(shape.batch * pc)?;
+    let mut a = alloc(la, 0)?;
+    let mut b = alloc(lb, 1)?;
+    let mut c = alloc(shape.batch * pc, 2)?;
     let mut bias = if spec.bias {
-        Some(alloc(shape.n)?)
+        Some(alloc(shape.n, 3)?)
     } else {
         None
     };
@@ -191,7 +321,11 @@ fn check_shape(
     if let Some(bias) = &mut bias {
         w.fill(bias, seed ^ 4, dist)?;
     }
-    let mut narrow = w.alloc_narrow(case.dtype, [la, lb, shape.batch * pc])?;
+    let mut narrow = w.alloc_narrow(
+        case.dtype,
+        [la, lb, shape.batch * pc],
+        guard.wrapping_add(4),
+    )?;
     if narrow.is_some() {
         for buf in [&mut a, &mut b, &mut c] {
             w.round16(buf, case.dtype)?;
@@ -199,7 +333,7 @@ fn check_shape(
     }
     let host = |buf: &CudaSlice<f32>| s.clone_dtoh(buf).map_err(fault("copying inputs"));
     let (ha, hb, hc0) = (host(&a)?, host(&b)?, host(&c)?);
-    let hbias = bias.as_ref().map(host).transpose()?;
+    let hbias = bias.as_deref().map(host).transpose()?;
     launch(
         w,
         case,
@@ -207,11 +341,14 @@ fn check_shape(
         &mut a,
         &mut b,
         &mut c,
-        bias.as_ref(),
+        bias.as_deref(),
         narrow.as_mut(),
     )?;
     s.synchronize()
         .map_err(fault(format!("running `{}` on {check}", job.name)))?;
+    // A write just past an end (or before a start) changes no checked element and no driver sees it: the guards
+    // do.
+    check_guards(&check, [&a, &b, &c], bias.as_ref(), narrow.as_ref())?;
     // The inputs must be as they were: a kernel that writes into A, B or the bias (its own scratch, or a
     // change too small for the output's tolerance) corrupts its caller's data and every later launch. A 16-bit
     // kernel read the narrow copies, which widen back to exactly these values when untouched.
@@ -219,8 +356,8 @@ fn check_shape(
         w.convert(n, 0, &mut a, false)?;
         w.convert(n, 1, &mut b, false)?;
     }
-    let mut inputs = vec![("A", &ha, &a), ("B", &hb, &b)];
-    if let (Some(before), Some(after)) = (&hbias, &bias) {
+    let mut inputs = vec![("A", &ha, &*a), ("B", &hb, &*b)];
+    if let (Some(before), Some(after)) = (&hbias, bias.as_deref()) {
         inputs.push(("bias", before, after));
     }
     for (name, before, buf) in inputs {
@@ -271,7 +408,6 @@ fn time_dispatch(w: &mut Bench, case: &Case<'_>, shape: MatmulShape) -> Result<V
     let spec = case.spec;
     let (_, _, pc) = shape.per_item();
     let (la, lb) = shape.operand_lens(spec);
-    let s = w.stream.clone();
     // The last job's buffers, if this gate left them and they fit this one.
     let kept = w
         .kept
@@ -289,29 +425,47 @@ fn time_dispatch(w: &mut Bench, case: &Case<'_>, shape: MatmulShape) -> Result<V
                         | (Some(Narrow::F16(_)), DType::F16)
                 )
         });
+    if kept.is_none() {
+        // Whatever another shape's buffers held is freed before asking what is free.
+        w.stream
+            .synchronize()
+            .map_err(fault("freeing the last job's buffers"))?;
+    }
+    let samples = case.job.plan.dispatch_samples;
+    let need = dispatch_need(spec, case.dtype, &shape, samples, kept.is_none());
+    w.admit(&format!("timing {shape}"), need)?;
+    let guard = plan::splitmix(case.job.seed ^ GUARD_SALT);
     let mut d = match kept {
-        Some(d) => *d,
+        Some(mut d) => {
+            d.arm(guard)?;
+            *d
+        }
         None => {
-            let alloc = |n: usize| {
-                s.alloc_zeros::<f32>(n.max(1))
-                    .map_err(fault(format!("allocating the {shape} buffers")))
-            };
+            let alloc = |n: usize, salt: u64| w.guarded::<f32>(n.max(1), guard.wrapping_add(salt));
             Dispatch {
                 shape,
-                a: alloc(la)?,
-                b: alloc(lb)?,
-                c: alloc(shape.batch * pc)?,
+                a: alloc(la, 0)?,
+                b: alloc(lb, 1)?,
+                c: alloc(shape.batch * pc, 2)?,
                 c0: if spec.beta {
-                    Some(alloc(shape.batch * pc)?)
+                    Some(
+                        w.stream
+                            .alloc_zeros::<f32>((shape.batch * pc).max(1))
+                            .map_err(fault(format!("allocating the {shape} buffers")))?,
+                    )
                 } else {
                     None
                 },
                 bias: if spec.bias {
-                    Some(alloc(shape.n)?)
+                    Some(alloc(shape.n, 3)?)
                 } else {
                     None
                 },
-                narrow: w.alloc_narrow(case.dtype, [la, lb, shape.batch * pc])?,
+                narrow: w.alloc_narrow(
+                    case.dtype,
+                    [la, lb, shape.batch * pc],
+                    guard.wrapping_add(4),
+                )?,
             }
         }
     };
@@ -452,7 +606,7 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
             inputs = load(w, d, plan::splitmix(seed ^ 0x1a57))?;
         }
         match &d.c0 {
-            Some(c0) => s.memcpy_dtod(c0, &mut d.c).map_err(fault("restoring C"))?,
+            Some(c0) => s.memcpy_dtod(c0, &mut *d.c).map_err(fault("restoring C"))?,
             // The last run's C holds fresh finite values, not the NaN poison: a kernel that computes only when
             // it sees poison (as every run's output was before) keeps them, and the check after it fails.
             None if last => w.fill(&mut d.c, seed ^ 0xC0FF_EE00, Distribution::Uniform)?,
@@ -469,18 +623,21 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
             Some(narrow) => Operands32::Narrow(narrow),
             None => Operands32::F32(&mut d.a, &mut d.b, &mut d.c),
         };
-        launch_timed(w, case, &shape, ops, d.bias.as_ref(), Some(&mut ms))?;
+        launch_timed(w, case, &shape, ops, d.bias.as_deref(), Some(&mut ms))?;
         if let Some(narrow) = &mut d.narrow {
             w.convert(narrow, 2, &mut d.c, false)?;
         }
         if run == 0 {
             // Verified before any timing counts.
             verify(w, &d.c, &inputs, "after the first run")?;
+            d.check_guards(&check)?;
         } else if run > job.timing.warmup {
             times.extend(ms);
         }
     }
     verify(w, &d.c, &inputs, "after the last timed run")?;
+    // The guards are written once a job: a write past an end in any run is still there.
+    d.check_guards(&check)?;
     Ok(times)
 }
 
@@ -514,7 +671,80 @@ enum Operands32<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::written;
+    use super::*;
+    use crate::eval::limits::{self, host_cap};
+
+    fn spec(text: &str) -> MatmulSpec {
+        match optiml_spec::parse(text).unwrap().family {
+            optiml_spec::Family::Matmul(m) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_check_needs_every_buffer_with_its_guards_and_every_host_copy() {
+        let f32 = spec("batched matmul, f32");
+        let shape = MatmulShape {
+            batch: 4,
+            m: 64,
+            n: 64,
+            k: 64,
+        };
+        // A, B and C: 4 × 64 × 64 floats each, with two 4 KiB guards.
+        let one = 4 * 64 * 64 * 4 + 2 * 4096;
+        let need = check_need(&f32, DType::F32, &shape);
+        assert_eq!(need.device, 3 * one);
+        // A, B and C twice each, and one item's rows of op(A) and columns of op(B).
+        assert_eq!(need.host, 6 * 4 * 64 * 64 * 4 + (64 + 64) * 64 * 4);
+        // 16-bit copies of the three beside them.
+        let half = check_need(&f32, DType::Bf16, &shape);
+        assert_eq!(half.device, need.device + 3 * (4 * 64 * 64 * 2 + 2 * 4096));
+        // With a bias: its buffer (256 bytes, so the smallest guards) and host copy.
+        let biased = check_need(&spec("batched matmul, f32, bias"), DType::F32, &shape);
+        assert_eq!(biased.device, need.device + 256 + 2 * 256);
+        assert_eq!(biased.host, need.host + 256);
+        // A kept dispatch set costs the device nothing more.
+        assert_eq!(
+            dispatch_need(&f32, DType::F32, &shape, 4096, false).device,
+            0
+        );
+        let fresh = dispatch_need(&spec("gemm, beta"), DType::F32, &shape, 4096, true);
+        assert_eq!(fresh.device, 3 * one + 4 * 64 * 64 * 4);
+    }
+
+    #[test]
+    fn every_plan_shape_fits_a_small_host_and_a_huge_user_shape_is_refused() {
+        let s = spec("batched matmul, f32");
+        let small = host_cap(Some("1024"), None);
+        for dims in &super::super::test_plan(&s, &[]).sizes {
+            let shape = MatmulShape::from_dims(dims).unwrap();
+            let need = check_need(&s, DType::F32, &shape);
+            assert_eq!(
+                limits::admit("x", need, Some(80 << 30), &small),
+                Ok(()),
+                "{shape}"
+            );
+        }
+        let huge = MatmulShape {
+            batch: 64,
+            m: 8192,
+            n: 8192,
+            k: 8192,
+        };
+        let need = check_need(&s, DType::F32, &huge);
+        let default = host_cap(None, Some("MemTotal: 2147483648 kB\n"));
+        let why = limits::admit("checking 64x8192x8192x8192", need, Some(40 << 30), &default)
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("of GPU memory"), "{why}");
+        let why = limits::admit("checking 64x8192x8192x8192", need, Some(u64::MAX), &default)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.contains("of host memory") && why.contains("16384.0 MiB"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn a_changed_input_is_named_with_its_first_changed_element() {

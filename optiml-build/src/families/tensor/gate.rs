@@ -6,6 +6,8 @@
 
 use crate::config::Dims;
 use crate::eval::device::{Bench, Positions, Stop, fault, launch_failed, reject};
+use crate::eval::guard::{Guarded, guarded_bytes, written_bytes};
+use crate::eval::limits::{Need, bytes};
 use crate::eval::plan::{self, Comparison, Distribution};
 use crate::eval::{Gate, Job, TestPlan, Tolerance};
 use cudarc::driver::{CudaSlice, CudaStream, sys};
@@ -232,13 +234,24 @@ fn running_product(p: &Program) -> bool {
 /// would take the host longer than the search can afford per candidate (the plan's sizes are checked in full).
 const DISPATCH_REFERENCE_ELEMENTS: usize = 1 << 28;
 
-/// A device buffer of a program.
+/// Whether the dispatch size of `p` at `extents` is small enough to check against the reference
+/// ([`DISPATCH_REFERENCE_ELEMENTS`]).
+fn reference_fits(p: &Program, extents: &[usize]) -> bool {
+    let total_inputs = p
+        .inputs
+        .iter()
+        .map(|t| Program::len_of(&t.axes, extents))
+        .fold(0usize, usize::saturating_add);
+    total_inputs <= DISPATCH_REFERENCE_ELEMENTS
+}
+
+/// A device buffer of a program, between guard regions (the candidate reads or writes it).
 enum Buffer {
-    F32(CudaSlice<f32>),
-    Bf16(CudaSlice<bf16>),
-    F16(CudaSlice<f16>),
-    I64(CudaSlice<i64>),
-    I32(CudaSlice<i32>),
+    F32(Guarded<f32>),
+    Bf16(Guarded<bf16>),
+    F16(Guarded<f16>),
+    I64(Guarded<i64>),
+    I32(Guarded<i32>),
 }
 
 /// `$e` with `$b` bound to whichever typed slice `$buf` (a `Buffer`, by reference) holds.
@@ -255,17 +268,34 @@ macro_rules! typed {
 }
 
 impl Buffer {
-    fn alloc(st: &Arc<CudaStream>, elem: rt::Elem, len: usize) -> Result<Self, Stop> {
+    /// `len` elements (at least one), their guards holding the pattern of `seed`.
+    fn alloc(st: &Arc<CudaStream>, elem: rt::Elem, len: usize, seed: u64) -> Result<Self, Stop> {
         let len = len.max(1);
-        let e = fault("allocating");
         Ok(match elem {
             // A mask is drawn as f32 values (kept here) and thresholded into [`Input::mask`].
-            rt::Elem::F32 | rt::Elem::Bool => Buffer::F32(st.alloc_zeros(len).map_err(e)?),
-            rt::Elem::Bf16 => Buffer::Bf16(st.alloc_zeros(len).map_err(e)?),
-            rt::Elem::F16 => Buffer::F16(st.alloc_zeros(len).map_err(e)?),
-            rt::Elem::I64 => Buffer::I64(st.alloc_zeros(len).map_err(e)?),
-            rt::Elem::I32 => Buffer::I32(st.alloc_zeros(len).map_err(e)?),
+            rt::Elem::F32 | rt::Elem::Bool => Buffer::F32(Guarded::alloc(st, len, seed)?),
+            rt::Elem::Bf16 => Buffer::Bf16(Guarded::alloc(st, len, seed)?),
+            rt::Elem::F16 => Buffer::F16(Guarded::alloc(st, len, seed)?),
+            rt::Elem::I64 => Buffer::I64(Guarded::alloc(st, len, seed)?),
+            rt::Elem::I32 => Buffer::I32(Guarded::alloc(st, len, seed)?),
         })
+    }
+
+    /// The bytes of one element as [`Buffer::alloc`] stores `elem` (a mask's drawn values are f32).
+    fn elem_bytes(elem: rt::Elem) -> usize {
+        match elem {
+            rt::Elem::Bf16 | rt::Elem::F16 => 2,
+            rt::Elem::F32 | rt::Elem::Bool | rt::Elem::I32 => 4,
+            rt::Elem::I64 => 8,
+        }
+    }
+
+    fn arm(&mut self, seed: u64) -> Result<(), Stop> {
+        typed!(self, b => b.arm(seed))
+    }
+
+    fn check_guards(&self, check: &str, name: &str) -> Result<(), Stop> {
+        typed!(self, b => b.check(check, name))
     }
 
     fn input(&self) -> In<'_> {
@@ -295,7 +325,7 @@ impl Buffer {
 struct Input {
     buffer: Buffer,
     drawn: Option<CudaSlice<f32>>,
-    mask: Option<CudaSlice<bool>>,
+    mask: Option<Guarded<bool>>,
 }
 
 impl Input {
@@ -304,6 +334,22 @@ impl Input {
         match &self.mask {
             Some(m) => In::Bool(m),
             None => self.buffer.input(),
+        }
+    }
+
+    /// The bytes of what the kernel reads, on the host, and the bytes of one of its elements.
+    fn read_bytes(&self) -> Result<(Vec<u8>, usize), Stop> {
+        match &self.mask {
+            Some(m) => Ok((m.host_bytes()?, 1)),
+            None => typed!(&self.buffer, b => Ok((b.host_bytes()?, b.elem_bytes()))),
+        }
+    }
+
+    /// Rejects the candidate when it wrote into a guard of what it reads, `name`.
+    fn check_guards(&self, check: &str, name: &str) -> Result<(), Stop> {
+        match &self.mask {
+            Some(m) => m.check(check, name),
+            None => self.buffer.check_guards(check, name),
         }
     }
 }
@@ -372,12 +418,46 @@ impl Buffers {
             .collect()
     }
 
-    fn alloc(w: &Bench, p: &Program, layout: Vec<(rt::Elem, usize)>) -> Result<Self, Stop> {
+    /// The device bytes of buffers of `layout` for `p`: each with its guards, a 16-bit input's f32 values and
+    /// a mask.
+    fn device_bytes(p: &Program, layout: &[(rt::Elem, usize)]) -> u64 {
+        layout
+            .iter()
+            .enumerate()
+            .map(|(k, &(elem, len))| {
+                let len = len.max(1);
+                let mut b = guarded_bytes(bytes(len, Buffer::elem_bytes(elem)));
+                if k < p.inputs.len() {
+                    match elem {
+                        rt::Elem::Bf16 | rt::Elem::F16 => b = b.saturating_add(bytes(len, 4)),
+                        rt::Elem::Bool => b = b.saturating_add(guarded_bytes(bytes(len, 1))),
+                        _ => {}
+                    }
+                }
+                b
+            })
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The seed of the guards of buffer `k` (inputs then outputs; a mask's is the next) in a set armed from
+    /// `seed`.
+    fn guard_seed(seed: u64, k: usize) -> u64 {
+        seed.wrapping_add(2 * k as u64)
+    }
+
+    fn alloc(
+        w: &Bench,
+        p: &Program,
+        layout: Vec<(rt::Elem, usize)>,
+        seed: u64,
+    ) -> Result<Self, Stop> {
         let st = &w.stream;
         let (ins, outs) = layout.split_at(p.inputs.len());
         let inputs = ins
             .iter()
-            .map(|&(elem, len)| {
+            .enumerate()
+            .map(|(k, &(elem, len))| {
+                let guard = Self::guard_seed(seed, k);
                 let drawn = match elem {
                     rt::Elem::Bf16 | rt::Elem::F16 => Some(
                         st.alloc_zeros::<f32>(len.max(1))
@@ -386,14 +466,11 @@ impl Buffers {
                     _ => None,
                 };
                 let mask = match elem {
-                    rt::Elem::Bool => Some(
-                        st.alloc_zeros::<bool>(len.max(1))
-                            .map_err(fault("allocating"))?,
-                    ),
+                    rt::Elem::Bool => Some(Guarded::alloc(st, len.max(1), guard + 1)?),
                     _ => None,
                 };
                 Ok(Input {
-                    buffer: Buffer::alloc(st, elem, len)?,
+                    buffer: Buffer::alloc(st, elem, len, guard)?,
                     drawn,
                     mask,
                 })
@@ -401,9 +478,11 @@ impl Buffers {
             .collect::<Result<_, Stop>>()?;
         let outputs = outs
             .iter()
-            .map(|&(elem, len)| {
+            .enumerate()
+            .map(|(k, &(elem, len))| {
+                let guard = Self::guard_seed(seed, ins.len() + k);
                 Ok(Output {
-                    buffer: Buffer::alloc(st, elem, len)?,
+                    buffer: Buffer::alloc(st, elem, len, guard)?,
                     len,
                 })
             })
@@ -414,6 +493,112 @@ impl Buffers {
             outputs,
         })
     }
+
+    /// Writes the patterns of `seed` into every guard (a kept set gets each job's own).
+    fn arm(&mut self, seed: u64) -> Result<(), Stop> {
+        for (k, input) in self.inputs.iter_mut().enumerate() {
+            let guard = Self::guard_seed(seed, k);
+            input.buffer.arm(guard)?;
+            if let Some(mask) = &mut input.mask {
+                mask.arm(guard + 1)?;
+            }
+        }
+        let n = self.inputs.len();
+        for (k, output) in self.outputs.iter_mut().enumerate() {
+            output.buffer.arm(Self::guard_seed(seed, n + k))?;
+        }
+        Ok(())
+    }
+}
+
+/// Rejects the candidate of check `check` when it wrote into a guard of any buffer of `p` it got.
+fn check_guards(
+    check: &str,
+    p: &Program,
+    inputs: &[Input],
+    outputs: &[Output],
+) -> Result<(), Stop> {
+    for (t, input) in p.inputs.iter().zip(inputs) {
+        input.check_guards(check, &format!("`{}`", t.name))?;
+    }
+    for ((_, stmt), output) in p.outputs().zip(outputs) {
+        output
+            .buffer
+            .check_guards(check, &format!("`{}`", stmt.name))?;
+    }
+    Ok(())
+}
+
+/// Salts a size's seed into the seed of its guards' patterns.
+const GUARD_SALT: u64 = 0x6775_6172_6421;
+
+/// The host bytes a size of `p` at `extents` takes: the inputs' host copies (integer indices always, drawn as
+/// i64 and narrowed; the others with a reference), the float64 reference of every statement (values and scales,
+/// twice for a scan's terms) over `sample`'s rows, the compared elements' positions and values, and with
+/// `inputs_checked` the bytes of every input before and after the launch.
+fn host_need(
+    p: &Program,
+    extents: &[usize],
+    sample: Option<&Sample>,
+    with_reference: bool,
+    inputs_checked: bool,
+) -> u64 {
+    let mut need = Need::default();
+    for t in &p.inputs {
+        let len = Program::len_of(&t.axes, extents);
+        match t.elem {
+            Elem::I64 | Elem::I32 => need.host(bytes(len, 12)),
+            // Drawn as f32, then held as i64 for the reference.
+            Elem::Bool if with_reference => need.host(bytes(len, 12)),
+            Elem::Float if with_reference => need.host(bytes(len, 4)),
+            _ => {}
+        }
+        if inputs_checked {
+            let size = match t.elem {
+                Elem::Bool => 1,
+                other => Buffer::elem_bytes(runtime_elem(other, p.dtype)),
+            };
+            need.host(bytes(len, 2 * size));
+        }
+    }
+    if with_reference {
+        for s in &p.stmts {
+            let len = reference_len(&s.axes, extents, sample);
+            let per = if matches!(s.expr, Expr::Scan(..)) {
+                32
+            } else {
+                16
+            };
+            need.host(bytes(len, per));
+            if s.output {
+                let positions = if restricts(&s.axes, sample) { 8 } else { 0 };
+                need.host(bytes(len, 8 + positions));
+            }
+        }
+    }
+    need.host
+}
+
+/// The device bytes a check of `p` at `extents` gathers its compared elements into (as f64), with their
+/// positions where `sample` restricts an output.
+fn compared_device_bytes(p: &Program, extents: &[usize], sample: Option<&Sample>) -> u64 {
+    p.outputs()
+        .map(|(_, s)| {
+            let len = reference_len(&s.axes, extents, sample);
+            bytes(len, if restricts(&s.axes, sample) { 16 } else { 8 })
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// How many elements the reference of a tensor with `axes` holds: every one, or with a sampled dimension among
+/// them, its sampled values only.
+fn reference_len(axes: &[usize], extents: &[usize], sample: Option<&Sample>) -> usize {
+    axes.iter()
+        .map(|&a| match sample {
+            Some(s) if s.dim == a => s.values.len(),
+            _ => extents[a],
+        })
+        .fold(1usize, usize::saturating_mul)
 }
 
 /// Which elements of an output are compared with its reference.
@@ -469,20 +654,57 @@ impl Check<'_> {
         index: usize,
         times: Option<&mut Vec<f64>>,
     ) -> Result<(), Stop> {
-        let layout = Buffers::layout(self.program, extents);
+        let p = self.program;
+        let layout = Buffers::layout(p, extents);
         let keep = times.is_some();
-        // A kept set that does not fit is freed before this one is allocated.
+        // A kept set that does not fit is freed before this one is allocated (and before asking what is free).
         let kept = if keep {
-            w.kept
-                .take()
-                .and_then(|k| k.downcast::<Buffers>().ok())
-                .filter(|b| b.layout == layout)
+            let kept = w.kept.take().and_then(|k| k.downcast::<Buffers>().ok());
+            let fits = kept.filter(|b| b.layout == layout);
+            if fits.is_none() {
+                w.stream
+                    .synchronize()
+                    .map_err(fault("freeing the last job's buffers"))?;
+            }
+            fits
         } else {
             None
         };
+        // Refused before anything is allocated when its buffers, or its host copies and reference, would not fit.
+        let sample = if keep {
+            dispatch_sample(p, extents, self.job.plan.dispatch_samples, seed)
+        } else {
+            None
+        };
+        let with_reference = !keep || reference_fits(p, extents);
+        let mut need = Need::default();
+        if kept.is_none() {
+            need.device(Buffers::device_bytes(p, &layout));
+        }
+        if with_reference {
+            need.device(compared_device_bytes(p, extents, sample.as_ref()));
+        }
+        need.host(host_need(
+            p,
+            extents,
+            sample.as_ref(),
+            with_reference,
+            !keep,
+        ));
+        let label: Vec<String> = p
+            .dims
+            .iter()
+            .zip(extents)
+            .map(|(d, e)| format!("{}={e}", d.name))
+            .collect();
+        w.admit(&format!("checking {}", label.join(" ")), need)?;
+        let guard = plan::splitmix(seed ^ GUARD_SALT);
         let mut buffers = match kept {
-            Some(b) => *b,
-            None => Buffers::alloc(w, self.program, layout)?,
+            Some(mut b) => {
+                b.arm(guard)?;
+                *b
+            }
+            None => Buffers::alloc(w, p, layout, guard)?,
         };
         let result = self.run(w, &mut buffers, extents, seed, index, times);
         if keep {
@@ -531,12 +753,7 @@ impl Check<'_> {
         } = buffers;
         // Inputs: drawn in f32, rounded to the storage type, kept on the host for the reference.
         let mut host = Vec::new();
-        let total_inputs: usize = p
-            .inputs
-            .iter()
-            .map(|t| Program::len_of(&t.axes, extents))
-            .sum();
-        let with_reference = times.is_none() || total_inputs <= DISPATCH_REFERENCE_ELEMENTS;
+        let with_reference = times.is_none() || reference_fits(p, extents);
         for (i, (t, input)) in p.inputs.iter().zip(inputs.iter_mut()).enumerate() {
             let len = Program::len_of(&t.axes, extents);
             let drawn = seed ^ (i as u64 + 1).wrapping_mul(0x9e37);
@@ -549,10 +766,10 @@ impl Check<'_> {
                     .collect();
                 let e = fault("copying inputs");
                 match &mut input.buffer {
-                    Buffer::I64(b) if len > 0 => st.memcpy_htod(&values, b).map_err(e)?,
+                    Buffer::I64(b) if len > 0 => st.memcpy_htod(&values, &mut **b).map_err(e)?,
                     Buffer::I32(b) if len > 0 => {
                         let narrow: Vec<i32> = values.iter().map(|&v| v as i32).collect();
-                        st.memcpy_htod(&narrow, b).map_err(e)?;
+                        st.memcpy_htod(&narrow, &mut **b).map_err(e)?;
                     }
                     _ => {}
                 }
@@ -709,9 +926,25 @@ impl Check<'_> {
             for o in outputs.iter_mut() {
                 o.poison(w)?;
             }
+            // What the kernel reads, to see that it left it as it was: a kernel that writes into an input (its own
+            // scratch, or a change too small for the tolerance) corrupts its caller's data.
+            let before = inputs
+                .iter()
+                .map(Input::read_bytes)
+                .collect::<Result<Vec<_>, Stop>>()?;
             launch(w, outputs)?;
             st.synchronize()
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
+            // A write just past an end (or before a start) changes no compared element and no driver sees it: the
+            // guards do.
+            check_guards(&check, p, inputs, outputs)?;
+            for ((t, input), (before, size)) in p.inputs.iter().zip(inputs.iter()).zip(&before) {
+                let (after, _) = input.read_bytes()?;
+                if let Some(reason) = written_bytes(&format!("`{}`", t.name), *size, before, &after)
+                {
+                    return Err(reject(check.clone(), reason));
+                }
+            }
             return verify(w, outputs, "");
         };
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
@@ -741,11 +974,14 @@ impl Check<'_> {
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
             if run == 0 {
                 verify(w, outputs, "after the first run")?;
+                check_guards(&check, p, inputs, outputs)?;
             } else if run > self.job.timing.warmup {
                 times.push(ms as f64);
             }
         }
-        verify(w, outputs, "after the last timed run")
+        verify(w, outputs, "after the last timed run")?;
+        // The guards are written once a size: a write past an end in any run is still there.
+        check_guards(&check, p, inputs, outputs)
     }
 }
 
@@ -872,6 +1108,53 @@ mod tests {
         // The root of a sum of squares takes any input.
         let norm = plan("y[r, c] = x[r, c] / sqrt(sum(c) x[r, c]^2)");
         assert!(norm.contains(&Distribution::Normal));
+    }
+
+    #[test]
+    fn a_size_needs_its_guarded_buffers_its_host_copies_and_its_reference() {
+        let p = optiml_spec::program::notation::parse("y[i] = x[i] * 2").unwrap();
+        let layout = Buffers::layout(&p, &[1000]);
+        // x and y: 4000 bytes each between two 4 KiB guards.
+        assert_eq!(Buffers::device_bytes(&p, &layout), 2 * (4000 + 2 * 4096));
+        // x on the host, before and after the launch; y's float64 value and scale, and its compared copy.
+        assert_eq!(
+            host_need(&p, &[1000], None, true, true),
+            4000 + 2 * 4000 + 16 * 1000 + 8 * 1000
+        );
+        // Timed without a reference: nothing on the host.
+        assert_eq!(host_need(&p, &[1000], None, false, false), 0);
+        assert_eq!(compared_device_bytes(&p, &[1000], None), 8 * 1000);
+        // A 16-bit input is drawn in f32 beside it; a mask is a byte each, with its own guards.
+        let mut half = p.clone();
+        half.dtype = DType::Bf16;
+        let layout = Buffers::layout(&half, &[1000]);
+        assert_eq!(
+            Buffers::device_bytes(&half, &layout),
+            2 * (2000 + 2 * 2048) + 4000
+        );
+        let mask = optiml_spec::program::notation::parse("y[i] = x[i] * m[i], bool m").unwrap();
+        let layout = Buffers::layout(&mask, &[1000]);
+        assert_eq!(layout[1].0, rt::Elem::Bool, "{layout:?}");
+        assert_eq!(
+            Buffers::device_bytes(&mask, &layout),
+            3 * (4000 + 2 * 4096) + 1000 + 2 * 1024
+        );
+        // A sampled dispatch size: the reference holds the sampled rows only.
+        let rows =
+            optiml_spec::program::notation::parse("y[r, c] = x[r, c] / sum(c) x[r, c]").unwrap();
+        let sample = Sample {
+            dim: 0,
+            values: vec![0, 7, 4095],
+        };
+        let extents = [4096, 1 << 16];
+        let sampled = host_need(&rows, &extents, Some(&sample), true, false);
+        let whole = host_need(&rows, &extents, None, true, false);
+        assert!(sampled < whole);
+        // The inputs' copies (1 GiB) dominate; the reference is 3 rows' worth.
+        assert!(
+            sampled - 4 * 4096 * (1 << 16) < 64 * 3 * (1 << 16),
+            "{sampled}"
+        );
     }
 
     #[test]
