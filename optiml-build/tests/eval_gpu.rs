@@ -122,7 +122,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 13] = [
+const FAULTS: [(u32, &str, &str); 15] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -143,6 +143,16 @@ const FAULTS: [(u32, &str, &str); 13] = [
         13,
         "declares another parameter list",
         "the launch passes parameters of",
+    ),
+    (
+        14,
+        "writes one element past the end of its output",
+        "the kernel wrote past the end of C (byte ",
+    ),
+    (
+        15,
+        "writes one element before the start of its output",
+        "the kernel wrote before the start of C (byte ",
     ),
 ];
 

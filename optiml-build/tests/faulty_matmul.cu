@@ -16,6 +16,9 @@
 //                          and the first runs go by, then copies the kept output into C without computing
 //                       13 another parameter list: declares one more parameter than its launch passes (the
 //                          driver would read past the argument list)
+//                       14 one past the end: computes C correctly, and its last thread also writes the element just
+//                          past C's end (inside the allocation, so the driver sees nothing)
+//                       15 one before the start: as 14, the element just before C's first
 #ifndef FAULT
 #define FAULT 0
 #endif
@@ -108,6 +111,12 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
         c[(long long)row * N + col] = s;
 #elif FAULT == 9
         if (col < K) atomicXor(reinterpret_cast<unsigned int*>(const_cast<float*>(a)) + (long long)row * K + col, 1u);
+        c[(long long)row * N + col] = s;
+#elif FAULT == 14
+        if (z == batch - 1 && row == M - 1 && col == N - 1) c[(long long)row * N + col + 1] = s;
+        c[(long long)row * N + col] = s;
+#elif FAULT == 15
+        if (z == 0 && row == 0 && col == 0) c[-1] = s;
         c[(long long)row * N + col] = s;
 #elif FAULT == 12
         const long long at = ((long long)z * M + row) * N + col;
