@@ -241,7 +241,7 @@ fn contraction_matmul(p: &Program) -> Option<MatmulSpec> {
         _ => return None,
     };
     Some(MatmulSpec {
-        precision: Precision::Exact,
+        precision: p.precision,
         batched,
         trans_a,
         trans_b,
@@ -1645,6 +1645,57 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// `tf32` is an option of a program with a contraction: a contraction written in index notation becomes a
+    /// TF32 matmul, attention keeps it as its program's precision (in words and in notation alike), and a program
+    /// without a product, or with 16-bit elements, refuses it with the reason.
+    #[test]
+    fn tf32_is_a_precision_of_programs_with_products() {
+        assert_eq!(
+            mm("c[i, j] = sum(k) a[i, k] * b[k, j], tf32").precision,
+            Precision::Tf32
+        );
+        assert_eq!(
+            parse("c[i, j] = sum(k) a[i, k] * b[k, j], tf32")
+                .unwrap()
+                .canonical(),
+            parse("matmul, f32, tf32").unwrap().canonical()
+        );
+        let program = |text: &str| match parse(text).unwrap().family {
+            Family::Tensor(p) => p,
+            other => panic!("{text}: {other:?}"),
+        };
+        let words = program("scaled dot-product attention, tf32");
+        assert_eq!(words.precision, Precision::Tf32);
+        let exact = program("scaled dot-product attention");
+        assert_eq!(exact.precision, Precision::Exact);
+        assert!(!exact.canonical().contains("tf32"), "{}", exact.canonical());
+        assert!(
+            words.canonical().ends_with(", f32, tf32"),
+            "{}",
+            words.canonical()
+        );
+        // The words and the notation they lower to are one spec.
+        let notation = program(&format!("{words}"));
+        assert_eq!(notation, words);
+        assert_eq!(program("sdpa, allow tf32"), words);
+        for (text, says) in [
+            ("y[r] = sum(c) x[r, c] * x[r, c], tf32", "without a product"),
+            ("y[i] = relu(x[i]), tf32", "without a product"),
+            (
+                "c[i, j] = sum(k) a[i, k] * b[k, j], bf16, tf32",
+                "`tf32` with `bf16` elements",
+            ),
+            (
+                "c[i, j] = sum(k) a[i, k] * b[k, j], tf32, tf32",
+                "given twice",
+            ),
+            ("softmax over the last axis, tf32", "tf32"),
+        ] {
+            let m = parse(text).unwrap_err().to_string();
+            assert!(m.contains(says), "{text}: {m}");
+        }
     }
 
     /// `bfloat` is bf16 (it once suggested `float`, another type), and the list of what is supported names the

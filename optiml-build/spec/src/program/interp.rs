@@ -1539,6 +1539,7 @@ mod tests {
             params: params.iter().map(|p| p.to_string()).collect(),
             stmts,
             dtype: DType::F32,
+            precision: crate::model::Precision::Exact,
         }
     }
     fn input(name: &str, axes: &[usize]) -> TensorDecl {

@@ -41,7 +41,7 @@ pub mod interp;
 pub mod notation;
 pub mod words;
 
-use crate::model::{DType, Dim};
+use crate::model::{DType, Dim, Precision};
 use serde::{Deserialize, Serialize};
 
 /// A tensor program: what a tensor spec computes.
@@ -57,6 +57,12 @@ pub struct Program {
     pub stmts: Vec<Stmt>,
     /// Storage type of every floating tensor (inputs and outputs).
     pub dtype: DType,
+    /// How products may round their operands: [`Precision::Tf32`] (the option `tf32`) lets the contractions of
+    /// an f32 program (a matrix product, attention's two products) run on TF32 tensor cores, checked at TF32's
+    /// tolerance. Only a program with such a product takes it ([`notation::has_product`]); an exact kernel is
+    /// always a correct kernel of a `tf32` program.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 /// A dimension: an index variable and its extent.

@@ -71,7 +71,7 @@
 
 use super::{Binary, DimDecl, Elem, Expr, Gather, Program, Reduce, Scan, Stmt, TensorDecl, Unary};
 use crate::error::SpecError;
-use crate::model::{DType, Dim};
+use crate::model::{DType, Dim, Precision};
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -181,6 +181,9 @@ const DTYPES: &[(&str, DType)] = &[
     ("half", DType::F16),
 ];
 
+/// The spellings of the `tf32` option (as the matmul vocabulary takes it).
+const TF32_WORDS: &[&str] = &["tf32", "tensorfloat32"];
+
 const UNSUPPORTED_DTYPES: &[&str] = &["f64", "fp64", "float64", "double", "int8", "i8", "fp8"];
 
 /// Whether `text` is index notation rather than plain words: it has an `=` (not `==`) and a name indexed with
@@ -252,6 +255,51 @@ pub fn contraction(program: &Program) -> bool {
                     return true;
                 }
                 walk(p, body)
+            }
+            Expr::Reduce(_, _, a) | Expr::Unary(_, a) => walk(p, a),
+            Expr::Binary(_, a, b) => walk(p, a) || walk(p, b),
+            Expr::Select(c, a, b) => walk(p, c) || walk(p, a) || walk(p, b),
+            _ => false,
+        }
+    }
+    program.stmts.iter().any(|s| walk(program, &s.expr))
+}
+
+/// Whether a sum multiplies two different tensors that share the summed index, however the product is scaled
+/// or divided (`sum(d) q[i, d] * k[j, d] * s`, `sum(j) e[i, j] * v[j, e] / l[i]`): a product whose operands
+/// `tf32` may round. Wider than [`contraction`], which only a plain matrix product passes.
+pub fn has_product(program: &Program) -> bool {
+    fn factors<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+        match e {
+            Expr::Binary(Binary::Mul, a, b) => {
+                factors(a, out);
+                factors(b, out);
+            }
+            Expr::Binary(Binary::Div, a, _) => factors(a, out),
+            other => out.push(other),
+        }
+    }
+    fn axes<'p>(p: &'p Program, e: &Expr) -> Option<&'p [usize]> {
+        match e {
+            Expr::Input(i) => p.inputs.get(*i).map(|t| t.axes.as_slice()),
+            Expr::Value(i) => p.stmts.get(*i).map(|s| s.axes.as_slice()),
+            _ => None,
+        }
+    }
+    fn walk(p: &Program, e: &Expr) -> bool {
+        match e {
+            Expr::Reduce(Reduce::Sum, over, body) => {
+                let mut loads = Vec::new();
+                factors(body, &mut loads);
+                let shared: Vec<&Expr> = loads
+                    .into_iter()
+                    .filter(|f| axes(p, f).is_some_and(|a| over.iter().any(|d| a.contains(d))))
+                    .collect();
+                shared
+                    .iter()
+                    .enumerate()
+                    .any(|(n, a)| shared[n + 1..].iter().any(|b| a != b))
+                    || walk(p, body)
             }
             Expr::Reduce(_, _, a) | Expr::Unary(_, a) => walk(p, a),
             Expr::Binary(_, a, b) => walk(p, a) || walk(p, b),
@@ -717,6 +765,8 @@ struct StmtAst<'a> {
 
 enum OptAst<'a> {
     DType(DType, Pos),
+    /// `tf32`: the contractions may round their operands to TF32.
+    Tf32(Pos),
     Fix(Name<'a>, f64, Pos),
     Indices(Elem, Pos),
     /// `bool m`, `i64 t`: an input's element type.
@@ -884,6 +934,7 @@ impl<'a> Parser<'a, '_> {
                         .map_or(DType::F32, |(_, d)| *d);
                     OptAst::DType(d, t.pos())
                 }
+                Tk::Ident if TF32_WORDS.contains(&lower.as_str()) => OptAst::Tf32(t.pos()),
                 Tk::Ident if UNSUPPORTED_DTYPES.contains(&lower.as_str()) => {
                     return Err(self.err(
                         t,
@@ -922,8 +973,8 @@ impl<'a> Parser<'a, '_> {
                 }
                 Tk::Ident => {
                     let known = [
-                        "f32", "bf16", "f16", "float32", "bfloat16", "fp16", "half", "i32", "i64",
-                        "indices", "bool",
+                        "f32", "bf16", "f16", "float32", "bfloat16", "fp16", "half", "tf32", "i32",
+                        "i64", "indices", "bool",
                     ];
                     let hint = match closest(&lower, known.iter().copied()) {
                         Some(c) => format!(
@@ -1431,6 +1482,7 @@ impl<'a> Resolver<'a> {
             self.prepass(&st.rhs)?;
         }
         let mut dtype: Option<(DType, Pos)> = None;
+        let mut tf32: Option<Pos> = None;
         let mut indices: Option<Pos> = None;
         for opt in &ast.opts {
             match opt {
@@ -1455,8 +1507,23 @@ impl<'a> Resolver<'a> {
                     indices = Some(*pos);
                     self.indices = *e;
                 }
+                OptAst::Tf32(pos) => {
+                    if tf32.is_some() {
+                        return Err(self.err(*pos, "`tf32` is given twice", "write it once"));
+                    }
+                    tf32 = Some(*pos);
+                }
                 OptAst::Fix(..) | OptAst::Input(..) => {}
             }
+        }
+        if let (Some(pos), Some((d, _))) = (tf32, dtype)
+            && d != DType::F32
+        {
+            return Err(self.err(
+                pos,
+                format!("`tf32` with `{}` elements", d.name()),
+                "tf32 is how f32 products may be rounded; 16-bit operands run on the tensor cores already: drop one",
+            ));
         }
         for st in &ast.stmts {
             self.statement(st)?;
@@ -1547,13 +1614,31 @@ impl<'a> Resolver<'a> {
         for (s, read) in self.stmts.iter_mut().zip(read) {
             s.output = !read;
         }
-        Ok(Program {
+        let text = self.text;
+        let program = Program {
             dims: self.dims,
             inputs: self.inputs,
             params: self.params,
             stmts: self.stmts,
             dtype: dtype.map_or(DType::F32, |(d, _)| d),
-        })
+            precision: if tf32.is_some() {
+                Precision::Tf32
+            } else {
+                Precision::Exact
+            },
+        };
+        if let Some(pos) = tf32
+            && !has_product(&program)
+        {
+            return Err(error(
+                text,
+                pos,
+                "`tf32` on a program without a product to round",
+                "tf32 lets the operands of a contraction (`sum(k) a[i, k] * b[k, j]`, attention's scores) round to \
+                 10 mantissa bits; this program has none: drop it",
+            ));
+        }
+        Ok(program)
     }
 
     /// Names the program cannot use: functions, constants, Rust keywords.
@@ -2768,6 +2853,10 @@ impl<'p> Printer<'p> {
         let mut out = Vec::new();
         if canonical || self.p.dtype != DType::F32 {
             out.push(self.p.dtype.name().to_string());
+        }
+        // Exact programs keep the text they had before precisions existed: it is hashed into keys.
+        if self.p.precision == Precision::Tf32 {
+            out.push("tf32".to_string());
         }
         for (i, d) in self.p.dims.iter().enumerate() {
             if let Dim::Fixed(v) = d.size {

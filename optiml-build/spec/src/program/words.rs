@@ -222,6 +222,8 @@ enum Class {
     Margin,
     /// Attention's score scale.
     Scale,
+    /// Products may round their operands to TF32.
+    Tf32,
 }
 
 impl Op {
@@ -302,7 +304,7 @@ impl Op {
             Op::Cumsum => &[Axis, Rank, Direction, Inclusion, Mask],
             Op::Cumprod => &[Axis, Rank, Direction, Inclusion],
             Op::Transpose => &[Rank],
-            Op::Attention => &[Rank, Scale],
+            Op::Attention => &[Rank, Scale, Tf32],
         }
     }
 
@@ -353,6 +355,7 @@ enum Arg {
     BatchMean,
     Margin,
     Scale,
+    Tf32,
 }
 
 impl Arg {
@@ -377,6 +380,7 @@ impl Arg {
             Arg::BatchMean => Class::Reduction,
             Arg::Margin => Class::Margin,
             Arg::Scale => Class::Scale,
+            Arg::Tf32 => Class::Tf32,
             Arg::DType(_) | Arg::BadDType(_) => return None,
         })
     }
@@ -416,6 +420,7 @@ impl Arg {
             Arg::BatchMean => "batchmean",
             Arg::Margin => "margin 1.0",
             Arg::Scale => "scale 0.125",
+            Arg::Tf32 => "tf32",
         }
     }
 }
@@ -455,6 +460,7 @@ fn accepts(op: Op) -> String {
             Class::Reduction => &["batchmean"],
             Class::Margin => &["margin 1.0"],
             Class::Scale => &["scale 0.125"],
+            Class::Tf32 => &["tf32"],
         };
         out.extend(shown);
     }
@@ -741,6 +747,10 @@ const PHRASES: &[(&str, Meaning)] = {
         ("inference mode", A(Arg::Eval)),
         ("running statistics", A(Arg::Eval)),
         ("running stats", A(Arg::Eval)),
+        ("tf32", A(Arg::Tf32)),
+        ("tf32 allowed", A(Arg::Tf32)),
+        ("allow tf32", A(Arg::Tf32)),
+        ("tensor float 32", A(Arg::Tf32)),
         ("f32", A(Arg::DType(DType::F32))),
         ("fp32", A(Arg::DType(DType::F32))),
         ("float32", A(Arg::DType(DType::F32))),
@@ -1184,6 +1194,7 @@ struct Args {
     masked: bool,
     margin: Option<f64>,
     scale: Option<f64>,
+    tf32: bool,
 }
 
 fn build(
@@ -1290,6 +1301,7 @@ fn build(
             Arg::BatchMean => {}
             Arg::Margin => a.margin = Some(value),
             Arg::Scale => a.scale = Some(value),
+            Arg::Tf32 => a.tf32 = true,
             Arg::DType(_) | Arg::BadDType(_) => {}
         }
     }
@@ -1397,6 +1409,9 @@ fn build(
         && d != DType::F32
     {
         options.push(d.name().to_string());
+    }
+    if a.tf32 {
+        options.push("tf32".to_string());
     }
     if a.indices == Some(Arg::I32) {
         options.push("i32 indices".to_string());
