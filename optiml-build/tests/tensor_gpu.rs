@@ -849,35 +849,74 @@ fn transposes_across_their_schedule_space() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn attention_passes_its_gate_across_its_schedule_space() {
-    use optiml_build::families::attention::{self, AttentionShape, Schedule};
-    let spread_n: usize = optiml_spec::env::var("OPTIML_ATTENTION_SWEEP")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
-    let arch = arch();
-    let mut failures = Vec::new();
-    let cases: [(&str, &[usize], usize); 3] = [
-        (
-            "scaled dot-product attention",
-            &[32, 32, 512, 512, 1024, 1024],
-            spread_n,
-        ),
+    let failures = attention_sweep::<optiml_build::families::attention::Schedule>(&[
+        ("scaled dot-product attention", KB97, sweep_count()),
         (
             "attention of a 3-D tensor, scale 0.125",
             &[64, 1024, 1024, 128, 128],
             0,
         ),
+        (KEYS_FIRST, &[7, 300, 513, 72, 96], 0),
+    ]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The kernels at the spec's own precision: TF32 tensor cores for `tf32`, 16-bit ones for bf16 and f16 storage.
+/// Each passes the gate at its precision's tolerance (TF32's, or the storage type's) and is timed, with a spread
+/// of the fast schedules, at KernelBench 97's shape, and by default at the other two shapes of the exact sweep.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn attention_at_tf32_and_16_bits_passes_its_gate_across_its_schedule_space() {
+    let keys_first_bf16 = format!("{KEYS_FIRST}, bf16");
+    let failures = attention_sweep::<optiml_build::families::attention::fast::Schedule>(&[
+        ("scaled dot-product attention, tf32", KB97, sweep_count()),
+        ("scaled dot-product attention, bf16", KB97, sweep_count()),
+        ("scaled dot-product attention, f16", KB97, 0),
         (
-            "t[n, x, y] = sum(c) kk[n, y, c] * qq[n, x, c]; mx[n, x] = max(y) t[n, x, y]; \
-             w[n, x, y] = exp(t[n, x, y] - mx[n, x]); out[n, x, g] = sum(y) w[n, x, y] * vv[n, y, g] / sum(y) w[n, x, y]",
-            &[7, 300, 513, 72, 96],
+            "attention of a 3-D tensor, bf16, scale 0.125",
+            &[64, 1024, 1024, 128, 128],
             0,
         ),
-    ];
-    for (text, extents, n) in cases {
+        (
+            "attention of a 3-D tensor, tf32, scale 0.125",
+            &[64, 1024, 1024, 128, 128],
+            0,
+        ),
+        (&keys_first_bf16, &[7, 300, 513, 72, 96], 0),
+    ]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// KernelBench 97: 32 × 32 heads of 512 queries and keys with 1024 features.
+const KB97: &[usize] = &[32, 32, 512, 512, 1024, 1024];
+
+/// Attention with other names, the keys first in the scores and no scale.
+const KEYS_FIRST: &str = "t[n, x, y] = sum(c) kk[n, y, c] * qq[n, x, c]; mx[n, x] = max(y) t[n, x, y]; \
+                          w[n, x, y] = exp(t[n, x, y] - mx[n, x]); \
+                          out[n, x, g] = sum(y) w[n, x, y] * vv[n, y, g] / sum(y) w[n, x, y]";
+
+/// How many schedules beyond the default a sweep times (`OPTIML_ATTENTION_SWEEP`, 6 by default).
+fn sweep_count() -> usize {
+    optiml_spec::env::var("OPTIML_ATTENTION_SWEEP")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
+}
+
+/// Gates and times the default and `n` more `S` schedules of each attention spec at its extents; returns the
+/// failures.
+fn attention_sweep<S>(cases: &[(&str, &[usize], usize)]) -> Vec<String>
+where
+    S: Tunable
+        + Evaluable<Spec = optiml_build::families::attention::AttentionShape, Shape = Extents>,
+{
+    use optiml_build::families::attention::{self, AttentionShape};
+    let arch = arch();
+    let mut failures = Vec::new();
+    for &(text, extents, n) in cases {
         let spec = optiml_spec::parse(text).unwrap();
         let shape = AttentionShape::of(&spec).unwrap_or_else(|| panic!("{text} is no attention"));
         let flops = attention::flops(&shape, extents);
-        let mut evaluator = GpuEvaluator::<Schedule>::new(
+        let mut evaluator = GpuEvaluator::<S>::new(
             optiml_build::nvrtc::load().expect("NVRTC"),
             EvalSetup {
                 name: text.into(),
@@ -894,7 +933,7 @@ fn attention_passes_its_gate_across_its_schedule_space() {
             },
         )
         .expect("an evaluator on GPU 0");
-        for s in spread::<Schedule>(arch, n) {
+        for s in spread::<S>(arch, n) {
             match evaluator.evaluate(&s) {
                 Outcome::Measured(m) => println!(
                     "measured {text} | {} | {:.4} ms | {:.1} TFLOP/s",
@@ -909,5 +948,5 @@ fn attention_passes_its_gate_across_its_schedule_space() {
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    failures
 }

@@ -2,7 +2,8 @@
 // mma.sync m16n8k8 TF32 in the 3xTF32 form. Each fp32 operand x is split into a TF32 big part b = rna(x) and a
 // TF32 small part s = rna(x − b), and a product is accumulated in fp32 as s·b' + b·s' + b·b' (the s·s' term,
 // about 2⁻²² of the product, is dropped): fp32-level error at three tensor-core products per product, several
-// times the throughput of fp32 FMA.
+// times the throughput of fp32 FMA. With OPTIML_TF32_ONCE (a `tf32` spec) only b·b' is computed: plain TF32, the
+// rounding the spec allows, at three times the rate.
 //
 // One block owns OPTIML_BR queries of one item and all of its value features. It walks the keys in chunks of
 // OPTIML_BC, held in shared memory as a score row per query:
@@ -118,11 +119,13 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], const
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// c += a·b in 3xTF32, the small terms first.
+// c += a·b in 3xTF32, the small terms first (or in TF32 alone: the small parts are then never computed).
 __device__ __forceinline__ void mma3(float (&c)[4], const unsigned (&ab)[4], const unsigned (&as)[4],
                                      const unsigned (&bb)[2], const unsigned (&bs)[2]) {
+#ifndef OPTIML_TF32_ONCE
     mma(c, as, bb);
     mma(c, ab, bs);
+#endif
     mma(c, ab, bb);
 }
 

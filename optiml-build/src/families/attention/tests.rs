@@ -21,14 +21,17 @@ fn attention_is_claimed_in_words_and_notation_and_nothing_else_is() {
         // Other names and order of the inputs, no scale.
         "t[n, x, y] = sum(c) kk[n, y, c] * qq[n, x, c]; mx[n, x] = max(y) t[n, x, y]; \
          w[n, x, y] = exp(t[n, x, y] - mx[n, x]); out[n, x, g] = sum(y) w[n, x, y] * vv[n, y, g] / sum(y) w[n, x, y]",
+        // At the other precisions.
+        "scaled dot-product attention, bf16",
+        "scaled dot-product attention, f16",
+        "sdpa, tf32",
     ] {
         assert!(Attention.claims(&spec(text)), "{text}");
         assert_eq!(super::super::of(&spec(text)).name(), FAMILY, "{text}");
     }
     for text in [
-        // 16-bit storage, a softmax alone, scores without the softmax, keys stored feature-major, a missing
-        // normalisation, a matmul.
-        "scaled dot-product attention, bf16",
+        // A softmax alone, scores without the softmax, keys stored feature-major, a missing normalisation, a
+        // matmul.
         "softmax over the last axis",
         "s[b, i, j] = sum(d) q[b, i, d] * k[b, j, d]",
         "s[b, i, j] = sum(d) q[b, i, d] * k[b, d, j]; m[b, i] = max(j) s[b, i, j]; \
@@ -290,7 +293,8 @@ fn every_schedule_compiles_without_spills() {
 fn the_version_hashes_the_template_every_candidate_holds_and_the_code_writing_its_header() {
     let s = spec("scaled dot-product attention");
     let sources = Attention.sources(&s);
-    assert!(sources[2].contains("fn candidate(&self, shape: &AttentionShape)"));
+    assert!(sources[3].contains("fn candidate(&self, shape: &AttentionShape)"));
+    assert!(sources[4].contains("fn candidate(&self, shape: &AttentionShape)"));
     for sched in Schedule::space() {
         let c = sched.candidate(&AttentionShape::of(&s).unwrap());
         let template = match sched.units {
@@ -305,4 +309,160 @@ fn the_version_hashes_the_template_every_candidate_holds_and_the_code_writing_it
             "{rest}"
         );
     }
+}
+
+/// A `tf32` spec and a 16-bit one search the fast schedules, an exact one the exact schedules: each kind gets its
+/// kernel and its tolerance, and a log of one kind never reads as the other.
+#[test]
+fn each_precision_gets_its_kernel_its_tolerance_and_its_schedules() {
+    let exact = spec("scaled dot-product attention");
+    let tf32 = spec("scaled dot-product attention, tf32");
+    let bf16 = spec("scaled dot-product attention, bf16");
+    let f16 = spec("scaled dot-product attention, f16");
+    let hopper = Arch::new(9, 0);
+    let of = |s: &Spec| Kind::of(&AttentionShape::of(s).unwrap().program);
+    assert_eq!(of(&exact), Kind::Exact);
+    assert_eq!(of(&tf32), Kind::Tf32);
+    assert_eq!(of(&bf16), Kind::Half(DType::Bf16));
+    assert_eq!(of(&f16), Kind::Half(DType::F16));
+
+    let e = Attention.default_candidate(&exact, hopper);
+    assert!(e.source.contains("3xTF32 tensor cores"), "{}", e.source);
+    assert!(!e.source.contains("#define OPTIML_TF32_ONCE"));
+    let t = Attention.default_candidate(&tf32, hopper);
+    assert!(
+        t.source.contains("#define OPTIML_TF32_ONCE 1"),
+        "{}",
+        t.source
+    );
+    assert!(t.source.contains(MMA_TEMPLATE));
+    let b = Attention.default_candidate(&bf16, hopper);
+    assert!(b.source.contains("#define OPTIML_HALF 0"));
+    assert!(b.source.contains(MMA16_TEMPLATE));
+    let h = Attention.default_candidate(&f16, hopper);
+    assert!(h.source.contains("#define OPTIML_HALF 1"));
+    // Before sm_80 a tf32 spec is computed exactly, in fp32 FMA.
+    let old = Attention.default_candidate(&tf32, Arch::new(7, 5));
+    assert!(old.source.contains(TEMPLATE), "{}", old.schedule);
+
+    // The same tiles; the 16-bit kernel's stages are half the bytes.
+    let fast = fast::Schedule::default_for(hopper);
+    assert_eq!(fast.mma(), Schedule::default_for(hopper));
+    let (Launch::Program(lt), Launch::Program(lb)) = (&t.launch, &b.launch) else {
+        panic!()
+    };
+    assert_eq!(lt.smem_bytes, Schedule::default_for(hopper).smem_bytes());
+    assert_eq!(
+        lb.smem_bytes,
+        2 * 2 * (64 + 256) * (16 + 8) + 4 * (64 * 516 + 192)
+    );
+    assert_eq!((lt.items_mask, lt.items_per_block), (lb.items_mask, 64));
+
+    // Tolerances follow the program.
+    let tol = |s: &Spec| test_plan(&AttentionShape::of(s).unwrap(), &[]).tolerance;
+    assert_eq!(tol(&exact), Tolerance::F32);
+    assert_eq!(tol(&tf32), Tolerance::TF32);
+    assert_eq!(tol(&bf16), Tolerance::BF16);
+    assert_eq!(tol(&f16), Tolerance::F16);
+
+    // Schedules: each spec reads its own kind, and the catalogs tell them apart.
+    let fast_json = serde_json::to_value(fast).unwrap();
+    let exact_json = serde_json::to_value(Schedule::default_for(hopper)).unwrap();
+    assert!(Attention.scheduled_candidate(&bf16, &fast_json).is_ok());
+    assert!(Attention.scheduled_candidate(&bf16, &exact_json).is_err());
+    assert!(Attention.scheduled_candidate(&exact, &fast_json).is_err());
+    assert!(Attention.scheduled_candidate(&tf32, &exact_json).is_ok());
+    assert_eq!(
+        Attention.catalog_of(&fast_json).unwrap().kernel,
+        Attention.searched_catalog(&tf32).kernel
+    );
+    assert_eq!(
+        Attention.catalog_of(&exact_json).unwrap().kernel,
+        Attention.searched_catalog(&exact).kernel
+    );
+    assert_ne!(
+        Attention.searched_catalog(&exact).kernel,
+        Attention.searched_catalog(&bf16).kernel
+    );
+}
+
+#[test]
+fn the_fast_space_is_the_tensor_core_tiles_and_its_transformations_stay_in_it() {
+    let space = fast::Schedule::space();
+    // Exactly the exact tensor-core schedules' tiles.
+    let mma: Vec<Schedule> = Schedule::space()
+        .into_iter()
+        .filter(|s| s.units == Units::Tf32x3)
+        .collect();
+    assert_eq!(
+        space.iter().map(fast::Schedule::mma).collect::<Vec<_>>(),
+        mma
+    );
+    assert!(space.contains(&fast::Schedule::default_for(Arch::new(9, 0))));
+    assert!(space.contains(&fast::Schedule::default_for(Arch::new(8, 0))));
+    let catalog = fast::Schedule::catalog();
+    let names: Vec<&str> = catalog.iter().map(|t| t.name).collect();
+    assert_eq!(
+        names,
+        [
+            "longer-score-passes",
+            "shorter-score-passes",
+            "more-query-rows",
+            "fewer-query-rows",
+            "longer-key-chunks",
+            "shorter-key-chunks",
+            "narrower-feature-tile",
+            "wider-feature-tile",
+            "deeper-score-stages",
+            "shallower-score-stages",
+            "deeper-value-stages",
+            "shallower-value-stages",
+        ]
+    );
+    for s in &space {
+        assert!(s.smem_bytes(Kind::Half(DType::Bf16)) <= s.smem_bytes(Kind::Tf32));
+        for t in &catalog {
+            if let Some(n) = t.apply_to(s) {
+                assert!(space.contains(&n), "{} from {s:?}", t.name);
+                // The same step as on the exact kernel's tiles.
+                let on_exact = Schedule::catalog()
+                    .into_iter()
+                    .find(|e| e.name == t.name)
+                    .and_then(|e| (e.apply)(&s.mma()));
+                assert_eq!(on_exact, Some(n.mma()), "{}", t.name);
+            }
+        }
+    }
+    for t in &catalog {
+        assert!(
+            space.iter().any(|s| t.apply_to(s).is_some()),
+            "{} never applies",
+            t.name
+        );
+    }
+}
+
+/// Every fast schedule compiles for sm_90 without spills on the bf16 kernel. The TF32 kernel is the exact one
+/// with two of its three products gone (every_schedule_compiles_without_spills compiles all of those), and f16
+/// differs from bf16 in its conversions and mma type only: a quarter of the space each, the defaults among them,
+/// keeps the suite's compile time within the CI budget.
+#[test]
+fn every_fast_schedule_compiles_without_spills() {
+    let space = fast::Schedule::space();
+    let defaults = [Arch::new(9, 0), Arch::new(8, 0)].map(fast::Schedule::default_for);
+    let mut jobs = Vec::new();
+    for (text, every) in [
+        ("scaled dot-product attention, bf16", 1),
+        ("scaled dot-product attention, tf32", 4),
+        ("attention of a 3-D tensor, f16, scale 0.125", 4),
+    ] {
+        let s = shape(text);
+        for (n, sched) in space.iter().enumerate() {
+            if n % every == 0 || defaults.contains(sched) {
+                let c = sched.candidate(&s);
+                jobs.push((format!("{text}: {}", c.schedule), c.source));
+            }
+        }
+    }
+    crate::nvrtc::testing::assert_compiles(jobs);
 }

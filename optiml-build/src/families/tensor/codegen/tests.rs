@@ -93,6 +93,7 @@ fn program(
         params: params.iter().map(|p| (*p).to_string()).collect(),
         stmts,
         dtype,
+        precision: optiml_spec::Precision::Exact,
     }
 }
 
