@@ -408,6 +408,7 @@ mod tests {
             "cumsum along dim 1",
             "transpose",
             "scaled dot-product attention",
+            "scaled dot-product attention, bf16",
         ];
         let mut seen = Vec::new();
         for text in specs {
