@@ -1194,7 +1194,8 @@ struct Args {
     masked: bool,
     margin: Option<f64>,
     scale: Option<f64>,
-    tf32: bool,
+    /// The phrase that allowed TF32, if one did.
+    tf32: Option<String>,
 }
 
 fn build(
@@ -1301,9 +1302,20 @@ fn build(
             Arg::BatchMean => {}
             Arg::Margin => a.margin = Some(value),
             Arg::Scale => a.scale = Some(value),
-            Arg::Tf32 => a.tf32 = true,
+            Arg::Tf32 => a.tf32 = Some(said.clone()),
             Arg::DType(_) | Arg::BadDType(_) => {}
         }
+    }
+    if let (Some(said), Some(d)) = (&a.tf32, a.dtype)
+        && d != DType::F32
+    {
+        return Err(bad(
+            said,
+            format!(
+                "tf32 is how f32 products may be rounded; `{}` operands run on the tensor cores already: drop one",
+                d.name()
+            ),
+        ));
     }
     let num = notation::number;
     let flat = |body: &str| format!("y[n] = {body}");
@@ -1410,7 +1422,7 @@ fn build(
     {
         options.push(d.name().to_string());
     }
-    if a.tf32 {
+    if a.tf32.is_some() {
         options.push("tf32".to_string());
     }
     if a.indices == Some(Arg::I32) {
