@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, sys};
 use half::{bf16, f16};
 use optiml_runtime::Target;
 use optiml_runtime::program::{self as rt, In, Out, ProgramArgs, Signature, TensorSig};
-use optiml_spec::program::interp::{self, HostTensor, Sample};
+use optiml_spec::program::interp::{self, HostTensor, Reference, Sample};
 use optiml_spec::program::{Elem, Expr, Program, Reduce, Unary};
 use optiml_spec::{DType, Dim, Precision};
 use serde::{Deserialize, Serialize};
@@ -713,47 +713,21 @@ impl Check<'_> {
         result
     }
 
-    /// One size on fresh inputs. Without `times`, every output element is compared with the reference. With
-    /// `times` (the dispatch size), the first run is checked (on sampled rows when the size is large), then
-    /// warm-up and timed runs follow, each from poisoned outputs and a flushed L2, and the last run is checked
-    /// again. Every check counts unwritten elements of the whole output on the device; only the elements compared
-    /// with the reference are copied to the host.
-    fn run(
+    /// Draws an input set from `seed` into the device `inputs` (in f32 from `dist`, rounded to the storage
+    /// type; masks half true; a gather's indices uniform over what they select) and returns the host copies the
+    /// reference reads when `with_reference` (else nothing).
+    fn draw(
         &self,
-        w: &mut Bench,
-        buffers: &mut Buffers,
+        w: &Bench,
+        inputs: &mut [Input],
         extents: &[usize],
         seed: u64,
-        index: usize,
-        times: Option<&mut Vec<f64>>,
-    ) -> Result<(), Stop> {
+        dist: Distribution,
+        with_reference: bool,
+    ) -> Result<Vec<HostValues>, Stop> {
         let p = self.program;
-        let dist = self
-            .job
-            .plan
-            .distribution(index + self.job.seed as usize % 5);
-        let label: Vec<String> = p
-            .dims
-            .iter()
-            .zip(extents)
-            .map(|(d, e)| format!("{}={e}", d.name))
-            .collect();
-        let check = format!(
-            "{} {dist}{}",
-            label.join(" "),
-            if times.is_some() {
-                " (dispatch size)"
-            } else {
-                ""
-            }
-        );
-        let st = w.stream.clone();
-        let Buffers {
-            inputs, outputs, ..
-        } = buffers;
-        // Inputs: drawn in f32, rounded to the storage type, kept on the host for the reference.
+        let st = &w.stream;
         let mut host = Vec::new();
-        let with_reference = times.is_none() || reference_fits(p, extents);
         for (i, (t, input)) in p.inputs.iter().zip(inputs.iter_mut()).enumerate() {
             let len = Program::len_of(&t.axes, extents);
             let drawn = seed ^ (i as u64 + 1).wrapping_mul(0x9e37);
@@ -822,8 +796,73 @@ impl Check<'_> {
                 });
             }
         }
+        Ok(host)
+    }
+
+    /// The float64 reference of the program on `host` inputs: every element, or the rows of `sample`.
+    fn reference(
+        &self,
+        host: &[HostValues],
+        extents: &[usize],
+        sample: Option<&Sample>,
+        check: &str,
+    ) -> Result<Vec<Reference>, Stop> {
+        let tensors: Vec<HostTensor<'_>> = host
+            .iter()
+            .map(|v| match v {
+                HostValues::Float(v) => HostTensor::Float(v),
+                HostValues::Int(v) => HostTensor::Int(v),
+            })
+            .collect();
+        let params: Vec<f64> = self.params.iter().map(|&s| s as f64).collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        interp::eval(self.program, extents, &tensors, &params, sample, threads)
+            .map_err(|e| reject(check.to_string(), format!("the reference failed: {e}")))
+    }
+
+    /// One size on fresh inputs. Without `times`, every output element is compared with the reference. With
+    /// `times` (the dispatch size), the first run is checked (on sampled rows when the size is large), then
+    /// warm-up and timed runs follow, each from poisoned outputs and a flushed L2, and the last run is checked
+    /// again. Every check counts unwritten elements of the whole output on the device; only the elements compared
+    /// with the reference are copied to the host.
+    fn run(
+        &self,
+        w: &mut Bench,
+        buffers: &mut Buffers,
+        extents: &[usize],
+        seed: u64,
+        index: usize,
+        times: Option<&mut Vec<f64>>,
+    ) -> Result<(), Stop> {
+        let p = self.program;
+        let dist = self
+            .job
+            .plan
+            .distribution(index + self.job.seed as usize % 5);
+        let label: Vec<String> = p
+            .dims
+            .iter()
+            .zip(extents)
+            .map(|(d, e)| format!("{}={e}", d.name))
+            .collect();
+        let check = format!(
+            "{} {dist}{}",
+            label.join(" "),
+            if times.is_some() {
+                " (dispatch size)"
+            } else {
+                ""
+            }
+        );
+        let st = w.stream.clone();
+        let Buffers {
+            inputs, outputs, ..
+        } = buffers;
+        // Inputs: drawn in f32, rounded to the storage type, kept on the host for the reference.
+        let with_reference = times.is_none() || reference_fits(p, extents);
+        let host = self.draw(w, inputs, extents, seed, dist, with_reference)?;
         let dims: Vec<Option<usize>> = extents.iter().map(|&e| Some(e)).collect();
-        let launch = |w: &Bench, outputs: &mut [Output]| {
+        let launch = |w: &Bench, inputs: &[Input], outputs: &mut [Output]| {
             let ins: Vec<In<'_>> = inputs.iter().map(Input::arg).collect();
             let mut outs: Vec<Out<'_>> = outputs.iter_mut().map(|o| o.buffer.output()).collect();
             rt::launch_target(
@@ -847,19 +886,7 @@ impl Check<'_> {
             None
         };
         let reference = if with_reference {
-            let tensors: Vec<HostTensor<'_>> = host
-                .iter()
-                .map(|v| match v {
-                    HostValues::Float(v) => HostTensor::Float(v),
-                    HostValues::Int(v) => HostTensor::Int(v),
-                })
-                .collect();
-            let params: Vec<f64> = self.params.iter().map(|&s| s as f64).collect();
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            Some(
-                interp::eval(p, extents, &tensors, &params, sample.as_ref(), threads)
-                    .map_err(|e| reject(check.clone(), format!("the reference failed: {e}")))?,
-            )
+            Some(self.reference(&host, extents, sample.as_ref(), &check)?)
         } else {
             None
         };
@@ -872,7 +899,11 @@ impl Check<'_> {
             Vec::new()
         };
         let tolerance = self.job.plan.tolerance;
-        let verify = |w: &Bench, outputs: &[Output], when: &str| -> Result<(), Stop> {
+        let verify = |w: &Bench,
+                      outputs: &[Output],
+                      reference: &Option<Vec<Reference>>,
+                      when: &str|
+         -> Result<(), Stop> {
             for ((k, (_, stmt)), out) in p.outputs().enumerate().zip(outputs) {
                 let unwritten = out.unwritten(w)?;
                 if unwritten > 0 {
@@ -884,7 +915,7 @@ impl Check<'_> {
                         ),
                     ));
                 }
-                let (Some(reference), Some(compared)) = (&reference, compared.get(k)) else {
+                let (Some(reference), Some(compared)) = (reference, compared.get(k)) else {
                     continue;
                 };
                 let r = &reference[k];
@@ -932,7 +963,7 @@ impl Check<'_> {
                 .iter()
                 .map(Input::read_bytes)
                 .collect::<Result<Vec<_>, Stop>>()?;
-            launch(w, outputs)?;
+            launch(w, inputs, outputs)?;
             st.synchronize()
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
             // A write just past an end (or before a start) changes no compared element and no driver sees it: the
@@ -945,11 +976,22 @@ impl Check<'_> {
                     return Err(reject(check.clone(), reason));
                 }
             }
-            return verify(w, outputs, "");
+            return verify(w, outputs, &reference, "");
         };
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let total = 1 + self.job.timing.warmup + self.job.timing.runs;
+        let mut last_reference = None;
         for run in 0..total {
+            if run + 1 == total && run > 0 {
+                // The last run gets another input set: a kernel that replays an output it kept (in its own
+                // device memory) from the earlier runs, whose inputs were all the same, fails the check after it.
+                let again = plan::splitmix(seed ^ 0x1a57);
+                let host = self.draw(w, inputs, extents, again, dist, with_reference)?;
+                if with_reference {
+                    last_reference =
+                        Some(self.reference(&host, extents, sample.as_ref(), &check)?);
+                }
+            }
             // The last run's outputs hold finite decoys, not the poison every earlier run saw: a kernel that
             // computes only when it sees poison keeps them, and the check after that run fails.
             for o in outputs.iter_mut() {
@@ -965,7 +1007,7 @@ impl Check<'_> {
             let start = st
                 .record_event(flags)
                 .map_err(fault("recording an event"))?;
-            launch(w, outputs)?;
+            launch(w, inputs, outputs)?;
             let end = st
                 .record_event(flags)
                 .map_err(fault("recording an event"))?;
@@ -973,13 +1015,16 @@ impl Check<'_> {
                 .elapsed_ms(&end)
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
             if run == 0 {
-                verify(w, outputs, "after the first run")?;
+                verify(w, outputs, &reference, "after the first run")?;
                 check_guards(&check, p, inputs, outputs)?;
             } else if run > self.job.timing.warmup {
                 times.push(ms as f64);
             }
         }
-        verify(w, outputs, "after the last timed run")?;
+        // A single run (no warm-up, no timed run) was the first, checked on the first input set.
+        if last_reference.is_some() || !with_reference {
+            verify(w, outputs, &last_reference, "after the last timed run")?;
+        }
         // The guards are written once a size: a write past an end in any run is still there.
         check_guards(&check, p, inputs, outputs)
     }
