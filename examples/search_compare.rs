@@ -10,7 +10,10 @@
 //! ```
 //!
 //! `--replay <out>/logs/<spec>-exhaustive-0.jsonl` runs both methods again over that measured landscape, offline
-//! (each measurement jittered by its own spread, per seed), to compare search strategies without a GPU.
+//! (each measurement jittered by its own spread, per seed), to compare search strategies without a GPU. With
+//! `--llm DIR` (a folder whose `optiml.toml` has an `[llm]` table), a third method runs beside them at the same
+//! budget: MCTS whose proposer asks the model which transformation to try ([`LlmProposer`]), every exchange
+//! recorded in `<out>/llm` and replayed from there by a later run.
 //! `--exhaustive` names the specs whose whole space is enumerated (default: the two fastest); `--reference` gives
 //! the exhaustive best of an earlier run on the same GPU instead, labelled as such. Writes `search_compare.json`, `search_compare.md` and one convergence chart per spec (`<spec>.svg`: best
 //! time found against evaluations) into `--out`.
@@ -19,6 +22,8 @@ use optiml_build::analyze::{Convergence, convergence_svg};
 use optiml_build::eval::{EvalSetup, GpuEvaluator, TimingPlan, WorkerCommand};
 use optiml_build::families::matmul::simt_f32::Schedule;
 use optiml_build::families::matmul::{MatmulShape, test_plan};
+use optiml_build::llm::Llm;
+use optiml_build::llm::propose::LlmProposer;
 use optiml_build::search::{
     self, Backup, Config, DeterministicJudge, Header, Method, Replay, RoutedProposer, Search,
     SearchLog, Signals, Tunable,
@@ -85,6 +90,9 @@ const SPECS: [(&str, &str, MatmulShape); 5] = [
     ),
 ];
 
+/// The label of MCTS with the LLM proposer in tables and JSON.
+const LLM_METHOD: &str = "mcts + llm proposer";
+
 const USAGE: &str = "search_compare: MCTS against random search (and exhaustive enumeration) on a GPU
 
   --out DIR                 where the JSON, table, charts and logs go (default: search-compare)
@@ -95,7 +103,8 @@ const USAGE: &str = "search_compare: MCTS against random search (and exhaustive 
   --reference name=ms       an exhaustive best measured earlier, for specs not enumerated now
   --backup max|mean         how MCTS backs up rewards (default: max; mean is textbook UCT)
   --render FILE.json        re-render an earlier run's table and charts (no GPU)
-  --replay LOG.jsonl        both methods over a landscape an exhaustive run measured (no GPU)";
+  --replay LOG.jsonl        both methods over a landscape an exhaustive run measured (no GPU)
+  --llm DIR                 with --replay: also MCTS with the LLM proposer of DIR/optiml.toml's [llm]";
 
 struct Args {
     out: PathBuf,
@@ -111,6 +120,8 @@ struct Args {
     replay: Option<PathBuf>,
     /// How MCTS backs up rewards (`mean`, the seed's, or `max`).
     backup: Backup,
+    /// A folder whose settings have an `[llm]` table: the replay also runs MCTS with the LLM proposer.
+    llm: Option<PathBuf>,
 }
 
 fn args() -> Result<Args, BoxError> {
@@ -124,6 +135,7 @@ fn args() -> Result<Args, BoxError> {
         render: None,
         replay: None,
         backup: Backup::Max,
+        llm: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -140,6 +152,7 @@ fn args() -> Result<Args, BoxError> {
             "--exhaustive" => a.exhaustive = value()?.split(',').map(str::to_string).collect(),
             "--render" => a.render = Some(PathBuf::from(value()?)),
             "--replay" => a.replay = Some(PathBuf::from(value()?)),
+            "--llm" => a.llm = Some(PathBuf::from(value()?)),
             "--backup" => {
                 a.backup = match value()?.as_str() {
                     "mean" => Backup::Mean,
@@ -213,10 +226,18 @@ fn rows(
     default: f64,
     runs: &[serde_json::Value],
 ) {
-    for method in [Method::Mcts, Method::Random] {
+    let mut methods: Vec<String> = Vec::new();
+    for r in runs {
+        if let Some(m) = r["method"].as_str()
+            && !methods.iter().any(|x| x == m)
+        {
+            methods.push(m.to_string());
+        }
+    }
+    for method in methods {
         let mine: Vec<&serde_json::Value> = runs
             .iter()
-            .filter(|r| r["method"] == method.to_string())
+            .filter(|r| r["method"] == method.as_str())
             .collect();
         let mut bests: Vec<f64> = mine.iter().filter_map(|r| r["best_ms"].as_f64()).collect();
         bests.sort_by(f64::total_cmp);
@@ -240,7 +261,7 @@ fn rows(
             space.to_string(),
             format!("{reference:.4} ({kind})"),
             format!("{default:.4}"),
-            method.to_string(),
+            method.clone(),
             format!(
                 "{:.4}",
                 bests.get(bests.len() / 2).copied().unwrap_or(f64::NAN)
@@ -353,24 +374,54 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
         ..Config::default()
     };
     let name = records.header.kernel.clone();
+    let llm = match &args.llm {
+        Some(dir) => {
+            let settings = optiml_build::config::Settings::load(dir)?
+                .llm
+                .ok_or_else(|| format!("`{}`: its settings have no [llm] table", dir.display()))?;
+            Some(Llm::new(&settings, args.out.join("llm")))
+        }
+        None => None,
+    };
+    let kernel = format!("{} at {}", records.header.spec, records.header.shape);
+    let llm_proposer = llm
+        .as_ref()
+        .map(|llm| LlmProposer::new(llm, catalog.clone(), kernel));
     let mut runs = Vec::new();
     let mut curves = Vec::new();
     for seed in 0..args.seeds {
-        for method in [Method::Mcts, Method::Random] {
+        let mut methods = vec![Method::Mcts.to_string(), Method::Random.to_string()];
+        if llm_proposer.is_some() {
+            methods.push(LLM_METHOD.to_string());
+        }
+        for method in methods {
             let mut e = Replay::new(&records, seed)?;
-            let log = match method {
-                Method::Mcts => Search::new(config.clone(), &proposer, &judge).run(root, &mut e)?,
-                _ => search::random_search(&config, &judge, &catalog, root, &mut e, seed)?,
+            let log = match (method.as_str(), &llm_proposer) {
+                ("random", _) => {
+                    search::random_search(&config, &judge, &catalog, root, &mut e, seed)?
+                }
+                (LLM_METHOD, Some(p)) => {
+                    Search::new(config.clone(), p, &judge).run(root, &mut e)?
+                }
+                _ => Search::new(config.clone(), &proposer, &judge).run(root, &mut e)?,
             };
             let records = search::records(&records.header, &log, 0.0)?;
             let c = Convergence::of(&records, format!("{method} seed {seed}"));
             runs.push(json!({
-                "method": method.to_string(), "seed": seed, "evaluations": log.evaluations,
+                "method": method, "seed": seed, "evaluations": log.evaluations,
                 "best_ms": log.best_measurement.time_ms, "best_schedule": log.best.describe(),
                 "path": log.path, "curve": c.points,
             }));
             curves.push(c);
         }
+    }
+    let llm_stats = llm_proposer.as_ref().map(|p| {
+        let s = p.stats();
+        json!({"asked": s.asked, "replayed": s.replayed, "failed": s.failed, "useful": s.useful,
+               "unknown_names": s.unknown_names})
+    });
+    if let Some(s) = &llm_stats {
+        println!("LLM proposer: {s}");
     }
     let default = landscape.measured_ms(&root).unwrap_or(f64::NAN);
     let mut table = comparison_table();
@@ -392,7 +443,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     )?;
     write_json(
         &args.out.join(format!("{name}-replay.json")),
-        &json!({ "landscape": path, "runs": runs }),
+        &json!({ "landscape": path, "runs": runs, "llm_proposer": llm_stats }),
     )?;
     println!("{table}");
     Ok(())

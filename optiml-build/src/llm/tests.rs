@@ -384,3 +384,101 @@ fn a_translation_is_parsed_repaired_and_recorded() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A stand-in that picks from the options it is shown: the last, a name that is no option, then the first.
+fn picker(request: &serde_json::Value) -> (u16, String) {
+    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let options: Vec<&str> = last
+        .lines()
+        .filter_map(|l| l.strip_prefix("- ")?.split(' ').next())
+        .collect();
+    (
+        200,
+        format!(
+            "1. `{}`\n2. made-up-step\n3. {}",
+            options.last().unwrap(),
+            options[0]
+        ),
+    )
+}
+
+#[test]
+fn the_proposer_orders_the_catalog_by_the_answer_and_keeps_everything_else() {
+    use super::propose::{LlmProposer, ProposerStats, named};
+    use crate::families::attention::fast::Schedule;
+    use crate::search::{Bottleneck, Proposer, RoutedProposer, Tunable};
+    use optiml_runtime::Arch;
+    let server = Server::with(picker);
+    let dir = scratch("propose");
+    let llm = Llm::new(&settings(&server.url, Replay::Auto), &dir);
+    let root = Schedule::default_for(Arch::new(9, 0));
+    let routed: Vec<&str> = RoutedProposer::new(Schedule::catalog())
+        .propose(&root, Bottleneck::Compute)
+        .iter()
+        .map(|t| t.name)
+        .collect();
+    assert!(routed.len() > 3, "{routed:?}");
+    let proposer = LlmProposer::new(&llm, Schedule::catalog(), "attention, bf16");
+    let order: Vec<&str> = proposer
+        .propose(&root, Bottleneck::Compute)
+        .iter()
+        .map(|t| t.name)
+        .collect();
+    // The model's two picks first, the rest in the routed order; nothing lost, nothing added.
+    let mut want = vec![*routed.last().unwrap(), routed[0]];
+    want.extend(&routed[1..routed.len() - 1]);
+    assert_eq!(order, want);
+    assert_eq!(
+        proposer.stats(),
+        ProposerStats {
+            asked: 1,
+            replayed: 0,
+            failed: 0,
+            useful: 1,
+            unknown_names: 1
+        }
+    );
+    let verdicts: Vec<String> = llm
+        .recorder()
+        .all()
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, e)| e.verdict)
+        .collect();
+    assert_eq!(verdicts, [format!("proposed {}, {}", want[0], want[1])]);
+    drop(server);
+
+    // With the server stopped the recording answers, and the order is the same.
+    let offline = Llm::new(&settings("http://127.0.0.1:9/v1", Replay::Only), &dir);
+    let again = LlmProposer::new(&offline, Schedule::catalog(), "attention, bf16");
+    let replayed: Vec<&str> = again
+        .propose(&root, Bottleneck::Compute)
+        .iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(replayed, order);
+    assert_eq!(again.stats().replayed, 1);
+    // A node never recorded, with no endpoint: the routed order, and the failure counted.
+    let other = again.propose(&root, Bottleneck::Memory);
+    let memory: Vec<&str> = RoutedProposer::new(Schedule::catalog())
+        .propose(&root, Bottleneck::Memory)
+        .iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(other.iter().map(|t| t.name).collect::<Vec<_>>(), memory);
+    assert_eq!(again.stats().failed, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Names are read as whole words, in the order first written, whatever the list's punctuation.
+    let names = ["grow-block-n", "block-n", "split-k"];
+    assert_eq!(
+        named(
+            "**split-k**, then `grow-block-n`; not block-m-ish. block-n\n- split-k",
+            &names
+        ),
+        (vec!["split-k", "grow-block-n", "block-n"], 1)
+    );
+}
