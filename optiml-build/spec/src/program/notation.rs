@@ -233,23 +233,25 @@ pub fn parse(text: &str) -> Result<Program, SpecError> {
     run().map_err(|e| *e)
 }
 
+/// The axes of a load (an input or an earlier statement read whole), or `None` for any other expression.
+fn load_axes<'p>(p: &'p Program, e: &Expr) -> Option<&'p [usize]> {
+    match e {
+        Expr::Input(i) => p.inputs.get(*i).map(|t| t.axes.as_slice()),
+        Expr::Value(i) => p.stmts.get(*i).map(|s| s.axes.as_slice()),
+        _ => None,
+    }
+}
+
 /// Whether a statement sums a product of two different tensors over an index both of them use
 /// (`c[i, j] = sum(k) a[i, k] * b[k, j]`): a contraction, which the matmul family computes. A sum of a tensor
 /// times itself (`sum(c) x[r, c] * x[r, c]`) is a norm, not a contraction.
 pub fn contraction(program: &Program) -> bool {
-    fn axes<'p>(p: &'p Program, e: &Expr) -> Option<&'p [usize]> {
-        match e {
-            Expr::Input(i) => p.inputs.get(*i).map(|t| t.axes.as_slice()),
-            Expr::Value(i) => p.stmts.get(*i).map(|s| s.axes.as_slice()),
-            _ => None,
-        }
-    }
     fn walk(p: &Program, e: &Expr) -> bool {
         match e {
             Expr::Reduce(Reduce::Sum, over, body) => {
                 if let Expr::Binary(Binary::Mul, a, b) = body.as_ref()
                     && a != b
-                    && let (Some(x), Some(y)) = (axes(p, a), axes(p, b))
+                    && let (Some(x), Some(y)) = (load_axes(p, a), load_axes(p, b))
                     && over.iter().any(|d| x.contains(d) && y.contains(d))
                 {
                     return true;
@@ -279,13 +281,6 @@ pub fn has_product(program: &Program) -> bool {
             other => out.push(other),
         }
     }
-    fn axes<'p>(p: &'p Program, e: &Expr) -> Option<&'p [usize]> {
-        match e {
-            Expr::Input(i) => p.inputs.get(*i).map(|t| t.axes.as_slice()),
-            Expr::Value(i) => p.stmts.get(*i).map(|s| s.axes.as_slice()),
-            _ => None,
-        }
-    }
     fn walk(p: &Program, e: &Expr) -> bool {
         match e {
             Expr::Reduce(Reduce::Sum, over, body) => {
@@ -293,7 +288,7 @@ pub fn has_product(program: &Program) -> bool {
                 factors(body, &mut loads);
                 let shared: Vec<&Expr> = loads
                     .into_iter()
-                    .filter(|f| axes(p, f).is_some_and(|a| over.iter().any(|d| a.contains(d))))
+                    .filter(|f| load_axes(p, f).is_some_and(|a| over.iter().any(|d| a.contains(d))))
                     .collect();
                 shared
                     .iter()
