@@ -132,8 +132,9 @@ pub(crate) fn run(
                 .map(|n| n.get())
                 .unwrap_or(2),
             worker: worker.clone(),
-            // A build stays quick: counters are for `cargo optiml tune`.
+            // A build stays quick: counters and the sanitizer are for `cargo optiml tune`.
             profiling: tune::Profiling::Off,
+            sanitize: false,
         };
         let started = Instant::now();
         let mut buckets = Vec::new();

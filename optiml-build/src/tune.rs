@@ -37,6 +37,9 @@ pub struct TuneOptions {
     pub worker: WorkerCommand,
     /// Where Nsight Compute counters are taken.
     pub profiling: Profiling,
+    /// Run the winner's gate once more under `compute-sanitizer`'s memcheck, where it is installed, before it
+    /// is stored: a winner with memcheck errors fails the search.
+    pub sanitize: bool,
 }
 
 /// Where Nsight Compute counters replace the derived SOL figures.
@@ -99,6 +102,22 @@ pub enum TuneError {
         /// Why.
         reason: String,
     },
+    /// The winner passed the gate, but memcheck found errors in it: nothing is stored (a bug in the family's
+    /// template to report, with the schedule).
+    #[error("`{kernel}` on {arch} at {shape}: the winner ({schedule}) {source}")]
+    Sanitizer {
+        /// The kernel.
+        kernel: String,
+        /// The architecture.
+        arch: Arch,
+        /// The problem size.
+        shape: String,
+        /// The winner's schedule.
+        schedule: String,
+        /// What memcheck found.
+        #[source]
+        source: crate::eval::SanitizeError,
+    },
     /// The search log did not serialize.
     #[error("the search log of `{kernel}`: {source}")]
     Log {
@@ -139,6 +158,8 @@ pub struct Bucket {
     pub stats: crate::eval::Stats,
     /// Workers restarted after faults.
     pub restarts: usize,
+    /// What `compute-sanitizer` said of the winner ("memcheck: no errors"), or why it did not run.
+    pub sanitized: String,
 }
 
 /// Progress of one search, for a progress bar.
@@ -364,6 +385,25 @@ pub fn search<S: Evaluable>(
             Err(e) => signals_note = Some(e),
         }
     }
+    let sanitized = if !options.sanitize {
+        "not run (turned off)".to_string()
+    } else if let Some(sanitizer) = crate::eval::find_sanitizer() {
+        match evaluator.sanitize(&sanitizer, &log.best) {
+            Ok(()) => "memcheck: no errors".to_string(),
+            Err(source @ crate::eval::SanitizeError::Found { .. }) => {
+                return Err(TuneError::Sanitizer {
+                    kernel: kernel.name.clone(),
+                    arch,
+                    shape: label.clone(),
+                    schedule: log.best.describe(),
+                    source,
+                });
+            }
+            Err(e @ crate::eval::SanitizeError::Failed(_)) => format!("not checked: {e}"),
+        }
+    } else {
+        "not run (no compute-sanitizer; set OPTIML_SANITIZER)".to_string()
+    };
     let wall_s = started.elapsed().as_secs_f64();
     let default = log.steps[0]
         .outcome
@@ -383,8 +423,11 @@ pub fn search<S: Evaluable>(
         seed: Some(options.seed),
         config: {
             let mut c = search::config_value(&options.search);
-            if let (Some(note), Some(map)) = (&signals_note, c.as_object_mut()) {
-                map.insert("signals_note".into(), note.clone().into());
+            if let Some(map) = c.as_object_mut() {
+                if let Some(note) = &signals_note {
+                    map.insert("signals_note".into(), note.clone().into());
+                }
+                map.insert("sanitizer".into(), sanitized.clone().into());
             }
             c
         },
@@ -423,6 +466,7 @@ pub fn search<S: Evaluable>(
         jsonl,
         stats: evaluator.stats(),
         restarts: evaluator.restarts(),
+        sanitized,
     })
 }
 
@@ -625,6 +669,7 @@ mod tests {
             jsonl: format!("{{\"log\":{tag}}}\n").into_bytes(),
             stats: Default::default(),
             restarts: 0,
+            sanitized: "memcheck: no errors".into(),
         };
         let (a, b) = ([256, 1024, 1024, 1024], [16, 1024, 1024, 1024]);
         let first = store(

@@ -122,7 +122,7 @@ fn faulty(fault: u32, what: &str) -> Candidate {
     }
 }
 
-const FAULTS: [(u32, &str, &str); 15] = [
+const FAULTS: [(u32, &str, &str); 17] = [
     (1, "out-of-bounds write", ""),
     (2, "hang", "no answer within"),
     (3, "race", "gate:"),
@@ -153,6 +153,16 @@ const FAULTS: [(u32, &str, &str); 15] = [
         15,
         "writes one element before the start of its output",
         "the kernel wrote before the start of C (byte ",
+    ),
+    (
+        16,
+        "is wrong in one tile of the dispatch shape only",
+        "C[2][208][336] after the first run",
+    ),
+    (
+        17,
+        "writes into its input at the dispatch shape only",
+        "the kernel wrote into its input A after the first run",
     ),
 ];
 
@@ -689,13 +699,100 @@ fn the_worker_starts_or_says_why_not() {
     }
 }
 
+/// A kernel that rounds an operand to bf16 passes TF32's tolerance on ordinary inputs (the hole; rounding both
+/// gives about 2.3e-3 and fails it, on the H100), and a TF32 spec's gate rejects it on its TF32-exact inputs,
+/// where an honest kernel's products are exact; an honest fp32 kernel still passes that gate.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_tf32_spec_rejects_a_kernel_that_rounds_an_operand_to_bf16() {
+    let arch = arch();
+    let tf32 = match optiml_spec::parse("batched matmul, f32, tf32")
+        .unwrap()
+        .family
+    {
+        Family::Matmul(m) => m,
+        other => panic!("{other:?}"),
+    };
+    let dispatch = MatmulShape {
+        batch: 4,
+        m: 512,
+        n: 512,
+        k: 512,
+    };
+    let mut loose: GpuEvaluator<Schedule> = GpuEvaluator::new(
+        optiml_build::nvrtc::load().expect("NVRTC"),
+        EvalSetup {
+            name: "TF32's tolerance on ordinary inputs".into(),
+            plan: TestPlan {
+                tolerance: optiml_build::eval::Tolerance::TF32,
+                ..test_plan(&spec(), &[])
+            },
+            spec: spec(),
+            arch,
+            dispatch,
+            timing: TimingPlan::default(),
+            worker: worker(),
+            device: 0,
+            compile_threads: 8,
+            seed: 42,
+            ncu: None,
+        },
+    )
+    .expect("an evaluator on GPU 0");
+    let (hole, _) = loose.evaluate_candidate(&faulty(18, "A rounded to bf16"));
+    assert!(
+        matches!(hole, Outcome::Measured(_)),
+        "A rounded to bf16, under TF32's tolerance on ordinary inputs: {hole:?}"
+    );
+    let mut e: GpuEvaluator<Schedule> = evaluator_for(arch, tf32, dispatch);
+    let (honest, _) = e.evaluate_candidate(&faulty(0, "none"));
+    assert!(matches!(honest, Outcome::Measured(_)), "{honest:?}");
+    let (rounded, _) = e.evaluate_candidate(&faulty(18, "A rounded to bf16"));
+    match rounded {
+        Outcome::Rejected(why) => assert!(why.contains("TF32-exact inputs"), "{why}"),
+        Outcome::Measured(m) => panic!("A rounded to bf16 passed the TF32 gate: {m:?}"),
+    }
+}
+
+/// compute-sanitizer's memcheck clears the correct kernel and finds a read past the end of B that the gate
+/// cannot see (fault 19 passes it: no output or guard changes). Needs `compute-sanitizer` (the CUDA toolkit).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_sanitizer_clears_a_correct_kernel_and_finds_a_read_past_an_input() {
+    let sanitizer = optiml_build::eval::find_sanitizer()
+        .expect("compute-sanitizer (set OPTIML_SANITIZER or put the CUDA toolkit's bin on PATH)");
+    let mut e = evaluator(arch());
+    let far = faulty(19, "reads past the end of B");
+    let (passed, _) = e.evaluate_candidate(&far);
+    assert!(
+        matches!(passed, Outcome::Measured(_)),
+        "the gate alone passes it: {passed:?}"
+    );
+    e.sanitize_candidate(&sanitizer, &faulty(0, "none"))
+        .expect("the correct kernel is clean");
+    match e.sanitize_candidate(&sanitizer, &far) {
+        Err(optiml_build::eval::SanitizeError::Found { errors, first }) => {
+            eprintln!("{errors} error(s): {first}");
+            assert!(first.contains("Invalid __global__ read"), "{first}");
+        }
+        other => panic!("memcheck did not report the read: {other:?}"),
+    }
+}
+
 /// Runs everywhere (NVRTC is required): every broken candidate compiles (so the GPU test exercises the gate and the worker,
 /// not the compiler), except the one that launches its work as a child grid, which NVRTC refuses.
 #[test]
 fn broken_candidates_compile_except_the_child_grid() {
     let nvrtc = optiml_build::nvrtc::load()
         .expect("NVRTC (scripts/nvrtc.sh installs it; .ci/run sets OPTIML_NVRTC)");
-    for (fault, what, _) in std::iter::once((0, "none", "")).chain(FAULTS) {
+    for (fault, what, _) in [
+        (0, "none", ""),
+        (18, "A rounded to bf16", ""),
+        (19, "reads past the end of B", ""),
+    ]
+    .into_iter()
+    .chain(FAULTS)
+    {
         let c = faulty(fault, what);
         let compiled = optiml_build::nvrtc::compile(nvrtc, "faulty.cu", &c.source, Arch::new(9, 0));
         assert_eq!(compiled.is_ok(), fault != 7, "{what}: {:?}", compiled.err());

@@ -19,8 +19,26 @@
 //                       14 one past the end: computes C correctly, and its last thread also writes the element just
 //                          past C's end (inside the allocation, so the driver sees nothing)
 //                       15 one before the start: as 14, the element just before C's first
+//                       16 wrong in one tile of the dispatch shape only: off by 0.5 in the 16 x 16 tile (13, 21) of
+//                          batch item 2 when the shape is 4 x 512 x 512 (the sampled check missed it most times)
+//                       17 writes into its input at the dispatch shape only: flips the lowest bit of one element
+//                          of A in batch item 1
+//                       18 rounds A to bf16: passes TF32's tolerance on ordinary inputs (about 1.6e-3 relative L2
+//                          against 2e-3; rounding B too gives about 2.3e-3, and fails it); under a TF32 spec, the
+//                          TF32-exact inputs show it
+//                       19 reads past the end of B: one volatile read 64 KiB past it, whose value is never used
+//                          (no output changes, no guard is written, the memory is mapped): only compute-sanitizer's
+//                          memcheck sees it
 #ifndef FAULT
 #define FAULT 0
+#endif
+
+#if FAULT == 18
+// Round to nearest even to bf16's 8 significant bits, kept in a float.
+__device__ __forceinline__ float optiml_bf16(float x) {
+    unsigned u = __float_as_uint(x);
+    return __uint_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
 #endif
 
 __device__ unsigned int optiml_calls;
@@ -97,7 +115,18 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
 #else
         int kend = K;
 #endif
+#if FAULT == 19
+        if (row == 0 && col == 0) {
+            const float far = ((volatile const float*)b)[(long long)K * N + 16384];
+            if (far == 1.5e-30f && K < 0) s += far;
+        }
+#endif
+#if FAULT == 18
+        for (int k = 0; k < kend; ++k)
+            s += optiml_bf16(a[(long long)row * K + k]) * b[(long long)k * N + col];
+#else
         for (int k = 0; k < kend; ++k) s += a[(long long)row * K + k] * b[(long long)k * N + col];
+#endif
 #if FAULT == 1
         c[(long long)row * N + col + (1ll << 34)] = s;
 #elif FAULT == 2
@@ -117,6 +146,13 @@ extern "C" __global__ void optiml_matmul(const float* A, const float* B, float* 
         c[(long long)row * N + col] = s;
 #elif FAULT == 15
         if (z == 0 && row == 0 && col == 0) c[-1] = s;
+        c[(long long)row * N + col] = s;
+#elif FAULT == 16
+        if (batch == 4 && M == 512 && N == 512 && z == 2 && blockIdx.y == 13 && blockIdx.x == 21) s += 0.5f;
+        c[(long long)row * N + col] = s;
+#elif FAULT == 17
+        if (batch == 4 && M == 512 && N == 512 && z == 1 && row == 7 && col == 9)
+            atomicXor(reinterpret_cast<unsigned int*>(const_cast<float*>(a)) + 5, 1u);
         c[(long long)row * N + col] = s;
 #elif FAULT == 12
         const long long at = ((long long)z * M + row) * N + col;

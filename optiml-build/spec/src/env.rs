@@ -23,6 +23,15 @@ pub const HOME: &str = "HOME";
 pub const OPTIML_NVRTC: &str = "OPTIML_NVRTC";
 /// Seconds of search a build may spend on kernels it generates when a GPU is present (`0` turns it off).
 pub const OPTIML_BUILD_SEARCH_S: &str = "OPTIML_BUILD_SEARCH_S";
+/// `compute-sanitizer`, which `cargo optiml tune` runs its winners under (default: on `PATH`, else
+/// `/usr/local/cuda/bin`). Read by the tuner only, not by builds.
+pub const OPTIML_SANITIZER: &str = "OPTIML_SANITIZER";
+/// Nsight Compute's `ncu`, for counters in `cargo optiml tune` (default: on `PATH`, else `/usr/local/cuda/bin`).
+/// Read by the tuner only.
+pub const OPTIML_NCU: &str = "OPTIML_NCU";
+/// The host memory, in MiB, one evaluation job may take (default: half of RAM, at most 16 GiB). Read by the
+/// evaluation worker only.
+pub const OPTIML_WORKER_HOST_MB: &str = "OPTIML_WORKER_HOST_MB";
 /// CUDA toolkit roots searched for NVRTC, in order.
 pub const CUDA_ROOTS: &[&str] = &["CUDA_HOME", "CUDA_PATH"];
 

@@ -44,6 +44,10 @@ pub struct Tune {
     /// Where Nsight Compute counters are taken (skipped, with a note in the log, without ncu or permission).
     #[arg(long, value_enum, default_value = "path")]
     pub profile: ProfileArg,
+    /// Skip running each winner once under compute-sanitizer's memcheck before it is stored (it runs where
+    /// `compute-sanitizer` is found: `OPTIML_SANITIZER`, `PATH` or `/usr/local/cuda/bin`).
+    #[arg(long)]
+    pub no_sanitize: bool,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
@@ -186,6 +190,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                 ProfileArg::Path => Profiling::Path,
                 ProfileArg::Every => Profiling::Every,
             },
+            sanitize: !t.no_sanitize,
         };
         for &arch in &archs {
             let mut buckets = Vec::new();
@@ -230,6 +235,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                             b.evaluations as f64 / b.wall_s.max(1e-9),
                             b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
                         ));
+                        eprintln!("{} {arch} {shape}: {}", kernel.name, b.sanitized);
                         if bar.is_hidden() {
                             eprintln!(
                                 "{} {arch} {shape}: {:.4} ms ({:.2}× the default), path: {}",

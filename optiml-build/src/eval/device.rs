@@ -64,7 +64,8 @@ pub fn reject(check: impl Into<String>, reason: impl Into<String>) -> Stop {
     }
 }
 
-struct Support {
+/// The trusted support kernels of `support.cu`, loaded once per worker.
+pub(crate) struct Support {
     _module: Arc<CudaModule>,
     fill: CudaFunction,
     fill_const: CudaFunction,
@@ -78,6 +79,11 @@ struct Support {
     decoy: CudaFunction,
     count_poisoned: CudaFunction,
     gather: CudaFunction,
+    round_tf32: CudaFunction,
+    digest: CudaFunction,
+    /// The matmul gate's float64 reference and its comparison (`families/matmul/cuda/reference.cu`).
+    pub(crate) matmul_reference: CudaFunction,
+    pub(crate) matmul_compare: CudaFunction,
 }
 
 /// Device copies of three buffers (a matmul's A, B and C) in a 16-bit kernel's element type, each between guard
@@ -258,6 +264,10 @@ impl Bench {
             decoy: f("optiml_decoy")?,
             count_poisoned: f("optiml_count_poisoned")?,
             gather: f("optiml_gather")?,
+            round_tf32: f("optiml_round_tf32")?,
+            digest: f("optiml_digest")?,
+            matmul_reference: f("optiml_matmul_reference")?,
+            matmul_compare: f("optiml_matmul_compare")?,
             _module: module,
         };
         let flush = stream
@@ -385,6 +395,49 @@ impl Bench {
         unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
             .map(|_| ())
             .map_err(fault("rounding inputs to 16 bits"))
+    }
+
+    /// Rounds f32 values in place to TF32's 10 mantissa bits (to nearest even): inputs a TF32 product keeps exactly.
+    ///
+    /// # Errors
+    /// [`Stop::Fault`] when the launch fails.
+    pub fn round_tf32(&self, buf: &mut CudaSlice<f32>) -> Result<(), Stop> {
+        let n = buf.len() as i64;
+        let mut b = self.stream.launch_builder(&self.support.round_tf32);
+        b.arg(&mut *buf).arg(&n);
+        // SAFETY: `optiml_round_tf32(float*, long long)` rewrites indices below the buffer's length.
+        unsafe { b.launch(grid_for(n as usize, self.device.sm_count)) }
+            .map(|_| ())
+            .map_err(fault("rounding inputs to TF32"))
+    }
+
+    /// A digest of `buf`'s bytes: equal before and after a launch unless the launch wrote into it (up to a
+    /// 64-bit collision).
+    ///
+    /// # Errors
+    /// [`Stop::Fault`] when the launch or the copy fails.
+    pub fn digest<T: cudarc::driver::DeviceRepr>(&self, buf: &CudaSlice<T>) -> Result<u64, Stop> {
+        let mut sum = self
+            .stream
+            .alloc_zeros::<u64>(1)
+            .map_err(fault("allocating"))?;
+        let bytes = (buf.len() * std::mem::size_of::<T>()) as i64;
+        let mut b = self.stream.launch_builder(&self.support.digest);
+        b.arg(buf).arg(&bytes).arg(&mut sum);
+        // SAFETY: `optiml_digest(const unsigned char*, long long, u64*)` reads the buffer's `bytes` bytes (as
+        // aligned 32-bit words, then the tail byte by byte) and adds into the single counter.
+        unsafe { b.launch(grid_for(bytes as usize / 4, self.device.sm_count)) }
+            .map_err(fault("digesting an input"))?;
+        let host = self
+            .stream
+            .clone_dtoh(&sum)
+            .map_err(fault("reading the digest"))?;
+        Ok(host[0])
+    }
+
+    /// The support kernels, for a family's own launches of its reference.
+    pub(crate) fn support(&self) -> &Support {
+        &self.support
     }
 
     /// Refuses a job (or one size of it) whose `need` would not fit: its device bytes past
@@ -686,6 +739,10 @@ mod tests {
             "optiml_decoy",
             "optiml_count_poisoned",
             "optiml_gather",
+            "optiml_round_tf32",
+            "optiml_digest",
+            "optiml_matmul_reference",
+            "optiml_matmul_compare",
         ] {
             assert!(
                 compiled.ptx.contains(&format!(".entry {name}(")),

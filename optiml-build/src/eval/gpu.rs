@@ -17,7 +17,11 @@ use std::time::{Duration, Instant};
 
 /// The trusted support kernels the worker needs (compiled by the parent, which has NVRTC).
 pub fn support_source() -> &'static str {
-    include_str!("support.cu")
+    concat!(
+        include_str!("support.cu"),
+        "\n",
+        include_str!("../families/matmul/cuda/reference.cu")
+    )
 }
 
 /// Why a GPU evaluator could not be set up.
@@ -465,6 +469,58 @@ impl<S: Evaluable> GpuEvaluator<S> {
             self.stats.profiled += 1;
         }
         counters
+    }
+
+    /// Runs the whole gate of a schedule compiled earlier once more, in a fresh worker under `sanitizer`'s
+    /// memcheck, on fresh inputs ([`super::sanitize`]).
+    ///
+    /// # Errors
+    /// What memcheck found, or why the run could not be made (the schedule was never compiled, among others).
+    pub fn sanitize(
+        &mut self,
+        sanitizer: &std::path::Path,
+        schedule: &S,
+    ) -> Result<(), super::SanitizeError> {
+        let (candidate, compiled) = self.compiled(schedule).ok_or_else(|| {
+            super::SanitizeError::Failed("the schedule was never compiled".into())
+        })?;
+        self.sanitize_built(sanitizer, &candidate, &compiled)
+    }
+
+    /// [`GpuEvaluator::sanitize`] for a candidate given as it is (compiled here).
+    ///
+    /// # Errors
+    /// As [`GpuEvaluator::sanitize`]; a candidate that does not compile did not run.
+    pub fn sanitize_candidate(
+        &mut self,
+        sanitizer: &std::path::Path,
+        candidate: &Candidate,
+    ) -> Result<(), super::SanitizeError> {
+        let built =
+            build(self.nvrtc, candidate, self.arch).map_err(super::SanitizeError::Failed)?;
+        self.sanitize_built(sanitizer, &built.0, &built.1)
+    }
+
+    fn sanitize_built(
+        &mut self,
+        sanitizer: &std::path::Path,
+        candidate: &Candidate,
+        compiled: &Compiled,
+    ) -> Result<(), super::SanitizeError> {
+        let failed = super::SanitizeError::Failed;
+        let job = self.job(candidate, compiled);
+        let scratch = tempfile::Builder::new()
+            .prefix("optiml-sanitize-")
+            .tempdir()
+            .map_err(|e| failed(format!("no scratch folder for the sanitizer ({e})")))?;
+        super::sanitize::sanitize(
+            sanitizer,
+            &self.worker,
+            &self.support,
+            self.ordinal,
+            &job,
+            scratch.path(),
+        )
     }
 
     /// Why profiling stopped, if it failed (the search then ran on derived signals).

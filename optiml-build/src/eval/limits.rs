@@ -9,7 +9,7 @@
 //! reserves far more virtual memory than it uses, and would fail under it.
 
 /// The setting of the host cap, in MiB.
-pub const HOST_ENV: &str = "OPTIML_WORKER_HOST_MB";
+pub const HOST_ENV: &str = optiml_spec::env::OPTIML_WORKER_HOST_MB;
 
 /// The share of the free GPU memory a job's buffers may take, in percent.
 pub const DEVICE_PERCENT: u64 = 90;

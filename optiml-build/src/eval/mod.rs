@@ -22,6 +22,7 @@ pub mod limits;
 pub mod plan;
 pub mod profile;
 pub mod protocol;
+pub mod sanitize;
 pub mod worker;
 
 pub use client::{Client, ClientError, WorkerCommand};
@@ -32,4 +33,5 @@ pub use gpu::{
 pub use plan::{Comparison, Distribution, TestPlan, Tolerance};
 pub use profile::{Counters, find_ncu};
 pub use protocol::{Ceilings, Device, Job, JobResult, Problem, TimingPlan};
+pub use sanitize::{SanitizeError, find_sanitizer};
 pub use worker::Gate;

@@ -89,6 +89,16 @@ impl Tolerance {
         abs: 0.0,
     };
 
+    /// TF32 tensor cores on inputs TF32 holds exactly (10 mantissa bits): every product is then exact, so an
+    /// honest kernel's error is fp32 accumulation's alone (a relative L2 error near 1e-7), while a kernel that
+    /// rounds its operands further, to bf16's 7 bits, stays near 1.6e-3, under [`Tolerance::TF32`]'s 2e-3 on
+    /// ordinary inputs. Elements keep TF32's bound: they need not average out.
+    pub const TF32_EXACT_INPUTS: Tolerance = Tolerance {
+        rel_l2: 1e-4,
+        scaled_abs: 2e-3,
+        abs: 0.0,
+    };
+
     /// The tolerance of an fp32 output computed at `precision`.
     pub fn for_precision(precision: Precision) -> Tolerance {
         match precision {
@@ -145,8 +155,9 @@ pub struct TestPlan {
     pub distributions: Vec<Distribution>,
     /// Tolerances.
     pub tolerance: Tolerance,
-    /// Elements of the dispatch size compared with the reference, after every element was checked to be
-    /// written (finite); corners and edges are always among them.
+    /// Elements of a tensor program's dispatch size compared with the reference, after every element was
+    /// checked to be written (finite); corners and edges are always among them. (A matmul's dispatch shape is
+    /// compared on every element, against a float64 reference on the GPU.)
     pub dispatch_samples: usize,
 }
 
@@ -226,6 +237,14 @@ impl Comparison {
                 at()
             ));
         }
+    }
+
+    /// Adds sums computed elsewhere (a GPU comparison of `checked` elements, none failing): the conditioned
+    /// elements' squared error and squared reference.
+    pub fn add_sums(&mut self, diff2: f64, ref2: f64, checked: usize) {
+        self.diff2 += diff2;
+        self.ref2 += ref2;
+        self.checked += checked;
     }
 
     /// Checks an element that must be exactly zero (a triangular product's other triangle): any other value,

@@ -31,7 +31,7 @@ pub struct Counters {
 
 /// `ncu`: `OPTIML_NCU`, else on `PATH`, else under `/usr/local/cuda/bin`.
 pub fn find_ncu() -> Option<PathBuf> {
-    if let Some(p) = optiml_spec::env::var_os("OPTIML_NCU") {
+    if let Some(p) = optiml_spec::env::var_os(optiml_spec::env::OPTIML_NCU) {
         return Some(PathBuf::from(p));
     }
     let on_path = optiml_spec::env::var_os("PATH")

@@ -220,3 +220,31 @@ extern "C" __global__ void optiml_gather(const void* p, int code, const long lon
         out[i] = v;
     }
 }
+
+// Rounds f32 values in place to TF32's 10 mantissa bits, to nearest even: inputs on which a TF32 tensor-core
+// product is exact, so a kernel that rounds them further (to bf16's 7 bits) shows an error far above
+// accumulation's.
+extern "C" __global__ void optiml_round_tf32(float* p, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        unsigned u = __float_as_uint(p[i]);
+        if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+        p[i] = __uint_as_float(u);
+    }
+}
+
+// A digest of `n` bytes: the wrapping sum over 32-bit words of a hash of (word, position), added into *sum (a
+// sum, so the blocks' order does not matter). A buffer whose digest changed across a launch was written.
+extern "C" __global__ void optiml_digest(const unsigned char* p, long long n, u64* sum) {
+    const long long words = n / 4;
+    u64 local = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words;
+         i += (long long)gridDim.x * blockDim.x) {
+        local += optiml_mix(((const unsigned*)p)[i] ^ ((u64)i << 32));
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (long long i = words * 4; i < n; ++i) local += optiml_mix(((u64)p[i] << 8) ^ ((u64)i << 32) ^ 1u);
+    }
+    for (int o = 16; o > 0; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+    if ((threadIdx.x & 31) == 0 && local) atomicAdd(sum, local);
+}

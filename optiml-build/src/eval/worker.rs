@@ -24,20 +24,36 @@ pub const WORKER_ENV: &str = "OPTIML_EVAL_WORKER";
 /// (the process Nsight Compute profiles).
 pub const PROFILE_ENV: &str = "OPTIML_EVAL_PROFILE";
 
-/// When this process was started as a worker, serves requests on stdin/stdout (or runs one profiled launch)
-/// and exits; otherwise returns.
+/// Set with [`WORKER_ENV`] to a job file: the worker runs that job's whole gate once (every shape of the plan,
+/// the dispatch shape with one timed run) and exits, 0 when it passed (the process `compute-sanitizer` watches).
+pub const CHECK_ENV: &str = "OPTIML_EVAL_CHECK";
+
+/// When this process was started as a worker, serves requests on stdin/stdout (or runs one profiled launch, or
+/// one checked job) and exits; otherwise returns.
 pub fn serve_if_requested(gates: &[&dyn Gate]) {
     if optiml_spec::env::var_os(WORKER_ENV).is_some() {
-        let code = match optiml_spec::env::var_os(PROFILE_ENV) {
-            Some(job) => profile_once(std::path::Path::new(&job), gates),
-            None => serve(gates),
+        let code = if let Some(job) = optiml_spec::env::var_os(PROFILE_ENV) {
+            run_once(std::path::Path::new(&job), gates, Once::Profile)
+        } else if let Some(job) = optiml_spec::env::var_os(CHECK_ENV) {
+            run_once(std::path::Path::new(&job), gates, Once::Check)
+        } else {
+            serve(gates)
         };
         std::process::exit(code);
     }
 }
 
-/// Reads a `(support CUBIN, device, job)` file and launches the job's kernel once on fresh inputs.
-fn profile_once(path: &std::path::Path, gates: &[&dyn Gate]) -> i32 {
+/// What a one-job worker runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Once {
+    /// The kernel once on the dispatch shape, nothing else (what `ncu` profiles).
+    Profile,
+    /// The whole gate, with one timed run.
+    Check,
+}
+
+/// Reads a `(support CUBIN, device, job)` file and runs the job once, as `once` says, on fresh inputs.
+fn run_once(path: &std::path::Path, gates: &[&dyn Gate], once: Once) -> i32 {
     let read = std::fs::read(path)
         .map_err(|e| e.to_string())
         .and_then(|bytes| {
@@ -57,22 +73,38 @@ fn profile_once(path: &std::path::Path, gates: &[&dyn Gate]) -> i32 {
             return 2;
         }
     };
-    let once = Job {
-        timing: protocol::TimingPlan {
-            warmup: 0,
-            runs: 0,
-            flush_l2: true,
+    let job = match once {
+        Once::Profile => Job {
+            timing: protocol::TimingPlan {
+                warmup: 0,
+                runs: 0,
+                flush_l2: true,
+            },
+            plan: plan::TestPlan {
+                sizes: Vec::new(),
+                ..job.plan.clone()
+            },
+            ..job
         },
-        plan: plan::TestPlan {
-            sizes: Vec::new(),
-            ..job.plan.clone()
+        Once::Check => Job {
+            timing: protocol::TimingPlan {
+                warmup: 0,
+                runs: 1,
+                flush_l2: false,
+            },
+            ..job
         },
-        ..job
     };
-    match worker.evaluate(&once) {
+    match worker.evaluate(&job) {
         JobResult::Measured(_) => 0,
         other => {
-            eprintln!("optiml eval worker: the profiled run failed: {other:?}");
+            eprintln!(
+                "optiml eval worker: the {} run failed: {other:?}",
+                match once {
+                    Once::Profile => "profiled",
+                    Once::Check => "checked",
+                }
+            );
             3
         }
     }

@@ -3,17 +3,18 @@
 //! output checked after the first and the last timed run. 16-bit kernels read inputs the 16-bit type holds
 //! exactly, so the reference sees what the kernel sees.
 
-use super::plan::{Gathered, MatmulShape, Operands, check_item};
+use super::plan::{MatmulShape, Operands, check_item};
+use super::reference;
 use crate::eval::device::{Bench, Narrow, Stop, fault, launch_failed, reject};
 use crate::eval::guard::{Guarded, guarded_bytes};
 use crate::eval::limits::{Need, bytes};
-use crate::eval::plan::{self, Comparison, Distribution};
+use crate::eval::plan::{self, Distribution, Tolerance};
 use crate::eval::{Gate, Job};
 use cudarc::driver::CudaSlice;
 use cudarc::driver::sys;
 use optiml_runtime::Target;
 use optiml_runtime::matmul::{self, MatmulArgs};
-use optiml_spec::{DType, MatmulSpec};
+use optiml_spec::{DType, MatmulSpec, Precision};
 use serde::{Deserialize, Serialize};
 
 /// What a matmul candidate must compute: `C = act(alpha · op(A) · op(B) + beta · C + bias)` over a batch.
@@ -172,28 +173,14 @@ fn check_need(spec: &MatmulSpec, dtype: DType, shape: &MatmulShape) -> Need {
     need
 }
 
-/// What timing `shape` takes beyond its kept buffers: the buffers when `allocate`, and on the host two input sets
-/// of at most three sampled batch items with their gathered rows and columns (`samples` elements compared), and
-/// one item's output.
-fn dispatch_need(
-    spec: &MatmulSpec,
-    dtype: DType,
-    shape: &MatmulShape,
-    samples: usize,
-    allocate: bool,
-) -> Need {
+/// What timing `shape` takes beyond its kept buffers: the buffers when `allocate`, and the float64 reference's
+/// scratch of its full checks (which leave only a few numbers to the host).
+fn dispatch_need(spec: &MatmulSpec, dtype: DType, shape: &MatmulShape, allocate: bool) -> Need {
     let mut need = Need::default();
     if allocate {
         need.device(device_bytes(spec, dtype, shape, spec.beta));
     }
-    let (pa, pb, pc) = shape.per_item();
-    let side = ((samples as f64).sqrt().ceil() as usize).max(3);
-    let per_item = bytes(pa, 4)
-        .saturating_add(bytes(pb, 4))
-        .saturating_add(bytes(pc, 4))
-        .saturating_add(bytes(2 * side, 4).saturating_mul(shape.k as u64));
-    need.host(per_item.saturating_mul(3 * 2));
-    need.host(bytes(shape.n, 8).saturating_add(bytes(pc, 4)));
+    need.device(reference::scratch_bytes(shape));
     need
 }
 
@@ -292,7 +279,18 @@ fn check_shape(
 ) -> Result<(), Stop> {
     let (job, spec) = (case.job, case.spec);
     let dist = job.plan.distribution(index + job.seed as usize % 3);
-    let check = format!("{shape} {dist}");
+    // Under a TF32 spec every other shape reads A and B rounded to TF32: TF32's own tolerance cannot tell a
+    // kernel that rounds its operands to bf16 from one that rounds them to TF32, but on these inputs an honest
+    // kernel's products are exact, and the tighter bound can.
+    let tf32_exact = spec.precision == Precision::Tf32 && index.is_multiple_of(2);
+    let (check, tolerance) = if tf32_exact {
+        (
+            format!("{shape} {dist}, TF32-exact inputs"),
+            Tolerance::TF32_EXACT_INPUTS,
+        )
+    } else {
+        (format!("{shape} {dist}"), job.plan.tolerance)
+    };
     let (pa, pb, pc) = shape.per_item();
     w.admit(
         &format!("checking {shape}"),
@@ -320,6 +318,10 @@ fn check_shape(
     }
     if let Some(bias) = &mut bias {
         w.fill(bias, seed ^ 4, dist)?;
+    }
+    if tf32_exact {
+        w.round_tf32(&mut a)?;
+        w.round_tf32(&mut b)?;
     }
     let mut narrow = w.alloc_narrow(
         case.dtype,
@@ -377,7 +379,7 @@ fn check_shape(
         check_item(
             spec,
             shape,
-            &job.plan.tolerance,
+            &tolerance,
             &ops,
             case.alpha,
             case.beta,
@@ -431,8 +433,7 @@ fn time_dispatch(w: &mut Bench, case: &Case<'_>, shape: MatmulShape) -> Result<V
             .synchronize()
             .map_err(fault("freeing the last job's buffers"))?;
     }
-    let samples = case.job.plan.dispatch_samples;
-    let need = dispatch_need(spec, case.dtype, &shape, samples, kept.is_none());
+    let need = dispatch_need(spec, case.dtype, &shape, kept.is_none());
     w.admit(&format!("timing {shape}"), need)?;
     let guard = plan::splitmix(case.job.seed ^ GUARD_SALT);
     let mut d = match kept {
@@ -475,127 +476,13 @@ fn time_dispatch(w: &mut Bench, case: &Case<'_>, shape: MatmulShape) -> Result<V
 }
 
 fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64>, Stop> {
-    let (job, spec) = (case.job, case.spec);
+    let job = case.job;
     let shape = d.shape;
-    let (pa, pb, pc) = shape.per_item();
     let dist = job.plan.distribution(job.seed as usize);
     let check = format!("{shape} {dist} (dispatch shape)");
     let seed = plan::splitmix(job.seed ^ 0xd15);
     let s = w.stream.clone();
-    // The batch items whose every sampled element is compared: first, last and one drawn.
-    let mut items = vec![
-        0,
-        shape.batch.saturating_sub(1),
-        seed as usize % shape.batch.max(1),
-    ];
-    items.sort_unstable();
-    items.dedup();
-    // The sampled rows and columns (the same crossings are checked every time).
-    let (rows, cols) = plan::sample_grid(
-        shape.m,
-        shape.n,
-        job.plan.dispatch_samples / items.len().max(1),
-        seed,
-    );
-    // Fresh inputs from `seed` on the device, and host copies of what the checks need, gathered once per set.
-    let load = |w: &Bench, d: &mut Dispatch, seed: u64| -> Result<Snapshot, Stop> {
-        w.fill(&mut d.a, seed ^ 1, dist)?;
-        w.fill(&mut d.b, seed ^ 2, dist)?;
-        if let Some(c0) = &mut d.c0 {
-            w.fill(c0, seed ^ 3, dist)?;
-        }
-        if let Some(bias) = &mut d.bias {
-            w.fill(bias, seed ^ 4, dist)?;
-        }
-        if let Some(narrow) = &mut d.narrow {
-            w.round16(&mut d.a, case.dtype)?;
-            w.round16(&mut d.b, case.dtype)?;
-            if let Some(c0) = &mut d.c0 {
-                w.round16(c0, case.dtype)?;
-            }
-            w.convert(narrow, 0, &mut d.a, true)?;
-            w.convert(narrow, 1, &mut d.b, true)?;
-        }
-        let copy = |buf: &CudaSlice<f32>, from: usize, len: usize| {
-            s.clone_dtoh(&buf.slice(from..from + len))
-                .map_err(fault("copying inputs"))
-        };
-        let mut ops = Vec::new();
-        for &item in &items {
-            ops.push((
-                copy(&d.a, shape.operand_offsets(spec, item).0, pa)?,
-                copy(&d.b, shape.operand_offsets(spec, item).1, pb)?,
-                match &d.c0 {
-                    Some(c0) => copy(c0, item * pc, pc)?,
-                    None => Vec::new(),
-                },
-            ));
-        }
-        let bias = match &d.bias {
-            Some(b) => Some(copy(b, 0, shape.n)?),
-            None => None,
-        };
-        let gathered = ops
-            .iter()
-            .map(|(ha, hb, hc0)| {
-                let o = Operands {
-                    a: ha,
-                    b: hb,
-                    c0: hc0,
-                    bias: bias.as_deref(),
-                };
-                Gathered::new(spec, &shape, &o, &rows, &cols)
-            })
-            .collect();
-        Ok(Snapshot {
-            ops,
-            bias,
-            gathered,
-        })
-    };
-    let verify =
-        |w: &Bench, c: &CudaSlice<f32>, inputs: &Snapshot, when: &str| -> Result<(), Stop> {
-            let unwritten = w.count_nonfinite(c)?;
-            if unwritten > 0 {
-                return Err(reject(
-                    check.clone(),
-                    format!(
-                        "{unwritten} of {} output elements are NaN or infinite {when}",
-                        c.len()
-                    ),
-                ));
-            }
-            let copy = |buf: &CudaSlice<f32>, from: usize, len: usize| {
-                s.clone_dtoh(&buf.slice(from..from + len))
-                    .map_err(fault("copying the output"))
-            };
-            let mut cmp = Comparison::default();
-            for ((&item, (ha, hb, hc0)), g) in items.iter().zip(&inputs.ops).zip(&inputs.gathered) {
-                let out = copy(c, item * pc, pc)?;
-                let ops = Operands {
-                    a: ha,
-                    b: hb,
-                    c0: hc0,
-                    bias: inputs.bias.as_deref(),
-                };
-                for &i in &rows {
-                    for &j in &cols {
-                        let at = || format!("C[{item}][{i}][{j}] {when}");
-                        if spec.triangle.is_some_and(|t| t.outside(i, j)) {
-                            cmp.check_zero(&at, out[i * shape.n + j]);
-                            continue;
-                        }
-                        let (r, mag) = g.reference(spec, &shape, &ops, case.alpha, case.beta, i, j);
-                        cmp.check(&job.plan.tolerance, &at, out[i * shape.n + j], r, mag);
-                    }
-                }
-            }
-            cmp.finish(&job.plan.tolerance)
-                .map(|_| ())
-                .map_err(|reason| reject(check.clone(), reason))
-        };
-
-    let mut inputs = load(w, d, seed)?;
+    let mut digests = load(w, case, d, dist, seed)?;
     let total = 1 + job.timing.warmup + job.timing.runs;
     let mut times = Vec::new();
     for run in 0..total {
@@ -603,7 +490,7 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
         if last {
             // The last run gets another input set: a kernel that replays an output it kept (in its own device
             // memory) from the earlier runs, whose inputs were all the same, fails the check after it.
-            inputs = load(w, d, plan::splitmix(seed ^ 0x1a57))?;
+            digests = load(w, case, d, dist, plan::splitmix(seed ^ 0x1a57))?;
         }
         match &d.c0 {
             Some(c0) => s.memcpy_dtod(c0, &mut *d.c).map_err(fault("restoring C"))?,
@@ -629,24 +516,106 @@ fn time_with(w: &mut Bench, case: &Case<'_>, d: &mut Dispatch) -> Result<Vec<f64
         }
         if run == 0 {
             // Verified before any timing counts.
-            verify(w, &d.c, &inputs, "after the first run")?;
-            d.check_guards(&check)?;
+            verify(w, case, d, &digests, &check, "after the first run")?;
         } else if run > job.timing.warmup {
             times.extend(ms);
         }
     }
-    verify(w, &d.c, &inputs, "after the last timed run")?;
-    // The guards are written once a job: a write past an end in any run is still there.
-    d.check_guards(&check)?;
+    verify(w, case, d, &digests, &check, "after the last timed run")?;
     Ok(times)
 }
 
-/// Host copies of one input set of the dispatch shape: the sampled items' A, B and old C, the bias, and their
-/// gathered rows and columns.
-struct Snapshot {
-    ops: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)>,
-    bias: Option<Vec<f32>>,
-    gathered: Vec<Gathered>,
+/// Fresh inputs from `seed` in the dispatch buffers (and their 16-bit copies), and the digests of what the
+/// candidate reads.
+fn load(
+    w: &Bench,
+    case: &Case<'_>,
+    d: &mut Dispatch,
+    dist: Distribution,
+    seed: u64,
+) -> Result<Vec<(&'static str, u64)>, Stop> {
+    w.fill(&mut d.a, seed ^ 1, dist)?;
+    w.fill(&mut d.b, seed ^ 2, dist)?;
+    if let Some(c0) = &mut d.c0 {
+        w.fill(c0, seed ^ 3, dist)?;
+    }
+    if let Some(bias) = &mut d.bias {
+        w.fill(bias, seed ^ 4, dist)?;
+    }
+    if let Some(narrow) = &mut d.narrow {
+        w.round16(&mut d.a, case.dtype)?;
+        w.round16(&mut d.b, case.dtype)?;
+        if let Some(c0) = &mut d.c0 {
+            w.round16(c0, case.dtype)?;
+        }
+        w.convert(narrow, 0, &mut d.a, true)?;
+        w.convert(narrow, 1, &mut d.b, true)?;
+    }
+    input_digests(w, d)
+}
+
+/// The digests of the inputs the candidate reads at the dispatch shape: A and B (their 16-bit copies for a
+/// 16-bit kernel) and the bias.
+fn input_digests(w: &Bench, d: &Dispatch) -> Result<Vec<(&'static str, u64)>, Stop> {
+    let mut out = match &d.narrow {
+        Some(Narrow::Bf16([a, b, _])) => vec![("A", w.digest(&**a)?), ("B", w.digest(&**b)?)],
+        Some(Narrow::F16([a, b, _])) => vec![("A", w.digest(&**a)?), ("B", w.digest(&**b)?)],
+        None => vec![("A", w.digest(&*d.a)?), ("B", w.digest(&*d.b)?)],
+    };
+    if let Some(bias) = &d.bias {
+        out.push(("bias", w.digest(&**bias)?));
+    }
+    Ok(out)
+}
+
+/// The dispatch shape's checks after a run: no guard written, no input changed (`before` holds their digests
+/// from [`load`]), every element of C within its bound of the float64 reference.
+fn verify(
+    w: &Bench,
+    case: &Case<'_>,
+    d: &Dispatch,
+    before: &[(&'static str, u64)],
+    check: &str,
+    when: &str,
+) -> Result<(), Stop> {
+    d.check_guards(check)?;
+    let unwritten = w.count_nonfinite(&d.c)?;
+    if unwritten > 0 {
+        return Err(reject(
+            check,
+            format!(
+                "{unwritten} of {} output elements are NaN or infinite {when}",
+                d.c.len()
+            ),
+        ));
+    }
+    for ((name, was), (_, now)) in before.iter().zip(input_digests(w, d)?) {
+        if *was != now {
+            return Err(reject(
+                check,
+                format!("the kernel wrote into its input {name} {when}"),
+            ));
+        }
+    }
+    let inputs = reference::Inputs {
+        a: &d.a,
+        b: &d.b,
+        c0: d.c0.as_ref(),
+        bias: d.bias.as_deref(),
+    };
+    reference::check_all(
+        w,
+        case.spec,
+        &d.shape,
+        case.alpha,
+        case.beta,
+        &case.job.plan.tolerance,
+        &inputs,
+        &d.c,
+        when,
+    )?
+    .map(|_| ())
+    .map_err(|reason| reject(check, reason))
 }
 
 /// One matmul job's fixed parts: what every check and timed run of it launches.
@@ -703,13 +672,12 @@ mod tests {
         let biased = check_need(&spec("batched matmul, f32, bias"), DType::F32, &shape);
         assert_eq!(biased.device, need.device + 256 + 2 * 256);
         assert_eq!(biased.host, need.host + 256);
-        // A kept dispatch set costs the device nothing more.
-        assert_eq!(
-            dispatch_need(&f32, DType::F32, &shape, 4096, false).device,
-            0
-        );
-        let fresh = dispatch_need(&spec("gemm, beta"), DType::F32, &shape, 4096, true);
-        assert_eq!(fresh.device, 3 * one + 4 * 64 * 64 * 4);
+        // A kept dispatch set costs the device only the reference's scratch, and the host nothing.
+        let scratch = reference::scratch_bytes(&shape);
+        let kept = dispatch_need(&f32, DType::F32, &shape, false);
+        assert_eq!((kept.device, kept.host), (scratch, 0));
+        let fresh = dispatch_need(&spec("gemm, beta"), DType::F32, &shape, true);
+        assert_eq!(fresh.device, 3 * one + 4 * 64 * 64 * 4 + scratch);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 pub mod gate;
 pub mod half;
 pub mod plan;
+pub mod reference;
 pub mod simt_f32;
 pub mod tf32;
 

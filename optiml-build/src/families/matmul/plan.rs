@@ -283,21 +283,41 @@ impl Gathered {
             acc += t;
             mag += t.abs();
         }
-        let alpha = if spec.alpha { alpha as f64 } else { 1.0 };
-        let mut v = alpha * acc;
-        mag *= alpha.abs();
-        if spec.beta {
-            let c = beta as f64 * ops.c0[i * shape.n + j] as f64;
-            v += c;
-            mag += c.abs();
-        }
-        if let Some(bias) = ops.bias {
-            v += bias[j] as f64;
-            mag += (bias[j] as f64).abs();
-        }
-        let v = spec.activation.map_or(v, |act| act.apply(v));
-        (v, mag)
+        let c0 = if spec.beta {
+            ops.c0[i * shape.n + j]
+        } else {
+            0.0
+        };
+        epilogue(spec, alpha, beta, acc, mag, c0, ops.bias.map(|b| b[j]))
     }
+}
+
+/// The float64 reference of one element from its product `acc` and the product's magnitude bound `mag`
+/// (Σ|terms|): `act(alpha · acc + beta · c0 + bias)`, with the bound grown by each added term's magnitude. The
+/// host reference and the GPU one (`reference.rs`, whose failing element is re-derived here) share it.
+pub fn epilogue(
+    spec: &MatmulSpec,
+    alpha: f32,
+    beta: f32,
+    acc: f64,
+    mag: f64,
+    c0: f32,
+    bias: Option<f32>,
+) -> (f64, f64) {
+    let alpha = if spec.alpha { alpha as f64 } else { 1.0 };
+    let mut v = alpha * acc;
+    let mut mag = mag * alpha.abs();
+    if spec.beta {
+        let c = beta as f64 * c0 as f64;
+        v += c;
+        mag += c.abs();
+    }
+    if let Some(bias) = bias {
+        v += bias as f64;
+        mag += (bias as f64).abs();
+    }
+    let v = spec.activation.map_or(v, |act| act.apply(v));
+    (v, mag)
 }
 
 /// Checks every element of one batch item's output.
