@@ -31,16 +31,21 @@ pub struct Counters {
 
 /// `ncu`: `OPTIML_NCU`, else on `PATH`, else under `/usr/local/cuda/bin`.
 pub fn find_ncu() -> Option<PathBuf> {
-    if let Some(p) = optiml_spec::env::var_os(optiml_spec::env::OPTIML_NCU) {
+    find_tool(optiml_spec::env::OPTIML_NCU, "ncu")
+}
+
+/// A CUDA toolkit program: the path in `var`, else `exe` on `PATH`, else under `/usr/local/cuda/bin`.
+pub(crate) fn find_tool(var: &str, exe: &str) -> Option<PathBuf> {
+    if let Some(p) = optiml_spec::env::var_os(var) {
         return Some(PathBuf::from(p));
     }
     let on_path = optiml_spec::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("ncu"))
+        .map(|d| d.join(exe))
         .find(|p| p.is_file());
     on_path.or_else(|| {
-        let p = PathBuf::from("/usr/local/cuda/bin/ncu");
+        let p = Path::new("/usr/local/cuda/bin").join(exe);
         p.is_file().then_some(p)
     })
 }

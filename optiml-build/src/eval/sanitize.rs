@@ -14,18 +14,7 @@ const FOUND: i32 = 86;
 
 /// `compute-sanitizer`: `OPTIML_SANITIZER`, else on `PATH`, else under `/usr/local/cuda/bin`.
 pub fn find_sanitizer() -> Option<PathBuf> {
-    if let Some(p) = optiml_spec::env::var_os(optiml_spec::env::OPTIML_SANITIZER) {
-        return Some(PathBuf::from(p));
-    }
-    let on_path = optiml_spec::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("compute-sanitizer"))
-        .find(|p| p.is_file());
-    on_path.or_else(|| {
-        let p = PathBuf::from("/usr/local/cuda/bin/compute-sanitizer");
-        p.is_file().then_some(p)
-    })
+    super::profile::find_tool(optiml_spec::env::OPTIML_SANITIZER, "compute-sanitizer")
 }
 
 /// What a sanitized run found.
