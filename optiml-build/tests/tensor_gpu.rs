@@ -236,7 +236,8 @@ fn evaluate_at<S: Evaluable<Shape = Extents>>(
 
 /// The elementwise phrases (a map, a sum of two tensors, a scaled tensor) are flat programs: their default
 /// candidate passes the gate and is timed, and the same kernel writing only half its output is rejected, as is
-/// the map replaying an output it kept from an earlier run (the last timed run reads another input set).
+/// the map replaying an output it kept from an earlier run (the last timed run reads another input set) and the
+/// map wrong in one element of the dispatch size only.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not() {
@@ -276,6 +277,13 @@ fn elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not() {
                 "{text}, replaying a kept output: {outcome:?}"
             );
             println!("{text}, replaying a kept output: {outcome:?}");
+            // Every element of the dispatch size is checked (on the GPU): one wrong element fails.
+            let (outcome, _) = evaluator.evaluate_candidate(&wrong_at_the_dispatch_size(&good));
+            assert!(
+                matches!(&outcome, Outcome::Rejected(why) if why.contains("(dispatch size)") && why.contains("after the first run")),
+                "{text}, one element wrong at the dispatch size: {outcome:?}"
+            );
+            println!("{text}, one element wrong at the dispatch size: {outcome:?}");
         }
     }
 }
@@ -285,12 +293,10 @@ fn elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not() {
 /// without reading its input. Every run of one size but the first then replays the first one's output: right as
 /// long as the inputs stay the same, and caught only by a last run on another input set.
 fn replaying(good: &optiml_build::experts::Candidate) -> optiml_build::experts::Candidate {
-    let entry = "extern \"C\" __global__ void __launch_bounds__(128) optiml_program(const T* in0, T* out0, long long n0_arg) {";
-    assert!(good.source.contains(entry), "the map's entry changed");
-    let source = good.source.replace(
-        entry,
-        "__device__ void optiml_inner(const T* in0, T* out0, long long n0_arg) {",
-    ) + r#"
+    wrapped(
+        good,
+        "broken: replays a kept output",
+        r#"
 __device__ float optiml_kept[1 << 25];
 __device__ long long optiml_kept_n = -1;
 __device__ unsigned optiml_done;
@@ -312,10 +318,54 @@ extern "C" __global__ void __launch_bounds__(128) optiml_program(const T* in0, T
     __syncthreads();
     if (threadIdx.x == 0) { optiml_done = 0; __threadfence(); optiml_kept_n = n; }
 }
-"#;
+"#,
+    )
+}
+
+/// `good` (a one-input f32 map) made wrong by 1% in one element near the middle of its output, only past 2²²
+/// elements: at the dispatch size, never at a plan size. The last block to finish writes it, after every other
+/// block has written its part.
+fn wrong_at_the_dispatch_size(
+    good: &optiml_build::experts::Candidate,
+) -> optiml_build::experts::Candidate {
+    wrapped(
+        good,
+        "broken: one element wrong at the dispatch size",
+        r#"
+__device__ unsigned optiml_done;
+extern "C" __global__ void __launch_bounds__(128) optiml_program(const T* in0, T* out0, long long n0_arg) {
+    optiml_inner(in0, out0, n0_arg);
+    if (n0_arg <= (1 << 22)) return;
+    __threadfence();
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&optiml_done, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    const long long at = n0_arg / 2 + 12345;
+    ((volatile T*)out0)[at] = ((volatile T*)out0)[at] * (T)1.01f + (T)0.01f;
+    optiml_done = 0;
+}
+"#,
+    )
+}
+
+/// `good` (a one-input f32 map) with its entry renamed `optiml_inner` and `entry` (defining a new
+/// `optiml_program`) after it.
+fn wrapped(
+    good: &optiml_build::experts::Candidate,
+    what: &str,
+    entry: &str,
+) -> optiml_build::experts::Candidate {
+    let old = "extern \"C\" __global__ void __launch_bounds__(128) optiml_program(const T* in0, T* out0, long long n0_arg) {";
+    assert!(good.source.contains(old), "the map's entry changed");
+    let source = good.source.replace(
+        old,
+        "__device__ void optiml_inner(const T* in0, T* out0, long long n0_arg) {",
+    ) + entry;
     optiml_build::experts::Candidate {
         source,
-        schedule: "broken: replays a kept output".into(),
+        schedule: what.into(),
         ..good.clone()
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 const FLUSH_BYTES: usize = 256 << 20;
 
 /// Why a job stopped early.
+#[derive(Debug)]
 pub enum Stop {
     /// A check failed: the candidate is wrong (never timed, or its timed output was wrong).
     Reject {

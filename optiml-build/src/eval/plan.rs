@@ -155,9 +155,10 @@ pub struct TestPlan {
     pub distributions: Vec<Distribution>,
     /// Tolerances.
     pub tolerance: Tolerance,
-    /// Elements of a tensor program's dispatch size compared with the reference, after every element was
-    /// checked to be written (finite); corners and edges are always among them. (A matmul's dispatch shape is
-    /// compared on every element, against a float64 reference on the GPU.)
+    /// Elements of a tensor program's dispatch size compared with the host's reference where the GPU's cannot
+    /// check every element (its cost or memory), after every element was checked to be written (finite);
+    /// corners and edges are always among them. (A matmul's dispatch shape is always compared on every element,
+    /// against a float64 reference on the GPU.)
     pub dispatch_samples: usize,
 }
 

@@ -1,9 +1,12 @@
 //! The tensor family's gate, run in the evaluation worker: the program's float64 interpreter is the reference.
 //! Every size of the plan is checked element by element on fresh inputs with poisoned outputs; then the
-//! dispatch size is timed, sampled elements checked after the first and the last timed run. Every check counts
-//! the unwritten elements of whole outputs on the device and copies back only the elements it compares, so that
-//! checking a dispatch size of gigabytes costs about what a run of the candidate does.
+//! dispatch size is timed, and checked after the first and the last timed run: on every element against the
+//! program's float64 reference computed on the GPU ([`reference`]), or, where that would cost too much, on
+//! sampled rows by the host. Every check counts the unwritten elements of whole outputs on the device and copies
+//! back only what it compares, so that checking a dispatch size of gigabytes costs about what a few runs of the
+//! candidate do.
 
+use super::reference::{self, OutputRef, Values};
 use crate::config::Dims;
 use crate::eval::device::{Bench, Positions, Stop, fault, launch_failed, reject};
 use crate::eval::guard::{Guarded, guarded_bytes, written_bytes};
@@ -29,6 +32,10 @@ pub struct ProgramProblem {
     pub dispatch: Vec<usize>,
     /// The run-time scalars used in checks, one per parameter.
     pub params: Vec<f32>,
+    /// The PTX of the program's float64 reference on the GPU ([`reference::ptx`]), which checks every element
+    /// of the dispatch size; without it (no NVRTC in the parent), sampled rows are checked on the host.
+    #[serde(default)]
+    pub reference: Option<String>,
 }
 
 impl ProgramProblem {
@@ -39,6 +46,7 @@ impl ProgramProblem {
             .map(|i| 0.75 + 0.5 * i as f32)
             .collect();
         ProgramProblem {
+            reference: reference::ptx(&program),
             program,
             dispatch,
             params,
@@ -74,12 +82,17 @@ impl Gate for ProgramGate {
             ));
         }
         let sig = signature(p);
+        let gpu = match &problem.reference {
+            Some(ptx) => Some(reference::Device::load(bench, p, ptx)?),
+            None => None,
+        };
         let check = Check {
             job,
             target,
             program: p,
             sig: &sig,
             params: &problem.params,
+            gpu: gpu.as_ref(),
         };
         for (i, extents) in job.plan.sizes.iter().enumerate() {
             let seed = plan::splitmix(job.seed ^ (i as u64 + 1));
@@ -230,8 +243,9 @@ fn running_product(p: &Program) -> bool {
         .any(|s| matches!(&s.expr, Expr::Scan(scan, _) if scan.op == Reduce::Prod))
 }
 
-/// Above this many input elements, the dispatch size is checked for unwritten outputs only: its reference
-/// would take the host longer than the search can afford per candidate (the plan's sizes are checked in full).
+/// Above this many input elements, a dispatch size the GPU reference cannot take is checked for unwritten
+/// outputs only: its host reference would take longer than the search can afford per candidate (the plan's sizes
+/// are checked in full).
 const DISPATCH_REFERENCE_ELEMENTS: usize = 1 << 28;
 
 /// Whether the dispatch size of `p` at `extents` is small enough to check against the reference
@@ -345,6 +359,15 @@ impl Input {
         }
     }
 
+    /// Where the GPU reference reads it: a mask's bytes, a 16-bit input's exact f32 values, else the buffer.
+    fn address(&self, st: &Arc<CudaStream>) -> u64 {
+        match (&self.mask, &self.drawn) {
+            (Some(m), _) => reference::address(st, m),
+            (None, Some(f)) => reference::address(st, f),
+            (None, None) => typed!(&self.buffer, b => reference::address(st, b)),
+        }
+    }
+
     /// Rejects the candidate when it wrote into a guard of what it reads, `name`.
     fn check_guards(&self, check: &str, name: &str) -> Result<(), Stop> {
         match &self.mask {
@@ -375,6 +398,22 @@ impl Output {
 
     fn decoy(&mut self, w: &Bench, seed: u64) -> Result<(), Stop> {
         typed!(&mut self.buffer, b => w.decoy(b, seed))
+    }
+
+    /// The output as the GPU reference's comparison reads it.
+    fn as_ref(&self, st: &Arc<CudaStream>) -> OutputRef {
+        let kind = match &self.buffer {
+            Buffer::F32(_) => 0,
+            Buffer::Bf16(_) => 1,
+            Buffer::F16(_) => 2,
+            Buffer::I64(_) => 3,
+            Buffer::I32(_) => 4,
+        };
+        OutputRef {
+            ptr: typed!(&self.buffer, b => reference::address(st, b)),
+            kind,
+            len: self.len,
+        }
     }
 
     /// How many elements were left unwritten (NaN, infinite or an impossible index), counted on the device.
@@ -635,6 +674,26 @@ impl Compared {
     }
 }
 
+/// What one size is checked against.
+struct Mode<'g> {
+    /// Every element, against the program's float64 reference on the GPU.
+    gpu: Option<&'g reference::Device>,
+    /// The host reference's rows, where it holds only some.
+    sample: Option<Sample>,
+    /// Whether the host computes a reference (without either, only unwritten elements are counted).
+    host: bool,
+}
+
+impl<'g> Mode<'g> {
+    fn gpu(g: &'g reference::Device) -> Self {
+        Mode {
+            gpu: Some(g),
+            sample: None,
+            host: false,
+        }
+    }
+}
+
 /// One job's checks.
 struct Check<'a> {
     job: &'a Job,
@@ -642,6 +701,8 @@ struct Check<'a> {
     program: &'a Program,
     sig: &'a Signature,
     params: &'a [f32],
+    /// The program's float64 reference on the GPU, for the dispatch size.
+    gpu: Option<&'a reference::Device>,
 }
 
 impl Check<'_> {
@@ -671,33 +732,55 @@ impl Check<'_> {
             None
         };
         // Refused before anything is allocated when its buffers, or its host copies and reference, would not fit.
-        let sample = if keep {
-            dispatch_sample(p, extents, self.job.plan.dispatch_samples, seed)
-        } else {
-            None
-        };
-        let with_reference = !keep || reference_fits(p, extents);
-        let mut need = Need::default();
-        if kept.is_none() {
-            need.device(Buffers::device_bytes(p, &layout));
-        }
-        if with_reference {
-            need.device(compared_device_bytes(p, extents, sample.as_ref()));
-        }
-        need.host(host_need(
-            p,
-            extents,
-            sample.as_ref(),
-            with_reference,
-            !keep,
-        ));
         let label: Vec<String> = p
             .dims
             .iter()
             .zip(extents)
             .map(|(d, e)| format!("{}={e}", d.name))
             .collect();
-        w.admit(&format!("checking {}", label.join(" ")), need)?;
+        let what = format!("checking {}", label.join(" "));
+        let need = |mode: &Mode, reference_bytes: u64| {
+            let mut need = Need::default();
+            if kept.is_none() {
+                need.device(Buffers::device_bytes(p, &layout));
+            }
+            if mode.host {
+                need.device(compared_device_bytes(p, extents, mode.sample.as_ref()));
+            }
+            need.device(reference_bytes);
+            need.host(host_need(
+                p,
+                extents,
+                mode.sample.as_ref(),
+                mode.host,
+                !keep,
+            ));
+            need
+        };
+        // The dispatch size is checked on every element by the GPU's reference where it is affordable, else on
+        // the host's sampled rows; a plan size always on every element by the host.
+        let on_gpu = if keep {
+            self.gpu
+                .and_then(|g| g.fits(extents).map(|bytes| (g, bytes)))
+        } else {
+            None
+        };
+        let mode = match on_gpu {
+            Some((g, bytes)) if w.admit(&what, need(&Mode::gpu(g), bytes)).is_ok() => Mode::gpu(g),
+            _ => {
+                let mode = Mode {
+                    gpu: None,
+                    sample: if keep {
+                        dispatch_sample(p, extents, self.job.plan.dispatch_samples, seed)
+                    } else {
+                        None
+                    },
+                    host: !keep || reference_fits(p, extents),
+                };
+                w.admit(&what, need(&mode, 0))?;
+                mode
+            }
+        };
         let guard = plan::splitmix(seed ^ GUARD_SALT);
         let mut buffers = match kept {
             Some(mut b) => {
@@ -706,7 +789,7 @@ impl Check<'_> {
             }
             None => Buffers::alloc(w, p, layout, guard)?,
         };
-        let result = self.run(w, &mut buffers, extents, seed, index, times);
+        let result = self.run(w, &mut buffers, extents, seed, index, times, &mode);
         if keep {
             w.kept = Some(Box::new(buffers));
         }
@@ -825,6 +908,7 @@ impl Check<'_> {
     /// warm-up and timed runs follow, each from poisoned outputs and a flushed L2, and the last run is checked
     /// again. Every check counts unwritten elements of the whole output on the device; only the elements compared
     /// with the reference are copied to the host.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         w: &mut Bench,
@@ -833,6 +917,7 @@ impl Check<'_> {
         seed: u64,
         index: usize,
         times: Option<&mut Vec<f64>>,
+        mode: &Mode<'_>,
     ) -> Result<(), Stop> {
         let p = self.program;
         let dist = self
@@ -858,9 +943,19 @@ impl Check<'_> {
         let Buffers {
             inputs, outputs, ..
         } = buffers;
-        // Inputs: drawn in f32, rounded to the storage type, kept on the host for the reference.
-        let with_reference = times.is_none() || reference_fits(p, extents);
+        // Inputs: drawn in f32, rounded to the storage type, kept on the host for its reference.
+        let with_reference = mode.host;
         let host = self.draw(w, inputs, extents, seed, dist, with_reference)?;
+        // Or the GPU's reference of every element, from the inputs as the candidate reads them.
+        let mut on_gpu: Option<Values> = None;
+        let evaluate = |w: &Bench, inputs: &[Input], into: &mut Option<Values>| match mode.gpu {
+            Some(g) => {
+                let addresses: Vec<u64> = inputs.iter().map(|i| i.address(&w.stream)).collect();
+                g.evaluate(w, p, &addresses, extents, self.params, into)
+            }
+            None => Ok(()),
+        };
+        evaluate(w, inputs, &mut on_gpu)?;
         let dims: Vec<Option<usize>> = extents.iter().map(|&e| Some(e)).collect();
         let launch = |w: &Bench, inputs: &[Input], outputs: &mut [Output]| {
             let ins: Vec<In<'_>> = inputs.iter().map(Input::arg).collect();
@@ -879,12 +974,8 @@ impl Check<'_> {
             )
             .map_err(launch_failed(format!("launching `{}`", self.job.name)))
         };
-        // The reference: every element, or, at a large dispatch size, the rows of a sampled dimension.
-        let sample = if times.is_some() {
-            dispatch_sample(p, extents, self.job.plan.dispatch_samples, seed)
-        } else {
-            None
-        };
+        // The host reference: every element, or, at a large dispatch size, the rows of a sampled dimension.
+        let sample = mode.sample.clone();
         let reference = if with_reference {
             Some(self.reference(&host, extents, sample.as_ref(), &check)?)
         } else {
@@ -902,6 +993,7 @@ impl Check<'_> {
         let verify = |w: &Bench,
                       outputs: &[Output],
                       reference: &Option<Vec<Reference>>,
+                      on_gpu: &mut Option<Values>,
                       when: &str|
          -> Result<(), Stop> {
             for ((k, (_, stmt)), out) in p.outputs().enumerate().zip(outputs) {
@@ -914,6 +1006,15 @@ impl Check<'_> {
                             out.len, stmt.name
                         ),
                     ));
+                }
+                if let (Some(g), Some(values)) = (mode.gpu, on_gpu.as_mut()) {
+                    let name = |i: usize| {
+                        format!("{}{} {when}", stmt.name, coords(&stmt.axes, extents, i))
+                    };
+                    let out = out.as_ref(&w.stream);
+                    g.compare(w, values, k, out, &tolerance, &name)?
+                        .map_err(|reason| reject(check.clone(), reason))?;
+                    continue;
                 }
                 let (Some(reference), Some(compared)) = (reference, compared.get(k)) else {
                     continue;
@@ -976,7 +1077,7 @@ impl Check<'_> {
                     return Err(reject(check.clone(), reason));
                 }
             }
-            return verify(w, outputs, &reference, "");
+            return verify(w, outputs, &reference, &mut on_gpu, "");
         };
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let total = 1 + self.job.timing.warmup + self.job.timing.runs;
@@ -987,6 +1088,7 @@ impl Check<'_> {
                 // device memory) from the earlier runs, whose inputs were all the same, fails the check after it.
                 let again = plan::splitmix(seed ^ 0x1a57);
                 let host = self.draw(w, inputs, extents, again, dist, with_reference)?;
+                evaluate(w, inputs, &mut on_gpu)?;
                 if with_reference {
                     last_reference =
                         Some(self.reference(&host, extents, sample.as_ref(), &check)?);
@@ -1015,7 +1117,7 @@ impl Check<'_> {
                 .elapsed_ms(&end)
                 .map_err(fault(format!("running `{}` on {check}", self.job.name)))?;
             if run == 0 {
-                verify(w, outputs, &reference, "after the first run")?;
+                verify(w, outputs, &reference, &mut on_gpu, "after the first run")?;
                 check_guards(&check, p, inputs, outputs)?;
             } else if run > self.job.timing.warmup {
                 times.push(ms as f64);
@@ -1023,7 +1125,13 @@ impl Check<'_> {
         }
         // A single run (no warm-up, no timed run) was the first, checked on the first input set.
         if last_reference.is_some() || !with_reference {
-            verify(w, outputs, &last_reference, "after the last timed run")?;
+            verify(
+                w,
+                outputs,
+                &last_reference,
+                &mut on_gpu,
+                "after the last timed run",
+            )?;
         }
         // The guards are written once a size: a write past an end in any run is still there.
         check_guards(&check, p, inputs, outputs)

@@ -8,6 +8,7 @@ pub mod contract;
 pub mod gate;
 #[cfg(test)]
 mod migrate_tests;
+pub mod reference;
 
 use super::{Catalog, Family, is_schedule_of, read_schedule};
 use crate::config::{Dims, KernelSettings};
