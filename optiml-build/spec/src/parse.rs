@@ -59,8 +59,38 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         // spec the first accepted keeps its meaning (and its cache key).
         Err(e) => match words::lower(text) {
             Some(program) => program.map(tensor_spec),
-            None => Err(e),
+            None => Err(unknown_to_both(text, e)),
         },
+    }
+}
+
+/// The matmul vocabulary's error `e` for a text neither vocabulary reads, naming the first word that neither
+/// knows: "row-wise frobnicate" stopped the matmul vocabulary at `row`, which the tensor operators' arguments
+/// know; `frobnicate` is the word to fix.
+fn unknown_to_both(text: &str, e: SpecError) -> SpecError {
+    let SpecError::UnknownWord { word, .. } = &e else {
+        return e;
+    };
+    if !words::knows(word) {
+        return e;
+    }
+    let known = |w: &str| {
+        words::knows(w)
+            || w.len() <= 1
+            || VOCABULARY
+                .iter()
+                .any(|(p, _)| phrase_words(p).any(|x| x == w))
+    };
+    let tokens = tokenize(text).unwrap_or_default();
+    match tokens.iter().find_map(|t| match t {
+        Tok::Word(w) if !known(w) => Some(w.clone()),
+        _ => None,
+    }) {
+        Some(word) => SpecError::UnknownWord {
+            closest: closest_word(&word).or_else(|| words::closest(&word)),
+            word,
+        },
+        None => e,
     }
 }
 
@@ -1707,6 +1737,30 @@ mod tests {
         for named in ["bf16", "f16", "tf32", "tensor times a matrix"] {
             assert!(e.contains(named), "{named}: {e}");
         }
+    }
+
+    /// A spec neither vocabulary reads names the word neither knows, not the first word the matmul vocabulary
+    /// stopped at (`row`, a word of the tensor operators' arguments).
+    #[test]
+    fn the_unknown_word_is_the_one_neither_vocabulary_knows() {
+        let unknown = |text: &str| match parse(text) {
+            Err(SpecError::UnknownWord { word, closest }) => (word, closest),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(unknown("row-wise frobnicate").0, "frobnicate");
+        assert_eq!(
+            unknown("row-wise sofmax"),
+            ("sofmax".to_string(), Some("softmax".to_string()))
+        );
+        // A word only the tensor vocabulary holds, nearest to the misspelling.
+        assert_eq!(
+            unknown("along rows, cumsumm").1.as_deref(),
+            Some("cumsum"),
+            "{:?}",
+            unknown("along rows, cumsumm")
+        );
+        // A matmul spec's own unknown word is still the first one.
+        assert_eq!(unknown("batched matmull, f32").0, "matmull");
     }
 
     /// A megabyte of spec is refused at once, and a long unknown word is not echoed whole.

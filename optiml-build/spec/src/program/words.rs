@@ -65,6 +65,16 @@ pub fn lower(text: &str) -> Option<Result<Program, SpecError>> {
     Some(notation.and_then(|t| notation::parse(&t)))
 }
 
+/// Whether `word` (lower case) is a word of this vocabulary.
+pub fn knows(word: &str) -> bool {
+    vocab().words.contains(&word)
+}
+
+/// The vocabulary's word closest to `word`, when one is near enough to be a misspelling of it.
+pub fn closest(word: &str) -> Option<String> {
+    notation::closest(word, vocab().words.iter().copied()).map(str::to_string)
+}
+
 /// Every operator phrase of the vocabulary with an example spec and its index-notation form, for docs,
 /// `explain` and tests.
 pub fn vocabulary() -> Vec<(&'static str, &'static str, String)> {
