@@ -88,6 +88,35 @@ pub struct Builder {
     search_time: Option<f64>,
 }
 
+/// For each declaration whose spec the parser refused, the `[llm]` model's reading of it in index notation,
+/// parsed by optiml's notation parser ([`llm::translate`]), as a line to show: the user accepts it by writing it
+/// into the attribute, where it is checked like any spec. The exchanges are recorded under the workspace's
+/// `target/optiml/llm`, and replayed by later builds; a spec the model cannot translate gets no line (the macro's
+/// error stands alone).
+fn translations(
+    skipped: &[scan::Skipped],
+    settings: &llm::LlmSettings,
+    manifest_dir: &std::path::Path,
+) -> Vec<String> {
+    let dir = targets::workspace_root(manifest_dir).join("target/optiml/llm");
+    let model = llm::Llm::new(settings, &dir);
+    skipped
+        .iter()
+        .filter_map(|s| {
+            let (spec, why) = s.refused_spec.as_ref()?;
+            let t = llm::translate::translate(&model, spec, why, 2).ok()?;
+            Some(format!(
+                "{}:{}: the model `{}` reads the spec \"{spec}\" as `{}` (unverified; to use it, write                  `#[optiml::kernel(\"{}\")]`, which is checked and verified like any spec)",
+                s.file.display(),
+                s.line,
+                settings.model,
+                t.notation,
+                t.notation
+            ))
+        })
+        .collect()
+}
+
 /// What [`Builder::compile`] did, per kernel and architecture.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
@@ -102,6 +131,8 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// What the build-time search did, one line per kernel and architecture searched.
     pub searched: Vec<String>,
+    /// The `[llm]` model's readings of refused specs in index notation, one line each, shown and never used.
+    pub translations: Vec<String>,
 }
 
 impl Report {
@@ -309,6 +340,12 @@ impl Builder {
         report.warnings = warnings;
         let mut resolved = resolved?;
         let settings = config::Settings::load(&manifest_dir).map_err(Error::Config)?;
+        if let Some(llm) = &settings.llm {
+            report.translations = translations(&scan.skipped, llm, &manifest_dir);
+            for line in &report.translations {
+                cargo(format!("warning=optiml: {line}"));
+            }
+        }
         // Where a kernel came from a fallback, the build says so: it was not tuned for this crate, and
         // `cargo optiml prepare` makes it the crate's own.
         for (dir, what) in &fallbacks {

@@ -32,6 +32,8 @@ pub struct Skipped {
     pub line: usize,
     /// Why.
     pub message: String,
+    /// The spec and the parser's error, when the spec itself was not understood (a model may offer a reading).
+    pub refused_spec: Option<(String, String)>,
 }
 
 /// What a scan found.
@@ -115,6 +117,7 @@ pub fn scan_source(file: &Path, text: &str, scan: &mut Scan) {
             file: file.to_path_buf(),
             line: e.span().start().line,
             message: format!("could not parse the file ({e}); its kernels are skipped"),
+            refused_spec: None,
         }),
     }
 }
@@ -165,6 +168,7 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
             file: file.to_path_buf(),
             line,
             message,
+            refused_spec: None,
         });
     };
     let lit: syn::LitStr = match attr.parse_args() {
@@ -178,7 +182,13 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
     };
     let spec = match optiml_spec::parse(&lit.value()) {
         Ok(s) => s,
-        Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
+        Err(e) => {
+            skip(scan, format!("`{}`: {e}", f.sig.ident));
+            if let Some(last) = scan.skipped.last_mut() {
+                last.refused_spec = Some((lit.value(), e.to_string()));
+            }
+            return;
+        }
     };
     let binding = match optiml_spec::bind(&spec, &f.sig) {
         Ok(b) => b,

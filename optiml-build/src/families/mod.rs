@@ -152,6 +152,7 @@ pub fn skip_unsupported(scan: &mut Scan) {
             file: k.file,
             line: k.line,
             message: format!("`{}`: no kernel is generated for it yet: {reason}", k.name),
+            refused_spec: None,
         });
     }
 }

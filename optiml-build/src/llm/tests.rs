@@ -482,3 +482,63 @@ fn the_proposer_orders_the_catalog_by_the_answer_and_keeps_everything_else() {
         (vec!["split-k", "grow-block-n", "block-n"], 1)
     );
 }
+
+/// A build whose crate declares a spec the parser refuses, with an `[llm]` table: the build script shows the
+/// model's reading of it (parsed by the notation parser, after one repair) as a warning line and generates
+/// nothing for it; a later build replays the recording with the server stopped; a crate without `[llm]` shows
+/// none.
+#[test]
+fn a_refused_spec_gets_the_models_reading_as_a_build_warning() {
+    let server = Server::with(translator);
+    let dir = scratch("build-translation");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let manifest = "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2024\"\n";
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        "use optiml::cudarc::driver::CudaSlice;\n\
+         #[optiml::kernel(\"row-wise frobnicated softmax\")]\n\
+         pub fn f(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);\n",
+    )
+    .unwrap();
+    let build = || {
+        crate::Builder::new()
+            .quiet(true)
+            .offline(true)
+            .arch([optiml_runtime::Arch::new(9, 0)])
+            .search_time(0.0)
+            .user_cache(None::<PathBuf>)
+            .pretuned_cache(None::<PathBuf>)
+            .compile_at(&dir, &dir.join("target/debug/build/user-0/out"))
+            .unwrap_or_else(|e| panic!("{}", e.render()))
+    };
+    // Without [llm]: the macro's error alone.
+    let report = build();
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert!(report.translations.is_empty(), "{:?}", report.translations);
+    std::fs::write(
+        dir.join("optiml.toml"),
+        format!(
+            "[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let report = build();
+    assert!(report.entries.is_empty());
+    let [line] = &report.translations[..] else {
+        panic!("{:?}", report.translations)
+    };
+    assert!(
+        line.contains("src/lib.rs:3")
+            && line.contains("\"row-wise frobnicated softmax\"")
+            && line.contains("`y[r, c] = exp(x[r, c]) / sum(c) exp(x[r, c])`")
+            && line.contains("unverified"),
+        "{line}"
+    );
+    // Recorded under the workspace's target folder, and replayed with the server stopped.
+    assert!(dir.join("target/optiml/llm").is_dir());
+    drop(server);
+    assert_eq!(build().translations, report.translations);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
