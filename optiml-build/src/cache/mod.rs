@@ -630,7 +630,7 @@ impl Cache {
                 let _ = fs::remove_dir_all(&tmp);
                 return Err(e.into());
             }
-            if let Err(e) = fs::rename(&tmp, &dir) {
+            if let Err(e) = swap_in(&tmp, &dir) {
                 let _ = fs::rename(&trash, &dir);
                 let _ = fs::remove_dir_all(&tmp);
                 return Err(e.into());
@@ -1081,6 +1081,20 @@ pub fn open(dir: &Path) -> Result<Entry, String> {
         }
     }
 }
+/// Renames a written entry into the place of one moved aside. A test may make it fail, as a full disk or a
+/// concurrent store would, to see the old entry come back.
+fn swap_in(tmp: &Path, dir: &Path) -> Result<(), FsError> {
+    #[cfg(test)]
+    if tests::FAIL_SWAP.with(std::cell::Cell::get) {
+        return Err(FsError {
+            op: "rename into place",
+            path: dir.to_path_buf(),
+            source: std::io::Error::other("injected by a test"),
+        });
+    }
+    fs::rename(tmp, dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1259,6 +1273,39 @@ mod tests {
         cache.store(&inputs, &[v], true).unwrap();
         assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
         assert_eq!(std::fs::read(theirs.join("keep.txt")).unwrap(), b"mine");
+        std::fs::remove_dir_all(&cache.root).unwrap();
+    }
+
+    thread_local! {
+        /// Makes [`super::swap_in`] fail on this thread.
+        pub(super) static FAIL_SWAP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// A store whose new entry cannot be renamed into place puts the old entry back, as it was, and leaves
+    /// neither its moved-aside copy nor the new one behind.
+    #[test]
+    fn a_failed_swap_puts_the_old_entry_back() {
+        let cache = temp_cache("failed-swap");
+        let (inputs, candidate, compiled) = sample();
+        let v = NewVariant::default_for(&candidate, &compiled);
+        cache
+            .store(&inputs, std::slice::from_ref(&v), false)
+            .unwrap();
+        let dir = cache.entry_dir(&inputs);
+        let before = std::fs::read(dir.join("manifest.bin")).unwrap();
+        FAIL_SWAP.with(|f| f.set(true));
+        let failed = cache.store(&inputs, &[v], true);
+        FAIL_SWAP.with(|f| f.set(false));
+        assert!(failed.is_err());
+        assert!(matches!(cache.lookup(&inputs), Lookup::Hit(_)));
+        assert_eq!(std::fs::read(dir.join("manifest.bin")).unwrap(), before);
+        let arch = dir.parent().unwrap();
+        let left: Vec<String> = std::fs::read_dir(arch)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".trash-") || n.starts_with(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
 
