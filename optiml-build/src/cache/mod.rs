@@ -1645,7 +1645,16 @@ mod tests {
                 ("v1.tar.gz", vec!["search-v1.jsonl"]),
             ]
         );
-        assert!(report(&hit.manifest, hit.files(), plain_words).contains("1.20×"));
+        // A reviewer reads what each variant is: its spec, schedule, measurement, GPU and date.
+        let text = report(&hit.manifest, hit.files(), plain_words);
+        for said in [
+            "1.20×",
+            "tuned by mcts on NVIDIA H200 (2026-11-30T00:00:00Z)",
+            "| spec |",
+            "| schedule |",
+        ] {
+            assert!(text.contains(said), "{said}: {text}");
+        }
         // These logs are a bare header, which names no winner (and so no family): the bucket alone says it.
         let text = report(&hit.manifest, hit.files(), plain_words);
         assert!(
