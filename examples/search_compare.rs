@@ -11,9 +11,10 @@
 //!
 //! `--replay <out>/logs/<spec>-exhaustive-0.jsonl` runs both methods again over that measured landscape, offline
 //! (each measurement jittered by its own spread, per seed), to compare search strategies without a GPU. With
-//! `--llm DIR` (a folder whose `optiml.toml` has an `[llm]` table), a third method runs beside them at the same
-//! budget: MCTS whose proposer asks the model which transformation to try ([`LlmProposer`]), every exchange
-//! recorded in `<out>/llm` and replayed from there by a later run.
+//! `--llm DIR` (a folder whose `optiml.toml` has an `[llm]` table), two more methods run beside them at the same
+//! budget: MCTS whose proposer asks the model which transformation to try ([`LlmProposer`]), and MCTS whose judge
+//! asks it whether to keep each edit ([`LlmJudge`], the reward's 0.2 judge term), every exchange recorded in
+//! `<out>/llm` and replayed from there by a later run.
 //! `--exhaustive` names the specs whose whole space is enumerated (default: the two fastest); `--reference` gives
 //! the exhaustive best of an earlier run on the same GPU instead, labelled as such. Writes `search_compare.json`, `search_compare.md` and one convergence chart per spec (`<spec>.svg`: best
 //! time found against evaluations) into `--out`.
@@ -23,6 +24,7 @@ use optiml_build::eval::{EvalSetup, GpuEvaluator, TimingPlan, WorkerCommand};
 use optiml_build::families::matmul::simt_f32::Schedule;
 use optiml_build::families::matmul::{MatmulShape, test_plan};
 use optiml_build::llm::Llm;
+use optiml_build::llm::judge::LlmJudge;
 use optiml_build::llm::propose::LlmProposer;
 use optiml_build::search::{
     self, Backup, Config, DeterministicJudge, Header, Method, Replay, RoutedProposer, Search,
@@ -92,6 +94,7 @@ const SPECS: [(&str, &str, MatmulShape); 5] = [
 
 /// The label of MCTS with the LLM proposer in tables and JSON.
 const LLM_METHOD: &str = "mcts + llm proposer";
+const JUDGE_METHOD: &str = "mcts + llm judge";
 
 const USAGE: &str = "search_compare: MCTS against random search (and exhaustive enumeration) on a GPU
 
@@ -386,13 +389,15 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     let kernel = format!("{} at {}", records.header.spec, records.header.shape);
     let llm_proposer = llm
         .as_ref()
-        .map(|llm| LlmProposer::new(llm, catalog.clone(), kernel));
+        .map(|llm| LlmProposer::new(llm, catalog.clone(), kernel.clone()));
+    let llm_judge = llm.as_ref().map(|llm| LlmJudge::new(llm, kernel));
     let mut runs = Vec::new();
     let mut curves = Vec::new();
     for seed in 0..args.seeds {
         let mut methods = vec![Method::Mcts.to_string(), Method::Random.to_string()];
         if llm_proposer.is_some() {
             methods.push(LLM_METHOD.to_string());
+            methods.push(JUDGE_METHOD.to_string());
         }
         for method in methods {
             let mut e = Replay::new(&records, seed)?;
@@ -402,6 +407,10 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
                 }
                 (LLM_METHOD, Some(p)) => {
                     Search::new(config.clone(), p, &judge).run(root, &mut e)?
+                }
+                (JUDGE_METHOD, _) if llm_judge.is_some() => {
+                    let j = llm_judge.as_ref().ok_or("no judge")?;
+                    Search::new(config.clone(), &proposer, j).run(root, &mut e)?
                 }
                 _ => Search::new(config.clone(), &proposer, &judge).run(root, &mut e)?,
             };
@@ -423,6 +432,14 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     if let Some(s) = &llm_stats {
         println!("LLM proposer: {s}");
     }
+    let judge_stats = llm_judge.as_ref().map(|j| {
+        let s = j.stats();
+        json!({"asked": s.asked, "replayed": s.replayed, "failed": s.failed, "unreadable": s.unreadable,
+               "overruled": s.overruled})
+    });
+    if let Some(s) = &judge_stats {
+        println!("LLM judge: {s}");
+    }
     let default = landscape.measured_ms(&root).unwrap_or(f64::NAN);
     let mut table = comparison_table();
     rows(
@@ -443,7 +460,7 @@ fn replay(path: &std::path::Path, args: &Args) -> Result<(), BoxError> {
     )?;
     write_json(
         &args.out.join(format!("{name}-replay.json")),
-        &json!({ "landscape": path, "runs": runs, "llm_proposer": llm_stats }),
+        &json!({ "landscape": path, "runs": runs, "llm_proposer": llm_stats, "llm_judge": judge_stats }),
     )?;
     println!("{table}");
     Ok(())

@@ -23,6 +23,7 @@ pub mod client;
 pub mod experts;
 pub mod generate;
 pub mod guard;
+pub mod judge;
 pub mod propose;
 pub mod record;
 pub mod translate;

@@ -542,3 +542,94 @@ fn a_refused_spec_gets_the_models_reading_as_a_build_warning() {
     assert_eq!(build().translations, report.translations);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A judge that keeps an edit that made the kernel faster and discards the rest, in the seed's words, and
+/// answers outside the contract to an edit named `odd`.
+fn judging(request: &serde_json::Value) -> (u16, String) {
+    let last = request["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    if last.contains("Edit: odd") {
+        (200, "I am not sure.".into())
+    } else if last.contains("Speed-up: 1.25") {
+        (
+            200,
+            "KEEP 0.6 — fewer DRAM bytes on a memory-bound kernel".into(),
+        )
+    } else {
+        (200, "**DISCARD** (score: -0.8)".into())
+    }
+}
+
+#[test]
+fn the_judge_reads_keep_and_discard_falls_back_on_anything_else_and_replays() {
+    use super::judge::{JudgeStats, LlmJudge, read};
+    use crate::search::{Edit, Judge, Measurement, Verdict};
+    assert_eq!(read("KEEP 0.6"), Some(Verdict::Keep(0.6)));
+    assert_eq!(read("keep: 3"), Some(Verdict::Keep(1.0)));
+    assert_eq!(read("DISCARD 0.8"), Some(Verdict::Discard(-0.8)));
+    assert_eq!(
+        read("Verdict: discard, -0.5."),
+        Some(Verdict::Discard(-0.5))
+    );
+    assert_eq!(read("KEEP"), None);
+    assert_eq!(read("looks fine, 0.4"), None);
+    let server = Server::with(judging);
+    let dir = scratch("judge");
+    let llm = Llm::new(&settings(&server.url, Replay::Auto), &dir);
+    let judge = LlmJudge::new(&llm, "matmul, f32 at 4096x4096x4096");
+    let (slow, fast) = (
+        Measurement {
+            time_ms: 1.25,
+            ..Measurement::default()
+        },
+        Measurement {
+            time_ms: 1.0,
+            ..Measurement::default()
+        },
+    );
+    let edit = |transform| Edit {
+        transform,
+        from: "tile 64x64",
+        to: "tile 128x64",
+    };
+    assert_eq!(
+        judge.judge_edit(&edit("grow-block-n"), &slow, &fast),
+        Verdict::Keep(0.6)
+    );
+    // Slower by 20%: the model discards it, as the rule does.
+    assert_eq!(
+        judge.judge_edit(&edit("grow-block-n"), &fast, &slow),
+        Verdict::Discard(-0.8)
+    );
+    // An answer outside the contract: the deterministic rule's verdict.
+    assert_eq!(
+        judge.judge_edit(&edit("odd"), &slow, &fast),
+        crate::search::DeterministicJudge.judge(&slow, &fast)
+    );
+    assert_eq!(
+        judge.stats(),
+        JudgeStats {
+            asked: 3,
+            unreadable: 1,
+            ..JudgeStats::default()
+        }
+    );
+    // The prompt carries the edit and both profiles.
+    let body = server.seen.lock().unwrap().last().unwrap().2.clone();
+    assert!(
+        body.contains("tile 64x64") && body.contains("Speed-up: 1.250x"),
+        "{body}"
+    );
+    // Replayed with the server stopped: the same verdicts, none asked of an endpoint.
+    drop(server);
+    let llm = Llm::new(&settings("http://127.0.0.1:9/v1", Replay::Only), &dir);
+    let again = LlmJudge::new(&llm, "matmul, f32 at 4096x4096x4096");
+    assert_eq!(
+        again.judge_edit(&edit("grow-block-n"), &slow, &fast),
+        Verdict::Keep(0.6)
+    );
+    assert_eq!(again.stats().replayed, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

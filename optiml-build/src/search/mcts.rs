@@ -2,7 +2,7 @@
 //! first), simulation by an [`Evaluator`], backpropagation of the composite reward, pruning after consecutive
 //! negative rewards.
 
-use super::reward::{Bottleneck, Judge, Measurement, Verdict, reward};
+use super::reward::{Bottleneck, Edit, Judge, Measurement, Verdict, reward};
 use super::transform::{Proposer, Transform};
 use super::{Backup, Config, Tunable};
 use std::collections::HashMap;
@@ -251,7 +251,13 @@ impl<'a, S: Tunable> Search<'a, S> {
                 Outcome::Measured(m) => {
                     // The judge sees the edit (parent → child); the time and proxy rewards are against the
                     // default schedule, as the seed's T0.
-                    let v = self.judge.judge(&parent_m, m);
+                    let (from, to) = (nodes[leaf].schedule.describe(), schedule.describe());
+                    let edit = Edit {
+                        transform: transform.name,
+                        from: &from,
+                        to: &to,
+                    };
+                    let v = self.judge.judge_edit(&edit, &parent_m, m);
                     (
                         reward(c, &base, m, v),
                         Some(v),
@@ -510,6 +516,45 @@ mod tests {
             .map(|s| (s, cost(&s)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap()
+    }
+
+    /// A judge that keeps every edit it is shown, to see what the search shows it.
+    struct Recording(std::sync::Mutex<Vec<(String, String, String)>>);
+
+    impl Judge for Recording {
+        fn judge(&self, _: &Measurement, _: &Measurement) -> Verdict {
+            Verdict::Keep(0.0)
+        }
+
+        fn judge_edit(&self, edit: &Edit<'_>, b: &Measurement, c: &Measurement) -> Verdict {
+            let step = (edit.transform.into(), edit.from.into(), edit.to.into());
+            self.0.lock().unwrap().push(step);
+            self.judge(b, c)
+        }
+    }
+
+    /// The judge sees each measured edit: a catalog transformation, from the parent's schedule to the child's.
+    #[test]
+    fn the_judge_sees_each_edit_it_scores() {
+        let proposer = RoutedProposer::new(tile_catalog());
+        let judge = Recording(Default::default());
+        let log = Search::new(Config::default(), &proposer, &judge)
+            .run(DEFAULT, &mut Landscape { calls: 0 })
+            .unwrap();
+        let seen = judge.0.into_inner().unwrap();
+        let measured = log
+            .steps
+            .iter()
+            .filter(|s| matches!(s.outcome, Outcome::Measured(_)))
+            .count();
+        // Every measured step but the root's is an edit the judge saw (a schedule reached twice is judged again).
+        assert!(seen.len() >= measured - 1 && !seen.is_empty(), "{seen:?}");
+        let names: Vec<&str> = tile_catalog().iter().map(|t| t.name).collect();
+        for (transform, from, to) in &seen {
+            assert!(names.contains(&transform.as_str()), "{transform}");
+            assert_ne!(from, to);
+        }
+        assert!(seen.iter().any(|(_, from, _)| *from == DEFAULT.describe()));
     }
 
     #[test]

@@ -30,7 +30,9 @@ pub use log::{
 };
 pub use mcts::{Evaluator, Outcome, Search, SearchLog, Step};
 pub use replay::Replay;
-pub use reward::{Bottleneck, DeterministicJudge, Judge, Measurement, Signals, Verdict, reward};
+pub use reward::{
+    Bottleneck, DeterministicJudge, Edit, Judge, Measurement, Signals, Verdict, reward,
+};
 pub use transform::{DistinctProposer, Proposer, RoutedProposer, Transform};
 
 use optiml_runtime::Arch;

@@ -47,6 +47,30 @@ impl Verdict {
 pub trait Judge {
     /// The verdict on going from `baseline` to `candidate`.
     fn judge(&self, baseline: &Measurement, candidate: &Measurement) -> Verdict;
+
+    /// The verdict on `edit`, which took the kernel from `baseline` to `candidate`. A judge that reads the edit
+    /// itself (the seed's LLM judge reads the change and the profile) overrides this; the others judge the
+    /// measurements alone.
+    fn judge_edit(
+        &self,
+        edit: &Edit<'_>,
+        baseline: &Measurement,
+        candidate: &Measurement,
+    ) -> Verdict {
+        let _ = edit;
+        self.judge(baseline, candidate)
+    }
+}
+
+/// One edit of the search: a transformation from one schedule to another.
+#[derive(Clone, Copy, Debug)]
+pub struct Edit<'a> {
+    /// The transformation's name.
+    pub transform: &'a str,
+    /// The schedule it started from, described.
+    pub from: &'a str,
+    /// The schedule it made, described.
+    pub to: &'a str,
 }
 
 /// The seed's rule: discard below 0.95× speed-up (−0.5) or above 1.3× the baseline's DRAM bytes (−0.8);
