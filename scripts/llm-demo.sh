@@ -3,10 +3,10 @@
 # (llama-cpp-python, built from PyPI) serving Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, assembled from PyPI packages
 # and checked by sha256; see shared/llm/README.md), then `cargo optiml generate` on twelve tensor operators (one expert each, one repair round) of a
 # scratch crate in target/llm-demo: routing, generation with repair rounds through NVRTC, every exchange recorded.
-# Then the LLM proposer: `search_compare --replay --llm` over two matmul landscapes measured on the H200
-# (bench/results/2026-11-30-h200-search), MCTS with the model choosing transformations beside MCTS with the routed
-# proposer and random search, at equal budgets. A second run with the server stopped and replay = "only" must give
-# the same tables.
+# Then the LLM proposer and judge: `search_compare --replay --llm` over two matmul landscapes measured on the H200
+# (bench/results/2026-11-30-h200-search), MCTS with the model choosing transformations, and MCTS with the model as
+# its judge, beside MCTS with the routed proposer and random search, at equal budgets. A second run with the server
+# stopped and replay = "only" must give the same tables.
 #
 #   bash scripts/llm-demo.sh            # report in target/llm-demo/report.md
 #
@@ -53,7 +53,7 @@ propose() {  # $1: where the tables go
   for n in tall-skinny small-k; do
     gunzip -c $landscapes/$n-exhaustive.jsonl.gz > $demo/$n.jsonl
     ./target/release/examples/search_compare --replay $demo/$n.jsonl --llm $demo --out $demo/propose \
-      --seeds 3 --budget ${OPTIML_LLM_BUDGET:-12} | grep -v '^LLM proposer' > $1-$n.md
+      --seeds 3 --budget ${OPTIML_LLM_BUDGET:-12} | grep -v '^LLM \(proposer\|judge\)' > $1-$n.md
   done
 }
 
@@ -137,7 +137,7 @@ propose $demo/propose-replay
     echo "Replayed with the server stopped: THE TABLE DIFFERS"; diff $demo/live.md $demo/replay.md || true
   fi
   echo
-  echo "## The LLM proposer over measured landscapes (same budget per method, 3 seeds)"
+  echo "## The LLM proposer and judge over measured landscapes (same budget per method, 3 seeds)"
   echo
   for n in tall-skinny small-k; do
     cat $demo/propose-live-$n.md
@@ -149,6 +149,6 @@ propose $demo/propose-replay
     fi
     echo
   done
-  python3 -c 'import json,sys; [print(f"{n}: proposer {json.load(open(sys.argv[1]+f\"/propose/{n}-replay.json\"))[\"llm_proposer\"]}") for n in ["small-k","tall-skinny"]]' $demo 2>/dev/null || true
+  python3 -c 'import json,sys; [print(f"{n}: proposer {j[\"llm_proposer\"]}, judge {j[\"llm_judge\"]}") for n in ["small-k","tall-skinny"] for j in [json.load(open(sys.argv[1]+f"/propose/{n}-replay.json"))]]' $demo 2>/dev/null || true
 } > $demo/report.md
 cat $demo/report.md
