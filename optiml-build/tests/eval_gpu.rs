@@ -724,52 +724,43 @@ fn a_tf32_spec_rejects_a_kernel_that_rounds_an_operand_to_bf16() {
         k: 512,
     };
     let ordinary = vec![Distribution::Uniform, Distribution::Normal];
-    let mut loose: GpuEvaluator<Schedule> = GpuEvaluator::new(
-        optiml_build::nvrtc::load().expect("NVRTC"),
-        EvalSetup {
-            name: "TF32's tolerance on ordinary inputs".into(),
-            plan: TestPlan {
-                tolerance: optiml_build::eval::Tolerance::TF32,
-                distributions: ordinary.clone(),
-                ..test_plan(&spec(), &[])
-            },
-            spec: spec(),
-            arch,
-            dispatch,
-            timing: TimingPlan::default(),
-            worker: worker(),
-            device: 0,
-            compile_threads: 8,
-            seed: 42,
-            ncu: None,
-        },
-    )
-    .expect("an evaluator on GPU 0");
+    // Both gates on uniform and normal inputs only.
+    let gate =
+        |name: &str, spec: MatmulSpec, tolerance: Option<Tolerance>| -> GpuEvaluator<Schedule> {
+            let plan = test_plan(&spec, &[]);
+            GpuEvaluator::new(
+                optiml_build::nvrtc::load().expect("NVRTC"),
+                EvalSetup {
+                    name: name.into(),
+                    plan: TestPlan {
+                        tolerance: tolerance.unwrap_or(plan.tolerance),
+                        distributions: ordinary.clone(),
+                        ..plan
+                    },
+                    spec,
+                    arch,
+                    dispatch,
+                    timing: TimingPlan::default(),
+                    worker: worker(),
+                    device: 0,
+                    compile_threads: 8,
+                    seed: 42,
+                    ncu: None,
+                },
+            )
+            .expect("an evaluator on GPU 0")
+        };
+    let mut loose = gate(
+        "TF32's tolerance on ordinary inputs",
+        spec(),
+        Some(Tolerance::TF32),
+    );
     let (hole, _) = loose.evaluate_candidate(&faulty(18, "A rounded to bf16"));
     assert!(
         matches!(hole, Outcome::Measured(_)),
         "A rounded to bf16, under TF32's tolerance on ordinary inputs: {hole:?}"
     );
-    let mut e: GpuEvaluator<Schedule> = GpuEvaluator::new(
-        optiml_build::nvrtc::load().expect("NVRTC"),
-        EvalSetup {
-            name: "a TF32 spec's gate".into(),
-            plan: TestPlan {
-                distributions: ordinary,
-                ..test_plan(&tf32, &[])
-            },
-            spec: tf32,
-            arch,
-            dispatch,
-            timing: TimingPlan::default(),
-            worker: worker(),
-            device: 0,
-            compile_threads: 8,
-            seed: 42,
-            ncu: None,
-        },
-    )
-    .expect("an evaluator on GPU 0");
+    let mut e = gate("a TF32 spec's gate", tf32, None);
     let (honest, _) = e.evaluate_candidate(&faulty(0, "none"));
     assert!(matches!(honest, Outcome::Measured(_)), "{honest:?}");
     let (rounded, _) = e.evaluate_candidate(&faulty(18, "A rounded to bf16"));

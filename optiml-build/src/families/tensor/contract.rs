@@ -12,8 +12,9 @@ use optiml_spec::program::{Elem, Program};
 /// Threads per block of an LLM-written kernel.
 pub const THREADS: u32 = 256;
 
-/// The C type of an element of `elem` (f32 programs).
-fn c_type(elem: Elem) -> &'static str {
+/// The C type of an element of `elem` (f32 programs; the float64 reference reads every floating input from its
+/// f32 values too).
+pub(super) fn c_type(elem: Elem) -> &'static str {
     match elem {
         Elem::Float => "float",
         Elem::I64 => "long long",

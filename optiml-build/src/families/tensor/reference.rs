@@ -16,6 +16,7 @@
 //! Programs whose reference would take too long on the GPU (attention at KernelBench's size: 10¹¹ products) or
 //! too much memory keep the host's sampled rows ([`Device::fits`]).
 
+use super::contract::c_type;
 use crate::eval::device::{Bench, Stop, fault, reject};
 use crate::eval::plan::{Comparison, Tolerance};
 use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
@@ -342,17 +343,6 @@ fn names(text: &str, name: &str) -> bool {
         !text[..at].chars().next_back().is_some_and(ident)
             && !text[at + name.len()..].chars().next().is_some_and(ident)
     })
-}
-
-/// The C type a kernel reads an input of `elem` as: floats from their f32 values (a 16-bit input's exact f32
-/// copy), masks as bytes.
-fn c_type(elem: Elem) -> &'static str {
-    match elem {
-        Elem::Float => "float",
-        Elem::I64 => "long long",
-        Elem::I32 => "int",
-        Elem::Bool => "unsigned char",
-    }
 }
 
 /// A row-major offset over `axes`, each at the variable `var(position, axis)`.
