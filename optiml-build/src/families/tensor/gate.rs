@@ -1,7 +1,7 @@
 //! The tensor family's gate, run in the evaluation worker: the program's float64 interpreter is the reference.
 //! Every size of the plan is checked element by element on fresh inputs with poisoned outputs; then the
 //! dispatch size is timed, and checked after the first and the last timed run: on every element against the
-//! program's float64 reference computed on the GPU ([`reference`]), or, where that would cost too much, on
+//! program's float64 reference computed on the GPU ([`mod@reference`]), or, where that would cost too much, on
 //! sampled rows by the host. Every check counts the unwritten elements of whole outputs on the device and copies
 //! back only what it compares, so that checking a dispatch size of gigabytes costs about what a few runs of the
 //! candidate do.

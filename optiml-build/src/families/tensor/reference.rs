@@ -258,7 +258,8 @@ fn table(p: &Program, l: &Lowered) -> Table {
     }
 }
 
-/// The CUDA source of the reference of `p` lowered as `l`: [`PRELUDE`] and one kernel per step.
+/// The CUDA source of the reference of `p` lowered as `l`: the prelude (`cuda/reference.cu`) and one kernel per
+/// step.
 pub fn source(p: &Program, l: &Lowered) -> String {
     let t = table(p, l);
     let mut out = String::from(PRELUDE);
@@ -707,7 +708,7 @@ impl Device {
     }
 
     /// The device bytes a reference at `extents` takes, when the GPU can compute it in reasonable time
-    /// ([`MAX_WORK`], [`MAX_CHAIN`]); `None` otherwise.
+    /// (at most 3·10¹⁰ float64 operations, 2²⁷ of them in one thread's sequence); `None` otherwise.
     pub fn fits(&self, extents: &[usize]) -> Option<u64> {
         let (work, chain, bytes) = cost(&self.lowered, extents)?;
         (work <= MAX_WORK && chain <= MAX_CHAIN)
