@@ -988,6 +988,18 @@ mod tests {
         let p = parse("y = sum(r, c) x[r, c]").unwrap();
         let (_, chain, _) = cost(&lower(&p).unwrap(), &[1 << 15, 1 << 15]).unwrap();
         assert!(chain > MAX_CHAIN);
+        // Attention at KernelBench 97's size (b, h, i, j, d, dv = 32, 32, 512, 512, 1024, 1024) is past what the GPU
+        // reference takes per candidate: its dispatch size keeps the host's sampled query rows.
+        let attention = match optiml_spec::parse("scaled dot-product attention")
+            .unwrap()
+            .family
+        {
+            optiml_spec::Family::Tensor(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let (work, _, _) =
+            cost(&lower(&attention).unwrap(), &[32, 32, 512, 512, 1024, 1024]).unwrap();
+        assert!(work > MAX_WORK, "{work}");
         // A max over nothing is the host's error to word.
         let p = parse("y[r] = max(c) x[r, c]").unwrap();
         assert!(cost(&lower(&p).unwrap(), &[4, 0]).is_none());
