@@ -150,6 +150,30 @@ pub(crate) fn settings(url: &str, replay: Replay) -> LlmSettings {
     }
 }
 
+/// Asserts that no file under `dir` (every folder down) holds the stand-in key's value.
+fn no_file_holds_the_key(dir: &std::path::Path) {
+    let key = optiml_spec::env::var(KEY_VAR).unwrap();
+    let mut folders = vec![dir.to_path_buf()];
+    let mut files = 0;
+    while let Some(d) = folders.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(&key),
+                    "`{}` holds the key",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 0, "nothing written under `{}`", dir.display());
+}
+
 pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("optiml-llm-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -519,7 +543,7 @@ fn a_refused_spec_gets_the_models_reading_as_a_build_warning() {
     std::fs::write(
         dir.join("optiml.toml"),
         format!(
-            "[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
+            "[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\napi_key_env = \"{KEY_VAR}\"\n",
             server.url
         ),
     )
@@ -536,8 +560,8 @@ fn a_refused_spec_gets_the_models_reading_as_a_build_warning() {
             && line.contains("unverified"),
         "{line}"
     );
-    // Recorded under the workspace's target folder, and replayed with the server stopped.
-    assert!(dir.join("target/optiml/llm").is_dir());
+    // Recorded under the workspace's target folder, without the key, and replayed with the server stopped.
+    no_file_holds_the_key(&dir.join("target/optiml/llm"));
     drop(server);
     assert_eq!(build().translations, report.translations);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -631,5 +655,6 @@ fn the_judge_reads_keep_and_discard_falls_back_on_anything_else_and_replays() {
         Verdict::Keep(0.6)
     );
     assert_eq!(again.stats().replayed, 1);
+    no_file_holds_the_key(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
