@@ -112,6 +112,10 @@ pub struct Transforms {
     /// Print JSON (an array of {name, addresses, claimed_gain, rationale}) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also describe the other experts of the search: the LLM experts (built in, and the current package's
+    /// `[llm.experts]`), the router, the `[llm]` settings, recording and replay, the proposer and the judge.
+    #[arg(long)]
+    pub experts: bool,
 }
 
 /// `cargo optiml analyze`.
@@ -259,8 +263,57 @@ fn transforms(t: &Transforms) -> anyhow::Result<bool> {
             rationale.replace('|', "\\|")
         );
     }
+    if t.experts {
+        let cwd = std::env::current_dir()?;
+        let user = crate::config::Settings::load(&cwd)?
+            .llm
+            .map(|l| l.experts)
+            .unwrap_or_default();
+        print!("\n{}", experts_text(&crate::llm::experts::with_user(&user)));
+    }
     Ok(true)
 }
+
+/// What `transforms --experts` says: each LLM expert, then how the LLM path is set up and used.
+fn experts_text(experts: &[crate::llm::experts::Expert]) -> String {
+    let mut s =
+        String::from("## LLM experts (OptiML-G)\n\n| expert | what it is good at |\n|---|---|\n");
+    for e in experts {
+        s.push_str(&format!(
+            "| {} | {} |\n",
+            e.name,
+            e.description.replace('|', "\\|")
+        ));
+    }
+    s.push_str(LLM_GUIDE);
+    s
+}
+
+/// How the LLM path is configured and what each part does (`transforms --experts`).
+const LLM_GUIDE: &str = "
+Nothing here runs without an `[llm]` table (in `optiml.toml` or `[package.metadata.optiml.llm]`):
+
+- **settings**: `base_url` (an OpenAI-compatible API, up to `/v1`), `model`, `api_key_env` (the *name* of the
+  variable holding the key; the key is sent only in the `Authorization` header and never written), `timeout_s`
+  (120), `max_tokens` (1024), `temperature` (0), `replay`, `top_k` (2), `gumbel_tau` (none), and
+  `[llm.experts.<name>]` with `description` and `prompt` for experts of your own (one named like a built-in
+  replaces it).
+- **router**: each kernel's request (its spec, the kind of computation, its program) goes to the `top_k` experts
+  nearest by cosine similarity, over the endpoint's embeddings or a built-in hashed embedding, with seeded
+  Gumbel noise of `gumbel_tau` when set.
+- **recording and replay**: every exchange is stored, content-addressed, with its model, tokens, latency and
+  verdict (`target/optiml/llm` by default). `replay = \"auto\"` uses a recorded answer where there is one,
+  `\"only\"` never calls the endpoint (CI, no endpoint), `\"off\"` always calls it.
+- **`cargo optiml generate`**: the routed experts write each tensor operator's kernel against the family's
+  contract, with repair rounds from the guard and NVRTC, and a table says what compiled; it writes nothing to
+  the cache (LLM kernels are not gated in the worker yet).
+- **`cargo optiml explain --llm`**, and the build script for refused specs: the model's reading of a spec in index
+  notation, shown and recorded, never used until written into the attribute.
+- **proposer and judge** (`search_compare --llm`): the model orders the catalog's applicable transformations at
+  each node, and judges each measured edit KEEP or DISCARD with a score (the reward's 0.2 judge term); the
+  routed proposer and the deterministic rule stay the defaults.
+- **seeds from a user's `.cu` file**: not built yet.
+";
 
 fn analyze(a: &Analyze) -> anyhow::Result<bool> {
     let logs = resolve_logs(&a.target, a.cache_dir.as_deref())?;
@@ -857,6 +910,38 @@ fn optiml_packages(root: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    /// `transforms --experts` lists every expert, a user's beside the built-in ones, and says how each part of
+    /// the LLM path is set up.
+    #[test]
+    fn the_experts_are_documented_with_the_router_the_settings_and_the_replay() {
+        let mut user = std::collections::BTreeMap::new();
+        user.insert(
+            "stencils".to_string(),
+            crate::llm::experts::ExpertSettings {
+                description: "stencils and convolutions over grids".into(),
+                prompt: "Tile with halos.".into(),
+            },
+        );
+        let experts = crate::llm::experts::with_user(&user);
+        let text = super::experts_text(&experts);
+        for e in crate::llm::experts::builtin() {
+            assert!(text.contains(&format!("| {} |", e.name)), "{}", e.name);
+        }
+        for said in [
+            "| stencils | stencils and convolutions over grids |",
+            "**router**",
+            "top_k",
+            "gumbel_tau",
+            "api_key_env",
+            "`replay = \"auto\"`",
+            "\"only\"",
+            "KEEP or DISCARD",
+            "seeds from a user's `.cu` file",
+        ] {
+            assert!(text.contains(said), "{said}: {text}");
+        }
+    }
+
     #[test]
     fn analyze_names_the_kernels_that_have_logs() {
         use super::no_log_message;
