@@ -63,11 +63,22 @@ fn evaluator_for<S: optiml_build::eval::Evaluable<Spec = MatmulSpec, Shape = Mat
     spec: MatmulSpec,
     dispatch: MatmulShape,
 ) -> GpuEvaluator<S> {
+    let plan = test_plan(&spec, &[]);
+    evaluator_with(arch, spec, dispatch, plan)
+}
+
+/// [`evaluator_for`] with a plan of the test's own.
+fn evaluator_with<S: optiml_build::eval::Evaluable<Spec = MatmulSpec, Shape = MatmulShape>>(
+    arch: Arch,
+    spec: MatmulSpec,
+    dispatch: MatmulShape,
+    plan: TestPlan,
+) -> GpuEvaluator<S> {
     GpuEvaluator::new(
         optiml_build::nvrtc::load().expect("NVRTC"),
         EvalSetup {
             name: "faults".into(),
-            plan: test_plan(&spec, &[]),
+            plan,
             spec,
             arch,
             dispatch,
@@ -725,42 +736,23 @@ fn a_tf32_spec_rejects_a_kernel_that_rounds_an_operand_to_bf16() {
     };
     let ordinary = vec![Distribution::Uniform, Distribution::Normal];
     // Both gates on uniform and normal inputs only.
-    let gate =
-        |name: &str, spec: MatmulSpec, tolerance: Option<Tolerance>| -> GpuEvaluator<Schedule> {
-            let plan = test_plan(&spec, &[]);
-            GpuEvaluator::new(
-                optiml_build::nvrtc::load().expect("NVRTC"),
-                EvalSetup {
-                    name: name.into(),
-                    plan: TestPlan {
-                        tolerance: tolerance.unwrap_or(plan.tolerance),
-                        distributions: ordinary.clone(),
-                        ..plan
-                    },
-                    spec,
-                    arch,
-                    dispatch,
-                    timing: TimingPlan::default(),
-                    worker: worker(),
-                    device: 0,
-                    compile_threads: 8,
-                    seed: 42,
-                    ncu: None,
-                },
-            )
-            .expect("an evaluator on GPU 0")
+    let gate = |spec: MatmulSpec, tolerance: Option<Tolerance>| -> GpuEvaluator<Schedule> {
+        let plan = test_plan(&spec, &[]);
+        let plan = TestPlan {
+            tolerance: tolerance.unwrap_or(plan.tolerance),
+            distributions: ordinary.clone(),
+            ..plan
         };
-    let mut loose = gate(
-        "TF32's tolerance on ordinary inputs",
-        spec(),
-        Some(Tolerance::TF32),
-    );
+        evaluator_with(arch, spec, dispatch, plan)
+    };
+    // TF32's tolerance on ordinary inputs.
+    let mut loose = gate(spec(), Some(Tolerance::TF32));
     let (hole, _) = loose.evaluate_candidate(&faulty(18, "A rounded to bf16"));
     assert!(
         matches!(hole, Outcome::Measured(_)),
         "A rounded to bf16, under TF32's tolerance on ordinary inputs: {hole:?}"
     );
-    let mut e = gate("a TF32 spec's gate", tf32, None);
+    let mut e = gate(tf32, None);
     let (honest, _) = e.evaluate_candidate(&faulty(0, "none"));
     assert!(matches!(honest, Outcome::Measured(_)), "{honest:?}");
     let (rounded, _) = e.evaluate_candidate(&faulty(18, "A rounded to bf16"));
