@@ -109,6 +109,9 @@ pub enum Error {
     /// `optiml.toml` or `[package.metadata.optiml]` is wrong.
     #[error("the optiml settings do not parse")]
     Config(#[source] crate::config::ConfigError),
+    /// [`crate::Builder::cuda_files`] found no nvcc to compile the crate's own CUDA files with.
+    #[error("the crate's own CUDA files need nvcc")]
+    Nvcc(#[source] crate::toolkit::NvccError),
 }
 
 impl Error {
@@ -131,6 +134,12 @@ impl Error {
             ),
             Error::Config(_) => Some(
                 "see the keys `optiml_build::config` documents (`[search]`, `[kernels.<name>]`)"
+                    .into(),
+            ),
+            Error::Nvcc(_) => Some(
+                "install the CUDA toolkit, or the wheels `pip install nvidia-cuda-nvcc==13.0.88 \
+                 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96` (`scripts/nvcc.sh` \
+                 does it), and set NVCC to its `nvcc`; optiml's own kernels and seeds need none of it"
                     .into(),
             ),
             Error::NotInBuildScript { .. } => {

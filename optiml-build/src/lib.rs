@@ -58,6 +58,7 @@ pub mod nvrtc;
 pub mod scan;
 pub mod search;
 pub mod targets;
+pub mod toolkit;
 pub mod tune;
 
 pub use error::{Error, Miss};
@@ -193,6 +194,45 @@ impl Builder {
     pub fn search_time(&mut self, seconds: f64) -> &mut Self {
         self.search_time = Some(seconds);
         self
+    }
+
+    /// A [`cc::Build`] that compiles the crate's own CUDA files (`files`, relative to the package root as in any
+    /// build script) with nvcc, for the architectures this builder generates for (machine code for each, PTX
+    /// for the newest), as `cxx-build` hands back its build: add flags, defines or includes, then call
+    /// `compile("name")`, which links the result into the crate. nvcc is `cc`'s: the `NVCC` variable, else `nvcc`
+    /// on `PATH`. A kernel named as a seed (`seed = "file.cu:function"`) does not need this: optiml compiles
+    /// seeds with NVRTC, toolkit or not. Each file is watched (`cargo:rerun-if-changed`).
+    ///
+    /// ```no_run
+    /// // build.rs
+    /// let builder = optiml_build::Builder::new();
+    /// builder.compile().unwrap_or_else(|e| e.exit());
+    /// match builder.cuda_files(["kernels/softmax.cu"]) {
+    ///     Ok(mut build) => build.compile("app_kernels"),
+    ///     Err(e) => e.exit(),
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Nvcc`] when no nvcc runs (its help names the way to install one); [`Error::Arch`] for a bad
+    /// `OPTIML_ARCH`.
+    pub fn cuda_files<P: Into<PathBuf>>(
+        &self,
+        files: impl IntoIterator<Item = P>,
+    ) -> Result<cc::Build, Error> {
+        let files: Vec<PathBuf> = files.into_iter().map(Into::into).collect();
+        toolkit::find_nvcc().map_err(Error::Nvcc)?;
+        let archs = match &self.archs {
+            Some(a) => a.clone(),
+            None => targets::resolve_archs()?.0,
+        };
+        if !self.quiet {
+            for f in &files {
+                println!("cargo:rerun-if-changed={}", f.display());
+            }
+            println!("cargo:rerun-if-env-changed=NVCC");
+        }
+        Ok(toolkit::cuda_build(&files, &archs))
     }
 
     /// Prints no `cargo:` lines (for use outside a build script).
