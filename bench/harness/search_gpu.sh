@@ -8,8 +8,9 @@
 #
 # Steps (env STEPS, default all):
 #   faults   the evaluator's fault-injection tests (optiml-build/tests/eval_gpu.rs)
-#   tune     `cargo optiml tune` of the examples' KERNELS (default bmm; comma separated) at their configured shapes
-#            (examples/Cargo.toml) into $OUT/cache (a copy of .optiml/)
+#   tune     `cargo optiml tune` of the KERNELS (default bmm; comma separated) of the package in DIR (default
+#            examples) at their configured shapes into $OUT/cache (a copy of .optiml/); DIR=tests/kernels
+#            KERNELS=softmax_seeded tunes the kernel with a user's seed
 #   compare  MCTS against random search and exhaustive enumeration (examples/search_compare.rs); SPECS, SEEDS,
 #            EXHAUSTIVE (the specs enumerated; set it empty for none)
 # Everything lands in $OUT (default /tmp/optiml-search).
@@ -29,7 +30,7 @@ for step in $STEPS; do
       tail -5 "$OUT/faults.log";;
     tune)
       rm -rf "$OUT/cache" && cp -r .optiml "$OUT/cache"
-      bash $run cargo-optiml optiml tune --dir examples --cache-dir "$OUT/cache" --kernel "${KERNELS:-bmm}" \
+      bash $run cargo-optiml optiml tune --dir "${DIR:-examples}" --cache-dir "$OUT/cache" --kernel "${KERNELS:-bmm}" \
         --budget "${BUDGET:-48}" --log-dir "$OUT/logs" 2>&1 | tee "$OUT/tune.log" | grep -v '^\s*$' | tail -12
       [[ ${PIPESTATUS[0]} == 0 ]] || status=1
       # Hand the tuned cache back as one archive now (the device tool returns shallow trees only, and a later

@@ -146,9 +146,13 @@ pub(crate) fn run(
                 target,
                 settings: &ks,
                 options: &options,
+                roots: &[],
             };
             match family.tune(&request, &mut |_| {}) {
-                Ok(b) => buckets.push(b),
+                Ok(b) => {
+                    notes.extend(b.roots.iter().map(|r| format!("`{}`: {r}", kernel.name)));
+                    buckets.push(b);
+                }
                 Err(e) => notes.push(format!(
                     "`{}`: search failed, the default stays: {e}",
                     kernel.name
@@ -158,7 +162,7 @@ pub(crate) fn run(
         if buckets.len() != shapes.len() {
             continue;
         }
-        let generator = families::generator_version(&kernel.spec);
+        let generator = families::kernel_generator(kernel);
         // Without its defaults the entry still serves every shape (by its nearest tuned variant).
         let taken: Vec<Option<[u64; 4]>> = buckets.iter().map(|b| b.shape).collect();
         let defaults = match crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken) {

@@ -58,7 +58,7 @@ pub fn resolve(
     let mut done = Vec::new();
     let mut todo = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
-        let generator = families::generator_version(&kernel.spec);
+        let generator = families::kernel_generator(kernel);
         for &arch in archs {
             let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found: Option<Resolved> = None;
@@ -355,11 +355,7 @@ mod tests {
         .unwrap();
         let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
         let arch = Arch::new(9, 0);
-        let inputs = KeyInputs::of(
-            &kernels[0],
-            arch,
-            &families::generator_version(&kernels[0].spec),
-        );
+        let inputs = KeyInputs::of(&kernels[0], arch, &families::kernel_generator(&kernels[0]));
         let candidate = families::default_candidate(&kernels[0].spec, arch);
         let compiled = nvrtc::Compiled {
             ptx: ".version 9.0\n".into(),

@@ -205,10 +205,7 @@ pub fn rederive(
                 let log = entry.bytes(&t.log)?;
                 let schedule = SearchRecords::parse_jsonl(&String::from_utf8_lossy(log), &log_path)
                     .map_err(|e| e.to_string())
-                    .and_then(|r| {
-                        families::scheduled_candidate(&kernel.spec, &r.summary.best_schedule)
-                            .map_err(|e| e.to_string())
-                    });
+                    .and_then(|r| families::logged_candidate(kernel, &r.summary.best_schedule));
                 match schedule {
                     Ok(c) => c,
                     Err(e) => {
@@ -322,11 +319,10 @@ fn reproduce(
         Ok(r) => r,
         Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
     };
-    let candidate =
-        match families::scheduled_candidate(&kernel.spec, &records.summary.best_schedule) {
-            Ok(c) => c,
-            Err(e) => return Ok(Err(Dropped::Schedule(e.to_string()))),
-        };
+    let candidate = match families::logged_candidate(kernel, &records.summary.best_schedule) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(Dropped::Schedule(e))),
+    };
     if candidate.launch != v.launch {
         return Ok(Err(Dropped::Changed));
     }
@@ -374,11 +370,7 @@ mod tests {
         let arch = Arch::new(9, 0);
         let nvrtc = crate::nvrtc::testing::nvrtc();
         let cache = Cache::new(root.join(".optiml"));
-        let inputs = KeyInputs::of(
-            &kernels[0],
-            arch,
-            &families::generator_version(&kernels[0].spec),
-        );
+        let inputs = KeyInputs::of(&kernels[0], arch, &families::kernel_generator(&kernels[0]));
         let built: Vec<(Candidate, Compiled)> = kernels
             .iter()
             .map(|k| {

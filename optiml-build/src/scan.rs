@@ -21,6 +21,33 @@ pub struct FoundKernel {
     pub binding: Binding,
     /// The id the macro will look for.
     pub id: KernelId,
+    /// The user's own kernel named as a seed, read from its file.
+    pub seed: Option<SeedSource>,
+}
+
+/// A seed kernel ([`optiml_spec::Seed`]) and the file it was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedSource {
+    /// The seed as the attribute names it.
+    pub seed: optiml_spec::Seed,
+    /// The file, resolved against the package root.
+    pub path: PathBuf,
+    /// The file's text when scanned.
+    pub text: String,
+}
+
+impl SeedSource {
+    /// sha256 of the file's text: what a tuned entry whose winner is the seed was made from.
+    pub fn sha256(&self) -> String {
+        optiml_spec::sha256_hex(self.text.as_bytes())
+    }
+}
+
+/// The package root of `file`: the nearest folder above it with a `Cargo.toml`.
+fn package_root(file: &Path) -> Option<&Path> {
+    file.ancestors()
+        .skip(1)
+        .find(|d| d.join("Cargo.toml").is_file())
 }
 
 /// A declaration the build script skips; the macro reports it with a span at compile time.
@@ -171,15 +198,15 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
             refused_spec: None,
         });
     };
-    let lit: syn::LitStr = match attr.parse_args() {
-        Ok(l) => l,
-        Err(_) => {
-            return skip(
-                scan,
-                format!("`{}`: the attribute takes one spec string", f.sig.ident),
-            );
-        }
+    let args = match attr
+        .meta
+        .require_list()
+        .and_then(|l| optiml_spec::KernelArgs::parse(l.tokens.clone()))
+    {
+        Ok(a) => a,
+        Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
     };
+    let lit = args.spec;
     let spec = match optiml_spec::parse(&lit.value()) {
         Ok(s) => s,
         Err(e) => {
@@ -194,7 +221,39 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
         Ok(b) => b,
         Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
     };
-    let id = KernelId::new(&spec, &binding);
+    let seed = match args.seed {
+        None => None,
+        Some((_, seed)) => {
+            let Some(root) = package_root(file) else {
+                return skip(
+                    scan,
+                    format!(
+                        "`{}`: the seed `{seed}` is relative to the package root, and no `Cargo.toml` is above `{}`",
+                        f.sig.ident,
+                        file.display()
+                    ),
+                );
+            };
+            let path = root.join(&seed.file);
+            match fs::read_to_string(&path) {
+                Ok(text) => {
+                    scan.files.push(path.clone());
+                    Some(SeedSource { seed, path, text })
+                }
+                Err(e) => {
+                    return skip(
+                        scan,
+                        format!(
+                            "`{}`: the seed file `{}` cannot be read: {e}",
+                            f.sig.ident,
+                            path.display()
+                        ),
+                    );
+                }
+            }
+        }
+    };
+    let id = KernelId::seeded(&spec, &binding, seed.as_ref().map(|s| &s.seed));
     scan.kernels.push(FoundKernel {
         name: f.sig.ident.to_string(),
         file: file.to_path_buf(),
@@ -203,6 +262,7 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
         spec,
         binding,
         id,
+        seed,
     });
 }
 
@@ -239,6 +299,50 @@ mod tests {
             scan.skipped[0].message.contains("unknown word `softmaxx`"),
             "{:?}",
             scan.skipped
+        );
+    }
+
+    /// A seed is read from the package root at scan time: the kernel holds its text, the file is watched, and
+    /// the id is another kernel's than the same declaration without a seed. An unreadable seed skips the kernel
+    /// with the path it looked at.
+    #[test]
+    fn a_seed_is_read_from_the_package_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("kernels")).unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"p\"\n").unwrap();
+        let cu = "extern \"C\" __global__ void rows(const float* x, float* y, long long r, long long c) {}\n";
+        std::fs::write(root.join("kernels/rows.cu"), cu).unwrap();
+        std::fs::write(
+            root.join("src/lib.rs"),
+            "#[optiml::kernel(\"softmax over the last axis\", seed = \"kernels/rows.cu:rows\")]\n\
+             fn seeded(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);\n\
+             #[optiml::kernel(\"softmax over the last axis\")]\n\
+             fn plain(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);\n\
+             #[optiml::kernel(\"softmax over the last axis\", seed = \"kernels/gone.cu:rows\")]\n\
+             fn gone(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);\n",
+        )
+        .unwrap();
+        let scan = scan(&[root.join("src")]).unwrap();
+        let names: Vec<&str> = scan.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["seeded", "plain"]);
+        let (seeded, plain) = (&scan.kernels[0], &scan.kernels[1]);
+        let seed = seeded.seed.as_ref().unwrap();
+        assert_eq!(
+            (seed.seed.to_string(), seed.text.as_str()),
+            ("kernels/rows.cu:rows".to_string(), cu)
+        );
+        assert_eq!(seed.path, root.join("kernels/rows.cu"));
+        assert!(scan.files.contains(&root.join("kernels/rows.cu")));
+        assert!(plain.seed.is_none());
+        assert_ne!(seeded.id, plain.id);
+        assert_eq!(plain.id, KernelId::new(&plain.spec, &plain.binding));
+        assert_eq!(scan.skipped.len(), 1);
+        let message = &scan.skipped[0].message;
+        assert!(
+            message.contains("`gone`: the seed file") && message.contains("kernels/gone.cu"),
+            "{message}"
         );
     }
 }

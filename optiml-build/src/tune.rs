@@ -8,7 +8,7 @@ use crate::config::KernelSettings;
 use crate::eval::{
     EvalSetup, Evaluable, GpuEvaluator, GpuEvaluatorError, TestPlan, TimingPlan, WorkerCommand,
 };
-use crate::experts::Candidate;
+use crate::experts::{Candidate, Root};
 use crate::nvrtc::{Compiled, Nvrtc};
 use crate::scan::FoundKernel;
 use crate::search::{
@@ -160,6 +160,16 @@ pub struct Bucket {
     pub restarts: usize,
     /// What `compute-sanitizer` said of the winner ("memcheck: no errors"), or why it did not run.
     pub sanitized: String,
+    /// A line for each root evaluated beside the search ([`search_with_roots`]): verified and how fast, or why
+    /// the gate rejected it.
+    pub roots: Vec<String>,
+}
+
+/// What evaluating one root gave.
+struct RootStep {
+    elapsed_s: f64,
+    outcome: Outcome,
+    compiled: Option<Compiled>,
 }
 
 /// Progress of one search, for a progress bar.
@@ -280,6 +290,9 @@ pub struct Request<'a> {
     pub settings: &'a KernelSettings,
     /// How to search.
     pub options: &'a TuneOptions,
+    /// Kernels that join the search as roots beside the family's own (LLM experts' kernels); a family adds the
+    /// kernel's seed.
+    pub roots: &'a [Root],
 }
 
 /// The search itself, for any searchable kernel `S`: evaluator, method, ncu on the path, log, and the bucket to
@@ -292,6 +305,21 @@ pub fn search<S: Evaluable>(
     spec: S::Spec,
     shape: S::Shape,
     plan: TestPlan,
+    report: &mut dyn FnMut(Progress),
+) -> Result<Bucket, TuneError> {
+    search_with_roots::<S>(request, (spec, shape, plan), &[], report)
+}
+
+/// [`search()`] with `roots` beside the schedules: after the search, each root is evaluated by the same
+/// evaluator (the same gate, inputs and timing), logged as a step from the default schedule, and wins the bucket
+/// where it is faster than the search's best. A root the gate rejects is logged and reported, never kept.
+///
+/// # Errors
+/// As [`search()`]; and a winning root that `compute-sanitizer` finds errors in.
+pub fn search_with_roots<S: Evaluable>(
+    request: &Request<'_>,
+    (spec, shape, plan): (S::Spec, S::Shape, TestPlan),
+    roots: &[Root],
     report: &mut dyn FnMut(Progress),
 ) -> Result<Bucket, TuneError> {
     let Request {
@@ -385,17 +413,42 @@ pub fn search<S: Evaluable>(
             Err(e) => signals_note = Some(e),
         }
     }
+    let mut root_steps = Vec::new();
+    for root in roots {
+        let (outcome, compiled) = evaluator.evaluate_candidate(&root.candidate);
+        root_steps.push(RootStep {
+            elapsed_s: started.elapsed().as_secs_f64(),
+            outcome,
+            compiled,
+        });
+    }
+    // The fastest measured root, where it beats the search's best.
+    let root_winner = root_steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.outcome.measured()?.time_ms)))
+        .filter(|&(_, t)| t < log.best_measurement.time_ms)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i);
+    let best_describe = match root_winner {
+        Some(i) => roots[i].name.clone(),
+        None => log.best.describe(),
+    };
     let sanitized = if !options.sanitize {
         "not run (turned off)".to_string()
     } else if let Some(sanitizer) = crate::eval::find_sanitizer() {
-        match evaluator.sanitize(&sanitizer, &log.best) {
+        let checked = match root_winner {
+            Some(i) => evaluator.sanitize_candidate(&sanitizer, &roots[i].candidate),
+            None => evaluator.sanitize(&sanitizer, &log.best),
+        };
+        match checked {
             Ok(()) => "memcheck: no errors".to_string(),
             Err(source @ crate::eval::SanitizeError::Found { .. }) => {
                 return Err(TuneError::Sanitizer {
                     kernel: kernel.name.clone(),
                     arch,
                     shape: label.clone(),
-                    schedule: log.best.describe(),
+                    schedule: best_describe.clone(),
                     source,
                 });
             }
@@ -410,9 +463,14 @@ pub fn search<S: Evaluable>(
         .measured()
         .copied()
         .unwrap_or(log.best_measurement);
-    let winner = evaluator
-        .compiled(&log.best)
-        .ok_or_else(|| failed("the winner's compiled form is gone".into()))?;
+    let winner = match root_winner {
+        Some(i) => root_steps[i]
+            .compiled
+            .clone()
+            .map(|c| (roots[i].candidate.clone(), c)),
+        None => evaluator.compiled(&log.best),
+    }
+    .ok_or_else(|| failed("the winner's compiled form is gone".into()))?;
     let header = Header {
         kernel: kernel.name.clone(),
         spec: kernel.spec.canonical(),
@@ -434,30 +492,51 @@ pub fn search<S: Evaluable>(
         started_at: started_at.clone(),
         signals,
     };
-    let jsonl = search::records(&header, &log, wall_s)
-        .and_then(|r| r.to_jsonl())
-        .map_err(|source| TuneError::Log {
-            kernel: kernel.name.clone(),
-            source,
-        })?
-        .into_bytes();
-    let path: Vec<String> = log.path.iter().map(|s| s.to_string()).collect();
+    let log_error = |source| TuneError::Log {
+        kernel: kernel.name.clone(),
+        source,
+    };
+    let mut records = search::records(&header, &log, wall_s).map_err(log_error)?;
+    let mut roots_seen = Vec::new();
+    for (i, (root, step)) in roots.iter().zip(&root_steps).enumerate() {
+        records.add_root(root, &step.outcome, step.elapsed_s, root_winner == Some(i));
+        roots_seen.push(match &step.outcome {
+            Outcome::Measured(m) => format!(
+                "{}: verified, {:.4} ms against the search's best {:.4} ms{}",
+                root.name,
+                m.time_ms,
+                log.best_measurement.time_ms,
+                if root_winner == Some(i) {
+                    " (kept)"
+                } else {
+                    " (not kept)"
+                }
+            ),
+            Outcome::Rejected(why) => format!("{}: rejected, {why}", root.name),
+        });
+    }
+    let jsonl = records.to_jsonl().map_err(log_error)?.into_bytes();
+    let (best, path) = (
+        records.summary.best_measurement,
+        records.summary.path.clone(),
+    );
     let tuning = Tuning {
         method: options.method.to_string(),
         device,
         date: started_at,
-        measurement: log.best_measurement,
+        measurement: best,
         default_measurement: default,
-        evaluations: log.evaluations,
+        evaluations: records.summary.evaluations,
         path: path.clone(),
         log: String::new(),
     };
     Ok(Bucket {
         label,
         shape: key,
-        best: log.best_measurement,
-        best_schedule: log.best.describe(),
-        evaluations: log.evaluations,
+        best,
+        best_schedule: best_describe,
+        roots: roots_seen,
+        evaluations: records.summary.evaluations,
         path,
         wall_s,
         default,
@@ -633,7 +712,7 @@ mod tests {
             .unique_kernels()
             .remove(0);
         let arch = Arch::new(9, 0);
-        let generator = crate::families::generator_version(&kernel.spec);
+        let generator = crate::families::kernel_generator(&kernel);
         let cache = Cache::new(root.join(".optiml"));
         let compiled = |tag: u8| Compiled {
             ptx: format!(".version 9.0 // {tag}\n"),
@@ -670,6 +749,7 @@ mod tests {
             stats: Default::default(),
             restarts: 0,
             sanitized: "memcheck: no errors".into(),
+            roots: Vec::new(),
         };
         let (a, b) = ([256, 1024, 1024, 1024], [16, 1024, 1024, 1024]);
         let first = store(

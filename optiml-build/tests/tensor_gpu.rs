@@ -288,6 +288,68 @@ fn elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not() {
     }
 }
 
+/// A user's seed kernel (the test crate's hand-written row softmax) passes the softmax program's gate under the
+/// seed contract and is timed beside the generated default; the same seed skipping each row's last element, and
+/// one that ignores the grid's loop (only the first 8 blocks' rows are written), are rejected.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_seed_passes_the_gate_and_a_broken_seed_does_not() {
+    let text = "softmax over the last axis, f32";
+    let Shape::Rows(shape) = shape_of(text) else {
+        panic!("{text} is not a row program");
+    };
+    let program = shape.program.clone();
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/kernels/kernels/softmax_rows.cu"
+    );
+    let source = std::fs::read_to_string(file).unwrap();
+    let seed = |text: String| optiml_build::scan::SeedSource {
+        seed: optiml_spec::Seed::parse("kernels/softmax_rows.cu:softmax_rows").unwrap(),
+        path: file.into(),
+        text,
+    };
+    let root = |text: String| {
+        optiml_build::families::tensor::contract::seed_root(&program, &seed(text)).unwrap()
+    };
+    let extents = dispatch(&program);
+    let mut evaluator = evaluator::<RowSchedule>(text, shape.clone(), &program, &extents, 11);
+    let default = Shape::Rows(shape).default_candidate(arch());
+    let (generated, _) = evaluator.evaluate_candidate(&default);
+    let Outcome::Measured(g) = generated else {
+        panic!("the generated default: {generated:?}")
+    };
+    let (outcome, compiled) = evaluator.evaluate_candidate(&root(source.clone()).candidate);
+    let Outcome::Measured(m) = outcome else {
+        panic!("the seed: {outcome:?}")
+    };
+    assert!(compiled.is_some());
+    println!(
+        "seed {:.4} ms, generated default {:.4} ms at {extents:?}",
+        m.time_ms, g.time_ms
+    );
+    let last = "for (long long c = threadIdx.x; c < cols; c += blockDim.x) out[c]";
+    assert!(source.contains(last), "the seed's store moved");
+    let short = source.replace(
+        last,
+        "for (long long c = threadIdx.x; c < cols - 1; c += blockDim.x) out[c]",
+    );
+    let grid = "r += gridDim.x";
+    assert!(source.contains(grid), "the seed's row loop moved");
+    let unlooped = source.replace(grid, "r += rows");
+    for (what, broken) in [
+        ("skips the last column", short),
+        ("ignores the grid loop", unlooped),
+    ] {
+        let (outcome, _) = evaluator.evaluate_candidate(&root(broken).candidate);
+        assert!(
+            matches!(&outcome, Outcome::Rejected(why) if why.starts_with("gate:")),
+            "a seed that {what}: {outcome:?}"
+        );
+        println!("a seed that {what}: {outcome:?}");
+    }
+}
+
 /// `good` (a one-input f32 map) made to keep its output: it computes at a size it has not seen, the last block
 /// to finish copies the output into a buffer of its own, and at the size it last kept it copies that buffer out
 /// without reading its input. Every run of one size but the first then replays the first one's output: right as

@@ -2,27 +2,64 @@
 
 use optiml_spec::program::{Elem, Program};
 use optiml_spec::{Binding, DType, Dim, Family, KernelId, Role, Spec, env, signature};
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use std::path::PathBuf;
 
 pub(crate) fn kernel(args: TokenStream, input: TokenStream) -> syn::Result<TokenStream> {
-    let lit = parse_args(args)?;
+    let args = optiml_spec::KernelArgs::parse(args)?;
+    let lit = &args.spec;
     let item = parse_item(input)?;
     let spec = optiml_spec::parse(&lit.value()).map_err(|e| syn::Error::new(lit.span(), e))?;
     let binding = signature::bind(&spec, &item.sig)?;
-    let id = KernelId::new(&spec, &binding);
+    if let Some((lit, seed)) = &args.seed {
+        check_seed(lit, seed, &spec)?;
+    }
+    let id = KernelId::seeded(&spec, &binding, args.seed.as_ref().map(|(_, s)| s));
     let include = generated_file(&item.sig.ident, &spec, &id)?;
     Ok(emit(&item, &spec, &binding, &include))
 }
 
-fn parse_args(args: TokenStream) -> syn::Result<syn::LitStr> {
-    const USAGE: &str =
-        "expected a kernel spec string, e.g. #[optiml::kernel(\"batched matmul, f32\")]";
-    if args.is_empty() {
-        return Err(syn::Error::new(Span::call_site(), USAGE));
+/// What the macro can check of a seed before the build script compiles and verifies it: the spec has the ABI a
+/// seed is written against (an f32 tensor program's), and the file defines the `__global__` function. The file is
+/// read relative to the package root, as the build script reads it.
+fn check_seed(lit: &syn::LitStr, seed: &optiml_spec::Seed, spec: &Spec) -> syn::Result<()> {
+    let f32_program = matches!(&spec.family, Family::Tensor(p) if p.dtype == DType::F32);
+    if !f32_program {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "a seed kernel is written against the tensor-program ABI, which f32 tensor programs have; `{}` is \
+                 not one (`cargo optiml explain` shows a program's ABI)",
+                spec.canonical()
+            ),
+        ));
     }
-    syn::parse2::<syn::LitStr>(args).map_err(|e| syn::Error::new(e.span(), USAGE))
+    let Some(root) = env::var_os("CARGO_MANIFEST_DIR") else {
+        return Ok(());
+    };
+    let path = PathBuf::from(root).join(&seed.file);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "the seed file `{}` cannot be read ({}); seed paths are relative to the package root (the \
+                 folder of its Cargo.toml)",
+                seed.file,
+                e.kind()
+            ),
+        )
+    })?;
+    if !seed.is_defined_in(&text) {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`{}` defines no `__global__` function `{}`",
+                seed.file, seed.function
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_item(input: TokenStream) -> syn::Result<syn::ForeignItemFn> {

@@ -23,6 +23,20 @@ impl KernelId {
         Self(Sha256::digest(text.as_bytes()).into())
     }
 
+    /// The id of `spec` bound to `binding` with `seed` among its candidates: another kernel than the one without
+    /// (its tuned winner may be the seed), and the same id as [`KernelId::new`] when there is none.
+    pub fn seeded(spec: &Spec, binding: &Binding, seed: Option<&crate::Seed>) -> Self {
+        let Some(seed) = seed else {
+            return Self::new(spec, binding);
+        };
+        let text = format!(
+            "optiml-spec/{SPEC_FORMAT}\nspec {}\nbinding {}\nseed {seed}\n",
+            spec.canonical(),
+            binding.canonical()
+        );
+        Self(Sha256::digest(text.as_bytes()).into())
+    }
+
     /// Full lower-case hex.
     pub fn hex(&self) -> String {
         hex(&self.0)

@@ -26,6 +26,7 @@ mod model;
 mod parse;
 pub mod program;
 pub mod reference;
+mod seed;
 pub mod signature;
 
 pub use error::{Errors, SpecError};
@@ -34,6 +35,7 @@ pub use model::{
     Activation, DType, Dim, Family, Layout, MatmulNames, MatmulSpec, Precision, Spec, Triangle,
 };
 pub use parse::{MAX_SPEC_CHARS, parse};
+pub use seed::{KernelArgs, Seed, SeedError};
 pub use signature::{Access, Binding, Kind, Param, Role, bind};
 
 /// The version of the spec model and its canonical form; part of every key, so a change here invalidates caches.

@@ -312,7 +312,11 @@ Nothing here runs without an `[llm]` table (in `optiml.toml` or `[package.metada
 - **proposer and judge** (`search_compare --llm`): the model orders the catalog's applicable transformations at
   each node, and judges each measured edit KEEP or DISCARD with a score (the reward's 0.2 judge term); the
   routed proposer and the deterministic rule stay the defaults.
-- **seeds from a user's `.cu` file**: not built yet.
+- **seeds from a user's `.cu` file** (no `[llm]` needed): `#[optiml::kernel(\"…\", seed = \"kernels/f.cu:function\")]`
+  names a kernel of your own, written against the program ABI `cargo optiml explain` prints, as a root of the
+  search: `cargo optiml tune` verifies it with the gate, times it beside the search's best, and keeps it only where
+  it is faster; the log and the report name it (`seed kernels/f.cu:function`). Seeds compile with NVRTC;
+  `Builder::cuda_files` hands the crate's own `.cu` files to nvcc through `cc` for its host code.
 ";
 
 fn analyze(a: &Analyze) -> anyhow::Result<bool> {
@@ -600,7 +604,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
         .flat_map(|k| {
-            let generator = families::generator_version(&k.spec);
+            let generator = families::kernel_generator(k);
             archs.iter().map(move |&a| KeyInputs::of(k, a, &generator))
         })
         // Under --check, a needed entry of the previous format is reported as such, not as unused.
@@ -627,7 +631,7 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         };
         let mut bad = 0;
         for k in &kernels {
-            let generator = families::generator_version(&k.spec);
+            let generator = families::kernel_generator(k);
             for &arch in &archs {
                 let inputs = KeyInputs::of(k, arch, &generator);
                 match cache.lookup(&inputs) {
@@ -804,7 +808,7 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
         .iter()
         .flat_map(|k| archs.iter().map(move |&a| (k, a)))
         .filter(|&(k, arch)| {
-            let inputs = KeyInputs::of(k, arch, &families::generator_version(&k.spec));
+            let inputs = KeyInputs::of(k, arch, &families::kernel_generator(k));
             matches!(cache.lookup(&inputs), Lookup::Miss)
         })
         .collect();
@@ -829,7 +833,7 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
                     let Some(&(kernel, arch)) = jobs.get(i) else {
                         break;
                     };
-                    let generator = families::generator_version(&kernel.spec);
+                    let generator = families::kernel_generator(kernel);
                     let r = crate::migrate::carry_over(nvrtc, cache, kernel, arch, &generator);
                     if let Ok(mut all) = results.lock() {
                         all.push((i, r));
@@ -937,6 +941,8 @@ mod tests {
             "\"only\"",
             "KEEP or DISCARD",
             "seeds from a user's `.cu` file",
+            "seed = \"kernels/f.cu:function\"",
+            "Builder::cuda_files",
         ] {
             assert!(text.contains(said), "{said}: {text}");
         }
@@ -973,5 +979,21 @@ mod tests {
         // A reduction over a middle axis: y[d0, d2] and x[d0, d1, d2] need one of the three (y's length gives
         // d0·d2 only with one of them, then x's gives d1).
         assert_eq!(names("sum over dim 1 of a 3-D tensor").len(), 1);
+    }
+
+    /// `explain` states the ABI a seed is written against, for the programs that take one.
+    #[test]
+    fn explain_states_the_seed_abi() {
+        let explain = |text: &str| crate::families::explain(&optiml_spec::parse(text).unwrap());
+        let softmax = explain("softmax over the last axis, f32");
+        assert!(
+            softmax.contains(
+                "extern \"C\" __global__ void function(const float* in0, float* out0, long long n0, long long n1)"
+            ),
+            "{softmax}"
+        );
+        assert!(explain("y = x * s").contains("float* out0, long long n0, float p0)"));
+        assert!(!explain("relu, bf16").contains("seed kernel"));
+        assert!(!explain("matmul, f32").contains("seed kernel"));
     }
 }

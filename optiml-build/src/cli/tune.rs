@@ -54,6 +54,73 @@ pub struct Tune {
     /// Also copy every search log into this folder (`<kernel>-<arch>-<shape>.jsonl`).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
+    /// Leave the `[llm]` experts' kernels out of the search (with an `[llm]` table, each tensor operator's routed
+    /// experts write one, replayed from `target/optiml/llm` where recorded, and what compiles joins the search
+    /// as a root, gated and timed like every candidate).
+    #[arg(long)]
+    pub no_llm: bool,
+}
+
+/// The kernels the `[llm]` experts of `settings` write for `kernel` (a tensor operator), as search roots: routed,
+/// written with two repair rounds, each exchange recorded under `<root>/target/optiml/llm` (and replayed from
+/// there), compiled by NVRTC for `arch`. What compiled is only a candidate: the search gates it like any other.
+/// A line per expert says what it gave.
+fn llm_roots(
+    root: &Path,
+    kernel: &scan::FoundKernel,
+    settings: &Settings,
+    arch: Arch,
+    seed: u64,
+    nvrtc: &'static nvrtc::Nvrtc,
+) -> Vec<crate::experts::Root> {
+    let (Some(llm_settings), optiml_spec::Family::Tensor(program)) =
+        (&settings.llm, &kernel.spec.family)
+    else {
+        return Vec::new();
+    };
+    let llm = crate::llm::Llm::new(llm_settings, root.join("target").join("optiml").join("llm"));
+    let compile = |source: &str| {
+        nvrtc::compile(nvrtc, "llm.cu", source, arch)
+            .map_err(|e| format!("{}\n{}", e.status, e.log))
+    };
+    let (runs, skipped) = super::generate::generate(
+        &llm,
+        llm_settings,
+        std::slice::from_ref(kernel),
+        arch,
+        (2, seed),
+        &compile,
+    );
+    for s in skipped {
+        eprintln!("{}: no LLM kernel: {s}", kernel.name);
+    }
+    let mut roots: Vec<crate::experts::Root> = Vec::new();
+    for run in runs {
+        let last = run
+            .written
+            .attempts
+            .last()
+            .map_or_else(String::new, |a| a.verdict.to_string());
+        eprintln!(
+            "{} llm {} ({} answer(s)): {last}",
+            kernel.name,
+            run.expert,
+            run.written.attempts.len()
+        );
+        let Some((source, _)) = run.written.kernel else {
+            continue;
+        };
+        let Some(root) = families::tensor::contract::llm_root(program, &run.expert, &source) else {
+            continue;
+        };
+        if !roots
+            .iter()
+            .any(|r| r.candidate.source == root.candidate.source)
+        {
+            roots.push(root);
+        }
+    }
+    roots
 }
 
 /// `--method`.
@@ -192,6 +259,12 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             },
             sanitize: !t.no_sanitize,
         };
+        let roots = match archs.first() {
+            Some(&arch) if !t.no_llm => {
+                llm_roots(&root, kernel, &settings, arch, options.seed, nvrtc)
+            }
+            _ => Vec::new(),
+        };
         for &arch in &archs {
             let mut buckets = Vec::new();
             for problem in &problems {
@@ -221,6 +294,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     target: problem,
                     settings: &ks,
                     options: &options,
+                    roots: &roots,
                 };
                 match family.tune(&request, &mut report) {
                     Ok(b) => {
@@ -236,6 +310,9 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                             b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
                         ));
                         eprintln!("{} {arch} {shape}: {}", kernel.name, b.sanitized);
+                        for root in &b.roots {
+                            eprintln!("{} {arch} {shape}: {root}", kernel.name);
+                        }
                         if bar.is_hidden() {
                             eprintln!(
                                 "{} {arch} {shape}: {:.4} ms ({:.2}× the default), path: {}",
@@ -262,7 +339,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                 }
             }
             if buckets.len() == problems.len() {
-                let generator = families::generator_version(&kernel.spec);
+                let generator = families::kernel_generator(kernel);
                 // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
                 // shapes replaces the entry (buckets of shapes no longer configured go).
                 let kept = match (&cli_shapes, buckets.first()) {
@@ -323,4 +400,56 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         cache.root.display()
     );
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Replay;
+    use crate::llm::tests::{Server, learner, scratch, settings};
+
+    /// With an `[llm]` table, each routed expert's kernel that compiles becomes a root (one per distinct source),
+    /// whose log record makes the same candidate again with no endpoint; without one, there are none.
+    #[test]
+    fn the_llm_experts_kernels_join_the_search_as_roots() {
+        let server = Server::with(learner);
+        let dir = scratch("tune-llm-roots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut scan = scan::Scan::default();
+        scan::scan_source(
+            &dir.join("lib.rs"),
+            "#[optiml::kernel(\"relu\")]\npub fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);\n",
+            &mut scan,
+        );
+        let kernel = &scan.kernels[0];
+        let nvrtc = crate::nvrtc::testing::nvrtc();
+        let arch = Arch::new(9, 0);
+        let none = llm_roots(&dir, kernel, &Settings::default(), arch, 0, nvrtc);
+        assert!(none.is_empty());
+        let with = Settings {
+            llm: Some(settings(&server.url, Replay::Auto)),
+            ..Settings::default()
+        };
+        let roots = llm_roots(&dir, kernel, &with, arch, 0, nvrtc);
+        // Both routed experts learn the same kernel: one root.
+        assert_eq!(roots.len(), 1, "{roots:?}");
+        let root = &roots[0];
+        assert!(root.name.starts_with("llm "), "{}", root.name);
+        assert_eq!(
+            families::logged_candidate(kernel, &root.schedule),
+            Ok(root.candidate.clone())
+        );
+        let mut forged = root.schedule.clone();
+        forged["llm"]["source"] = "__global__ void optiml_program() {}".into();
+        assert!(
+            families::logged_candidate(kernel, &forged)
+                .unwrap_err()
+                .contains("hash")
+        );
+        assert!(
+            dir.join("target/optiml/llm").is_dir(),
+            "the exchanges are recorded"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -17,6 +17,23 @@ pub struct Candidate {
     pub schedule: String,
 }
 
+/// A kernel that joins a search beside the generated ones without a schedule of the family's kernels: a user's
+/// seed kernel (or, later, an LLM expert's). The search evaluates it with the same gate and timing as every
+/// schedule, and keeps it only where it is faster than the search's best.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Root {
+    /// What it is, in logs and reports (`seed kernels/softmax.cu:softmax_rows`).
+    pub name: String,
+    /// What a search log records in place of a schedule, from which [`crate::families::logged_candidate`]
+    /// makes the candidate again (a seed's file, function and content hash).
+    pub schedule: serde_json::Value,
+    /// The kernel.
+    pub candidate: Candidate,
+}
+
+/// What a search log records as the transformation that made a [`Root`]'s step.
+pub const ROOT_STEP: &str = "root";
+
 /// A macro's value in a generated source: a number, or the name of an option a shared header defines
 /// (`OPTIML_ACT_GELU`), so the source says what it selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

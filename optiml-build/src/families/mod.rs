@@ -193,6 +193,9 @@ pub fn explain(spec: &Spec) -> String {
                 names.join(", ")
             }
         );
+        if let Some(abi) = tensor::contract::seed_abi(program) {
+            let _ = writeln!(out, "{abi}");
+        }
     }
     out
 }
@@ -285,6 +288,60 @@ pub fn scheduled_candidate(
     of(spec).scheduled_candidate(spec, schedule)
 }
 
+/// The candidate a search log's best schedule names for `kernel`: a schedule of its family's kernels, the
+/// kernel's seed ([`crate::experts::Root`]), which must be the file the log measured (its hash recorded there), or
+/// an LLM expert's kernel, whose source the log holds.
+///
+/// # Errors
+/// The JSON is neither a schedule of the kernel a search of the spec walks nor this kernel's current seed.
+pub fn logged_candidate(
+    kernel: &crate::scan::FoundKernel,
+    schedule: &serde_json::Value,
+) -> Result<Candidate, String> {
+    if let Some(llm) = schedule.get("llm") {
+        let optiml_spec::Family::Tensor(program) = &kernel.spec.family else {
+            return Err(format!(
+                "the log's winner is an LLM kernel, and `{}` is not a tensor program",
+                kernel.name
+            ));
+        };
+        let (Some(expert), Some(source), Some(sha)) = (
+            llm["expert"].as_str(),
+            llm["source"].as_str(),
+            llm["sha256"].as_str(),
+        ) else {
+            return Err(format!(
+                "the log's LLM winner lacks its expert, source or hash: {llm}"
+            ));
+        };
+        if sha256_hex(source.as_bytes()) != sha {
+            return Err("the log's LLM winner's source does not match its hash".into());
+        }
+        return tensor::contract::llm_root(program, expert, source)
+            .map(|r| r.candidate)
+            .ok_or_else(|| format!("`{}` has no LLM contract (a 16-bit program)", kernel.name));
+    }
+    let Some(logged) = schedule.get("seed") else {
+        return scheduled_candidate(&kernel.spec, schedule).map_err(|e| e.to_string());
+    };
+    let (Some(seed), optiml_spec::Family::Tensor(program)) = (&kernel.seed, &kernel.spec.family)
+    else {
+        return Err(format!(
+            "the log's winner is a seed ({logged}), and `{}` names none",
+            kernel.name
+        ));
+    };
+    let root = tensor::contract::seed_root(program, seed)
+        .ok_or_else(|| format!("`{}` has no seed ABI (a 16-bit program)", kernel.name))?;
+    if root.schedule["seed"] != *logged {
+        return Err(format!(
+            "the log's winner is the seed {logged}, and `{}` now names {}",
+            kernel.name, root.schedule["seed"]
+        ));
+    }
+    Ok(root.candidate)
+}
+
 /// The gain transformation `name` claims in the catalog a search of `spec` walks (names repeat across kernels:
 /// `group-tile-rows` is both the SIMT and the 16-bit kernel's, with different effects).
 pub fn claimed_gain(spec: &Spec, name: &str) -> Option<f64> {
@@ -308,6 +365,17 @@ pub fn generator_version(spec: &Spec) -> String {
         env!("CARGO_PKG_VERSION"),
         &hash[..16]
     )
+}
+
+/// The generator's version for `kernel`: [`generator_version`] of its spec, and with a seed, the seed's file too,
+/// so that an edited seed retires the entries tuned with it (whether or not it won: it was measured against the
+/// winner).
+pub fn kernel_generator(kernel: &crate::scan::FoundKernel) -> String {
+    let version = generator_version(&kernel.spec);
+    match &kernel.seed {
+        None => version,
+        Some(seed) => format!("{version} seed {}", &seed.sha256()[..16]),
+    }
 }
 
 /// What a report says a tuned variant was tuned for (see [`Family::tuned_for`]), in the words of the family whose
@@ -515,5 +583,51 @@ mod tests {
             assert!(scheduled_candidate(&spec, &schedule).is_ok(), "{text}");
         }
         assert_eq!(catalog_of(&serde_json::json!({"threads": 256})), None);
+    }
+
+    /// A seed's winner is made again from the kernel's seed, only while the file is the one the log measured;
+    /// an edited seed also changes the generator version, which retires the entry.
+    #[test]
+    fn a_logged_seed_is_the_kernels_current_seed() {
+        let text = r#"
+            #[optiml::kernel("softmax over the last axis")]
+            fn sm(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+        "#;
+        let mut scan = Scan::default();
+        crate::scan::scan_source(std::path::Path::new("k.rs"), text, &mut scan);
+        let plain = scan.kernels[0].clone();
+        let mut kernel = plain.clone();
+        kernel.seed = Some(crate::scan::SeedSource {
+            seed: optiml_spec::Seed::parse("k/rows.cu:rows").unwrap(),
+            path: "k/rows.cu".into(),
+            text: "__global__ void rows(const float* x, float* y, long long r, long long c) {}"
+                .into(),
+        });
+        let optiml_spec::Family::Tensor(p) = &kernel.spec.family else {
+            panic!()
+        };
+        let root = tensor::contract::seed_root(p, kernel.seed.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            logged_candidate(&kernel, &root.schedule),
+            Ok(root.candidate.clone())
+        );
+        // A schedule of the family still reads as one.
+        let row =
+            <tensor::codegen::RowSchedule as crate::search::Tunable>::default_for(Arch::new(9, 0));
+        let generated = logged_candidate(&kernel, &serde_json::to_value(row).unwrap()).unwrap();
+        assert_eq!(generated.entry, tensor::codegen::ENTRY);
+        assert_ne!(generated.source, root.candidate.source);
+        let mut edited = kernel.clone();
+        edited.seed.as_mut().unwrap().text.push_str("\n// edited\n");
+        let err = logged_candidate(&edited, &root.schedule).unwrap_err();
+        assert!(err.contains("now names"), "{err}");
+        assert!(
+            logged_candidate(&plain, &root.schedule)
+                .unwrap_err()
+                .contains("names none")
+        );
+        assert_ne!(kernel_generator(&edited), kernel_generator(&kernel));
+        assert_ne!(kernel_generator(&kernel), kernel_generator(&plain));
+        assert_eq!(kernel_generator(&plain), generator_version(&plain.spec));
     }
 }

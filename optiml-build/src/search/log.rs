@@ -322,6 +322,41 @@ pub fn records<S: Tunable>(
 }
 
 impl SearchRecords {
+    /// Appends the step of a root evaluated beside the search (`crate::tune::search_with_roots`): a child of
+    /// the default schedule (node 0) made by the transformation [`crate::experts::ROOT_STEP`], with the root's
+    /// schedule record. Where it `won`, the summary names it as the best node.
+    pub fn add_root(
+        &mut self,
+        root: &crate::experts::Root,
+        outcome: &Outcome,
+        elapsed_s: f64,
+        won: bool,
+    ) {
+        let node = self.steps.len();
+        self.summary.evaluations += 1;
+        self.steps.push(StepRecord {
+            node,
+            parent: Some(0),
+            transform: Some(crate::experts::ROOT_STEP.to_string()),
+            schedule: root.schedule.clone(),
+            describe: root.name.clone(),
+            outcome: outcome.into(),
+            bottleneck: None,
+            verdict: None,
+            reward: 0.0,
+            reused: false,
+            evaluations: self.summary.evaluations,
+            elapsed_s,
+        });
+        if let (true, Outcome::Measured(m)) = (won, outcome) {
+            self.summary.best_node = node;
+            self.summary.best_schedule = root.schedule.clone();
+            self.summary.best_describe = root.name.clone();
+            self.summary.best_measurement = *m;
+            self.summary.path = vec![crate::experts::ROOT_STEP.to_string()];
+        }
+    }
+
     /// The log as JSON lines, each ending in a newline.
     ///
     /// # Errors
@@ -661,6 +696,65 @@ mod tests {
             1
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A root is logged as a step from the default; the summary names it only where it won, and `analyze`
+    /// then shows the path default → root. A log read back keeps it, and a replay of the landscape skips it.
+    #[test]
+    fn a_root_is_a_step_from_the_default_and_the_best_only_where_it_won() {
+        let root = crate::experts::Root {
+            name: "seed k/rows.cu:rows".into(),
+            schedule: serde_json::json!({"seed": {"file": "k/rows.cu", "function": "rows", "sha256": "ab"}}),
+            candidate: crate::experts::Candidate {
+                source: String::new(),
+                entry: "optiml_program",
+                launch: optiml_runtime::Launch::Matmul {
+                    bm: 64,
+                    bn: 64,
+                    threads: 256,
+                    smem_bytes: 0,
+                    split_k: 1,
+                },
+                schedule: String::new(),
+            },
+        };
+        let h = header("tile", Method::Mcts, Some(7));
+        let log = search_log();
+        let mut lost = records(&h, &log, 1.0).unwrap();
+        let before = lost.summary.clone();
+        lost.add_root(
+            &root,
+            &Outcome::Rejected("gate: out[3] is NaN".into()),
+            1.5,
+            false,
+        );
+        let step = lost.steps.last().unwrap();
+        assert_eq!(
+            (
+                step.node,
+                step.parent,
+                step.transform.as_deref(),
+                step.evaluations
+            ),
+            (7, Some(0), Some(crate::experts::ROOT_STEP), 7)
+        );
+        assert_eq!(lost.summary.best_node, before.best_node);
+        assert_eq!(lost.summary.evaluations, 7);
+        let mut won = records(&h, &log, 1.0).unwrap();
+        let fast = measured(0.5, 90.0, 30.0, 32);
+        won.add_root(&root, &fast, 1.5, true);
+        assert_eq!(won.summary.best_node, 7);
+        assert_eq!(won.summary.best_schedule, root.schedule);
+        assert_eq!(won.summary.best_describe, root.name);
+        assert_eq!(won.summary.path, [crate::experts::ROOT_STEP]);
+        let back = SearchRecords::parse_jsonl(&won.to_jsonl().unwrap(), Path::new("x")).unwrap();
+        assert_eq!(back, won);
+        let a = crate::analyze::analyze(&back).unwrap();
+        assert_eq!(a.path.len(), 1);
+        assert_eq!(a.path[0].transform, crate::experts::ROOT_STEP);
+        assert!((a.speedup() - 4.0).abs() < 1e-9, "{}", a.speedup());
+        let replay = crate::search::replay::Replay::<Tile>::new(&back, 1).unwrap();
+        assert_eq!(replay.len(), 3);
     }
 
     #[test]

@@ -23,7 +23,12 @@ impl<S: Tunable + serde::de::DeserializeOwned> Replay<S> {
     /// A step whose schedule is not an `S`; a log without steps.
     pub fn new(records: &SearchRecords, seed: u64) -> Result<Self, LogError> {
         let mut landscape = HashMap::new();
-        for step in &records.steps {
+        // Roots evaluated beside the search have no schedule of the landscape's kernel.
+        let schedules = records
+            .steps
+            .iter()
+            .filter(|s| s.transform.as_deref() != Some(crate::experts::ROOT_STEP));
+        for step in schedules {
             if let Some(m) = step.outcome.measurement() {
                 let s = step.schedule_as::<S>().map_err(LogError::OtherFamily)?;
                 landscape.insert(s, *m);

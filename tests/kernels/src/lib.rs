@@ -235,6 +235,15 @@ pub fn add_scalar(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>, s: f32);
 #[optiml::kernel("y = x * s")]
 pub fn scale(x: &CudaSlice<f32>, s: f32, out: &mut CudaSlice<f32>);
 
+/// Softmax over each row, with this crate's own CUDA kernel (`kernels/softmax_rows.cu`) as a seed: `cargo optiml
+/// tune` verifies it against the spec's float64 reference and measures it beside the generated kernels; the
+/// build launches whichever won (the generated default until it is tuned).
+#[optiml::kernel(
+    "softmax over the last axis, f32",
+    seed = "kernels/softmax_rows.cu:softmax_rows"
+)]
+pub fn softmax_seeded(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, r: usize, c: usize);
+
 mod nested {
     /// Declared in an inline module: the build script finds these too.
     pub mod deeper {

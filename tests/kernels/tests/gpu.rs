@@ -695,6 +695,34 @@ fn elementwise_maps() {
     }
 }
 
+/// The seeded softmax launches whatever its entry holds (the generated default, or the seed where a tune kept
+/// it): either way it is a softmax of every row.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn seeded_softmax_rows() {
+    let s = stream();
+    let mut r = rng();
+    for (rows, cols) in [(1usize, 1usize), (3, 5), (7, 1000), (64, 4096), (513, 33)] {
+        let x = random(&mut r, rows * cols, rows);
+        let mut y = poisoned(&s, rows * cols);
+        k::softmax_seeded(&s, &up(&s, &x), &mut y, rows, cols).unwrap();
+        let mut want = Vec::with_capacity(rows * cols);
+        for row in x.chunks(cols) {
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - m).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            want.extend(e.iter().map(|v| v / sum));
+        }
+        check(
+            &format!("softmax {rows}x{cols}"),
+            &down(&s, &y),
+            &want,
+            1e-5,
+            cols,
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn exact_lengths_and_empty_launches() {

@@ -1,7 +1,8 @@
 //! What an LLM expert is asked to write for a tensor program ([`crate::llm::generate`]): the program ABI every
 //! generated kernel takes, a launch that serves any program (blocks of 256 threads, at most 8 per
 //! multiprocessor, the kernel looping over its work), the computation in index notation and how it is checked.
-//! The kernel it answers is then one more candidate for the program's gate.
+//! The kernel it answers is then one more candidate for the program's gate. A user's own kernel named as a seed
+//! ([`seed_root`]) is written against the same contract.
 
 use super::codegen;
 use crate::llm::generate::Contract;
@@ -23,9 +24,8 @@ pub(super) fn c_type(elem: Elem) -> &'static str {
     }
 }
 
-/// The contract for `p`, an f32 program (16-bit programs need headers the guard does not let an answer include;
-/// they get none).
-pub fn contract(p: &Program) -> Option<Contract> {
+/// The kernel parameters of `p`'s ABI, in order: inputs, outputs, extents, scalars (`None` for a 16-bit program).
+fn parameters(p: &Program) -> Option<Vec<String>> {
     if p.dtype != DType::F32 {
         return None;
     }
@@ -42,6 +42,26 @@ pub fn contract(p: &Program) -> Option<Contract> {
     for k in 0..p.params.len() {
         params.push(format!("float p{k}"));
     }
+    Some(params)
+}
+
+/// What `cargo optiml explain` says a seed kernel of `p` must be (`None`: `p` takes no seed).
+pub fn seed_abi(p: &Program) -> Option<String> {
+    let params = parameters(p)?;
+    Some(format!(
+        "seed kernel (`seed = \"file.cu:function\"`; its parameters in this order, any names):\n  \
+         extern \"C\" __global__ void function({})\n  \
+         launched on a 1-D grid of blocks of {THREADS} threads, at most 8 blocks per multiprocessor, no dynamic \
+         shared memory: it loops over its work\n  (inK: the program's inputs in order, outK: its outputs, nK: the \
+         extents of its dimensions in the canonical form's order d0, d1, …, pK: its scalars)",
+        params.join(", ")
+    ))
+}
+
+/// The contract for `p`, an f32 program (16-bit programs need headers the guard does not let an answer include;
+/// they get none).
+pub fn contract(p: &Program) -> Option<Contract> {
+    let params = parameters(p)?;
     let fixed: Vec<String> = p
         .dims
         .iter()
@@ -98,6 +118,57 @@ pub fn contract(p: &Program) -> Option<Contract> {
     })
 }
 
+/// The search root of `seed`, a user's kernel for `p` written against [`contract`]'s ABI and launch: its file,
+/// with C linkage added where it was left off, the function renamed to the contract's entry point by a macro (so
+/// the user's name stays in the file), and a `#line` so that NVRTC's messages name the user's file and lines.
+/// `None` for a program with no contract (16-bit).
+pub fn seed_root(p: &Program, seed: &crate::scan::SeedSource) -> Option<crate::experts::Root> {
+    let contract = contract(p)?;
+    let function = &seed.seed.function;
+    let source = format!(
+        "#define {function} {entry}\n#line 1 \"{file}\"\n{text}",
+        entry = contract.entry,
+        file = seed.seed.file,
+        text = crate::llm::guard::with_c_linkage(&seed.text, function),
+    );
+    Some(crate::experts::Root {
+        name: format!("seed {}", seed.seed),
+        schedule: serde_json::json!({ "seed": {
+            "file": seed.seed.file,
+            "function": function,
+            "sha256": seed.sha256(),
+        }}),
+        candidate: crate::experts::Candidate {
+            source,
+            entry: contract.entry,
+            launch: contract.launch,
+            schedule: format!("seed {}", seed.seed),
+        },
+    })
+}
+
+/// The search root of a kernel an LLM expert wrote for `p` against [`contract`] (`source` is what compiled, C
+/// linkage included). The log records the source itself, so the winner can be made again, and checked, from the
+/// log alone on a machine with no endpoint and no recordings. `None` for a program with no contract.
+pub fn llm_root(p: &Program, expert: &str, source: &str) -> Option<crate::experts::Root> {
+    let contract = contract(p)?;
+    let name = format!("llm {expert}");
+    Some(crate::experts::Root {
+        schedule: serde_json::json!({ "llm": {
+            "expert": expert,
+            "sha256": optiml_spec::sha256_hex(source.as_bytes()),
+            "source": source,
+        }}),
+        candidate: crate::experts::Candidate {
+            source: source.to_string(),
+            entry: contract.entry,
+            launch: contract.launch,
+            schedule: name.clone(),
+        },
+        name,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +196,66 @@ mod tests {
         // 16-bit programs get no contract.
         let half = optiml_spec::program::notation::parse("y[i] = relu(x[i]), bf16").unwrap();
         assert!(contract(&half).is_none());
+    }
+
+    fn seed(text: &str) -> crate::scan::SeedSource {
+        crate::scan::SeedSource {
+            seed: optiml_spec::Seed::parse("kernels/rows.cu:my_rows").unwrap(),
+            path: "/pkg/kernels/rows.cu".into(),
+            text: text.into(),
+        }
+    }
+
+    /// A seed is the user's file under the contract's entry point: it compiles to `optiml_program` with C
+    /// linkage the user left off, and NVRTC's messages name the user's file and line.
+    #[test]
+    fn a_seed_compiles_to_the_entry_point_and_its_errors_name_the_users_file() {
+        let p = optiml_spec::program::notation::parse("y[r, c] = x[r, c] * 2").unwrap();
+        let nvrtc = crate::nvrtc::testing::nvrtc();
+        let arch = Arch::new(9, 0);
+        let good = seed(
+            "__global__ void my_rows(const float* x, float* y, long long r, long long c) {\n\
+             for (long long i = blockIdx.x * 256ll + threadIdx.x; i < r * c; i += 256ll * gridDim.x) y[i] = 2 * x[i];\n}\n",
+        );
+        let root = seed_root(&p, &good).unwrap();
+        assert_eq!(root.name, "seed kernels/rows.cu:my_rows");
+        assert_eq!(root.candidate.entry, "optiml_program");
+        assert_eq!(root.schedule["seed"]["sha256"], good.sha256());
+        let compiled =
+            crate::nvrtc::compile(nvrtc, "seed.cu", &root.candidate.source, arch).unwrap();
+        assert!(
+            compiled.ptx.contains(".entry optiml_program("),
+            "{}",
+            compiled.ptx
+        );
+        let broken = seed("__global__ void my_rows(const float* x) {\n  undeclared = 1;\n}\n");
+        let log = crate::nvrtc::compile(
+            nvrtc,
+            "seed.cu",
+            &seed_root(&p, &broken).unwrap().candidate.source,
+            arch,
+        )
+        .unwrap_err()
+        .log;
+        assert!(log.contains("kernels/rows.cu(2)"), "{log}");
+        // The test crate's seed (a row softmax) compiles under the softmax program's contract.
+        let softmax = optiml_spec::parse("softmax over the last axis, f32").unwrap();
+        let optiml_spec::Family::Tensor(softmax) = &softmax.family else {
+            panic!()
+        };
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/kernels/kernels/softmax_rows.cu"
+        );
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut ours = seed(&text);
+        ours.seed = optiml_spec::Seed::parse("kernels/softmax_rows.cu:softmax_rows").unwrap();
+        let source = seed_root(softmax, &ours).unwrap().candidate.source;
+        if let Err(e) = crate::nvrtc::compile(nvrtc, "seed.cu", &source, arch) {
+            panic!("{}", e.log);
+        }
+        // 16-bit programs take no seed.
+        let half = optiml_spec::program::notation::parse("y[i] = relu(x[i]), bf16").unwrap();
+        assert!(seed_root(&half, &good).is_none());
     }
 }

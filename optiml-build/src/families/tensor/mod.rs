@@ -277,14 +277,35 @@ impl Family for Tensor {
         };
         let extents = Extents::new(&request.target.dims).map_err(|_| unsupported())?;
         let plan = gate::test_plan(p, &request.settings.test_shapes);
+        // The user's seed joins the search as a root (a 16-bit program has no seed ABI; the macro refuses one).
+        let roots: Vec<_> = kernel
+            .seed
+            .iter()
+            .filter_map(|seed| contract::seed_root(p, seed))
+            .chain(request.roots.iter().cloned())
+            .collect();
         match codegen::classify(p).map_err(|_| unsupported())? {
-            Shape::Pointwise(s) => {
-                tune::search::<PointwiseSchedule>(request, s, extents, plan, report)
+            Shape::Pointwise(s) => tune::search_with_roots::<PointwiseSchedule>(
+                request,
+                (s, extents, plan),
+                &roots,
+                report,
+            ),
+            Shape::Rows(s) => {
+                tune::search_with_roots::<RowSchedule>(request, (s, extents, plan), &roots, report)
             }
-            Shape::Rows(s) => tune::search::<RowSchedule>(request, s, extents, plan, report),
-            Shape::Columns(s) => tune::search::<ColumnSchedule>(request, s, extents, plan, report),
-            Shape::Tree(s) => tune::search::<TreeSchedule>(request, s, extents, plan, report),
-            Shape::Scan(s) => tune::search::<ScanSchedule>(request, s, extents, plan, report),
+            Shape::Columns(s) => tune::search_with_roots::<ColumnSchedule>(
+                request,
+                (s, extents, plan),
+                &roots,
+                report,
+            ),
+            Shape::Tree(s) => {
+                tune::search_with_roots::<TreeSchedule>(request, (s, extents, plan), &roots, report)
+            }
+            Shape::Scan(s) => {
+                tune::search_with_roots::<ScanSchedule>(request, (s, extents, plan), &roots, report)
+            }
         }
     }
 }
