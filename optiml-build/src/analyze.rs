@@ -79,6 +79,9 @@ pub struct Analysis {
     pub rejected: Vec<RejectionGroup>,
     /// Wall-clock seconds of the search.
     pub wall_s: f64,
+    /// The kernels evaluated beside the search (a user's seed, the LLM experts' kernels), in order: each one's
+    /// name and its time, or why the gate rejected it.
+    pub roots: Vec<(String, Result<f64, String>)>,
 }
 
 /// Why a log cannot be analysed.
@@ -159,7 +162,11 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
     for pair in nodes.windows(2) {
         let (parent, before) = measured(pair[0])?;
         let (step, after) = measured(pair[1])?;
-        let transform = step.transform.clone().unwrap_or_else(|| "?".into());
+        let mut transform = step.transform.clone().unwrap_or_else(|| "?".into());
+        // A root replaces the schedule rather than transforming it: the row names it.
+        if transform == crate::experts::ROOT_STEP {
+            transform = format!("{transform}: {}", step.describe);
+        }
         path.push(PathStep {
             node: step.node,
             claimed_gain: catalog.as_ref().and_then(|c| c.claimed_gain(&transform)),
@@ -201,6 +208,18 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
         reused: records.steps.iter().filter(|s| s.reused).count(),
         rejected,
         wall_s: records.summary.wall_s,
+        roots: records
+            .steps
+            .iter()
+            .filter(|s| s.transform.as_deref() == Some(crate::experts::ROOT_STEP))
+            .map(|s| {
+                let outcome = match &s.outcome {
+                    crate::search::OutcomeRecord::Measured(m) => Ok(m.time_ms),
+                    crate::search::OutcomeRecord::Rejected { reason } => Err(first_line(reason)),
+                };
+                (s.describe.clone(), outcome)
+            })
+            .collect(),
     })
 }
 
@@ -370,6 +389,21 @@ impl Analysis {
                     format!("{} transformations", names.len())
                 },
                 names.join(" → ")
+            );
+        }
+        if !self.roots.is_empty() {
+            let roots: Vec<String> = self
+                .roots
+                .iter()
+                .map(|(name, outcome)| match outcome {
+                    Ok(t) => format!("{name} ({} ms)", ms(*t)),
+                    Err(why) => format!("{name} (rejected: `{}`)", why.replace('`', "'")),
+                })
+                .collect();
+            let _ = write!(
+                out,
+                " Beside the search: {}; the best of them is kept only where it beats the search's best.",
+                roots.join(", ")
             );
         }
         out

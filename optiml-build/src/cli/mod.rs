@@ -306,7 +306,10 @@ Nothing here runs without an `[llm]` table (in `optiml.toml` or `[package.metada
   `\"only\"` never calls the endpoint (CI, no endpoint), `\"off\"` always calls it.
 - **`cargo optiml generate`**: the routed experts write each tensor operator's kernel against the family's
   contract, with repair rounds from the guard and NVRTC, and a table says what compiled; it writes nothing to
-  the cache (LLM kernels are not gated in the worker yet).
+  the cache.
+- **`cargo optiml tune`**: the same kernels (replayed where recorded; `--llm-rounds`, `--no-llm`) join the search
+  as roots: gated in the worker like every candidate, timed, kept only where faster than the search's best, their
+  source held in the search log; `cargo optiml analyze` lists them.
 - **`cargo optiml explain --llm`**, and the build script for refused specs: the model's reading of a spec in index
   notation, shown and recorded, never used until written into the attribute.
 - **proposer and judge** (`search_compare --llm`): the model orders the catalog's applicable transformations at
@@ -943,6 +946,7 @@ mod tests {
             "seeds from a user's `.cu` file",
             "seed = \"kernels/f.cu:function\"",
             "Builder::cuda_files",
+            "join the search\n  as roots",
         ] {
             assert!(text.contains(said), "{said}: {text}");
         }

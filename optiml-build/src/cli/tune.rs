@@ -59,10 +59,14 @@ pub struct Tune {
     /// as a root, gated and timed like every candidate).
     #[arg(long)]
     pub no_llm: bool,
+    /// Repair rounds after each LLM expert's first answer (as `cargo optiml generate --rounds`; a replay asks
+    /// the recorded rounds again).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub llm_rounds: usize,
 }
 
 /// The kernels the `[llm]` experts of `settings` write for `kernel` (a tensor operator), as search roots: routed,
-/// written with two repair rounds, each exchange recorded under `<root>/target/optiml/llm` (and replayed from
+/// written with `rounds` repair rounds, each exchange recorded under `<root>/target/optiml/llm` (and replayed from
 /// there), compiled by NVRTC for `arch`. What compiled is only a candidate: the search gates it like any other.
 /// A line per expert says what it gave.
 fn llm_roots(
@@ -70,7 +74,7 @@ fn llm_roots(
     kernel: &scan::FoundKernel,
     settings: &Settings,
     arch: Arch,
-    seed: u64,
+    (rounds, seed): (usize, u64),
     nvrtc: &'static nvrtc::Nvrtc,
 ) -> Vec<crate::experts::Root> {
     let (Some(llm_settings), optiml_spec::Family::Tensor(program)) =
@@ -88,7 +92,7 @@ fn llm_roots(
         llm_settings,
         std::slice::from_ref(kernel),
         arch,
-        (2, seed),
+        (rounds, seed),
         &compile,
     );
     for s in skipped {
@@ -260,9 +264,14 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             sanitize: !t.no_sanitize,
         };
         let roots = match archs.first() {
-            Some(&arch) if !t.no_llm => {
-                llm_roots(&root, kernel, &settings, arch, options.seed, nvrtc)
-            }
+            Some(&arch) if !t.no_llm => llm_roots(
+                &root,
+                kernel,
+                &settings,
+                arch,
+                (t.llm_rounds, options.seed),
+                nvrtc,
+            ),
             _ => Vec::new(),
         };
         for &arch in &archs {
@@ -424,13 +433,13 @@ mod tests {
         let kernel = &scan.kernels[0];
         let nvrtc = crate::nvrtc::testing::nvrtc();
         let arch = Arch::new(9, 0);
-        let none = llm_roots(&dir, kernel, &Settings::default(), arch, 0, nvrtc);
+        let none = llm_roots(&dir, kernel, &Settings::default(), arch, (2, 0), nvrtc);
         assert!(none.is_empty());
         let with = Settings {
             llm: Some(settings(&server.url, Replay::Auto)),
             ..Settings::default()
         };
-        let roots = llm_roots(&dir, kernel, &with, arch, 0, nvrtc);
+        let roots = llm_roots(&dir, kernel, &with, arch, (2, 0), nvrtc);
         // Both routed experts learn the same kernel: one root.
         assert_eq!(roots.len(), 1, "{roots:?}");
         let root = &roots[0];

@@ -751,8 +751,24 @@ mod tests {
         assert_eq!(back, won);
         let a = crate::analyze::analyze(&back).unwrap();
         assert_eq!(a.path.len(), 1);
-        assert_eq!(a.path[0].transform, crate::experts::ROOT_STEP);
+        assert_eq!(a.path[0].transform, "root: seed k/rows.cu:rows");
         assert!((a.speedup() - 4.0).abs() < 1e-9, "{}", a.speedup());
+        assert_eq!(a.roots, [("seed k/rows.cu:rows".to_string(), Ok(0.5))]);
+        assert!(
+            a.summary()
+                .contains("Beside the search: seed k/rows.cu:rows (0.5000 ms)"),
+            "{}",
+            a.summary()
+        );
+        let rejected = crate::analyze::analyze(&lost).unwrap();
+        assert_eq!(rejected.path.len(), 2, "the search's own best stays");
+        assert!(
+            rejected
+                .summary()
+                .contains("seed k/rows.cu:rows (rejected: `gate: out[3] is NaN`)"),
+            "{}",
+            rejected.summary()
+        );
         let replay = crate::search::replay::Replay::<Tile>::new(&back, 1).unwrap();
         assert_eq!(replay.len(), 3);
     }
