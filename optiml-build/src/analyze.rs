@@ -208,19 +208,43 @@ pub fn analyze(records: &SearchRecords) -> Result<Analysis, AnalyzeError> {
         reused: records.steps.iter().filter(|s| s.reused).count(),
         rejected,
         wall_s: records.summary.wall_s,
-        roots: records
-            .steps
-            .iter()
-            .filter(|s| s.transform.as_deref() == Some(crate::experts::ROOT_STEP))
-            .map(|s| {
-                let outcome = match &s.outcome {
-                    crate::search::OutcomeRecord::Measured(m) => Ok(m.time_ms),
-                    crate::search::OutcomeRecord::Rejected { reason } => Err(first_line(reason)),
-                };
-                (s.describe.clone(), outcome)
-            })
-            .collect(),
+        roots: roots(records),
     })
+}
+
+/// The kernels a log evaluated beside its search (a user's seed, the LLM experts' kernels), in order: each one's
+/// name and its time, or the first line of why the gate rejected it.
+pub fn roots(records: &SearchRecords) -> Vec<(String, Result<f64, String>)> {
+    records
+        .steps
+        .iter()
+        .filter(|s| s.transform.as_deref() == Some(crate::experts::ROOT_STEP))
+        .map(|s| {
+            let outcome = match &s.outcome {
+                crate::search::OutcomeRecord::Measured(m) => Ok(m.time_ms),
+                crate::search::OutcomeRecord::Rejected { reason } => Err(first_line(reason)),
+            };
+            (s.describe.clone(), outcome)
+        })
+        .collect()
+}
+
+/// [`roots`] in words, for summaries and reports (empty when there were none).
+pub fn roots_sentence(roots: &[(String, Result<f64, String>)]) -> String {
+    if roots.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = roots
+        .iter()
+        .map(|(name, outcome)| match outcome {
+            Ok(t) => format!("{name} ({} ms)", ms(*t)),
+            Err(why) => format!("{name} (rejected: `{}`)", why.replace('`', "'")),
+        })
+        .collect();
+    format!(
+        "Beside the search: {}; the best of them is kept only where it beats the search's best.",
+        each.join(", ")
+    )
 }
 
 fn first_line(text: &str) -> String {
@@ -392,19 +416,7 @@ impl Analysis {
             );
         }
         if !self.roots.is_empty() {
-            let roots: Vec<String> = self
-                .roots
-                .iter()
-                .map(|(name, outcome)| match outcome {
-                    Ok(t) => format!("{name} ({} ms)", ms(*t)),
-                    Err(why) => format!("{name} (rejected: `{}`)", why.replace('`', "'")),
-                })
-                .collect();
-            let _ = write!(
-                out,
-                " Beside the search: {}; the best of them is kept only where it beats the search's best.",
-                roots.join(", ")
-            );
+            let _ = write!(out, " {}", roots_sentence(&self.roots));
         }
         out
     }

@@ -1754,14 +1754,14 @@ mod tests {
                     wall_s: 1.0,
                 },
             };
-            records.to_jsonl().unwrap().into_bytes()
+            records
         };
         // The label the search logs now, then bare extents as older logs hold them.
         for (logged, said) in [
             ("r=4096 c=393216", "| r=4096, c=393216 |"),
             ("4096x393216", "| 4096x393216 |"),
         ] {
-            let bytes = log(logged);
+            let bytes = log(logged).to_jsonl().unwrap().into_bytes();
             let variant = NewVariant {
                 candidate: &candidate,
                 compiled: &compiled,
@@ -1781,6 +1781,36 @@ mod tests {
                 text
             );
         }
+        // A seed measured beside the search is reported, kept or not.
+        let mut seeded = log("r=4096 c=393216");
+        let root = crate::experts::Root {
+            name: "seed kernels/rows.cu:rows".into(),
+            schedule: serde_json::json!({"seed": {}}),
+            candidate: candidate.clone(),
+        };
+        seeded.add_root(
+            &root,
+            &crate::search::Outcome::Measured(Measurement {
+                time_ms: 0.29,
+                ..Measurement::default()
+            }),
+            1.0,
+            false,
+        );
+        let bytes = seeded.to_jsonl().unwrap().into_bytes();
+        let variant = NewVariant {
+            candidate: &candidate,
+            compiled: &compiled,
+            shape: None,
+            tuning: Some(&tuning),
+            log: Some(&bytes),
+        };
+        let entry = cache.store(&inputs, &[variant], true).unwrap();
+        let text = std::fs::read_to_string(entry.dir.join(REPORT)).unwrap();
+        assert!(
+            text.contains("Beside the search: seed kernels/rows.cu:rows (0.2900 ms)"),
+            "{text}"
+        );
         std::fs::remove_dir_all(&cache.root).unwrap();
     }
 

@@ -113,7 +113,7 @@ pub fn report(m: &Manifest, files: &Files, words: TunedWords) -> String {
         match &v.tuning {
             Some(t) => s.push_str(&format!(
                 "\n### {}: tuned by {} on {} ({})\n\n{:.4} ms against the default's {:.4} ms ({:.2}×) after {} evaluations; \
-                 path: {}. {}\n",
+                 path: {}. {}{}\n",
                 v.stem,
                 t.method,
                 t.device,
@@ -135,7 +135,16 @@ pub fn report(m: &Manifest, files: &Files, words: TunedWords) -> String {
                         t.log,
                         pack_of(&t.log)
                     )
-                }
+                },
+                // The seeds and LLM kernels measured beside the search, kept or not.
+                files
+                    .get(&t.log)
+                    .and_then(|bytes| {
+                        SearchRecords::parse_jsonl(&String::from_utf8_lossy(bytes), Path::new(&t.log)).ok()
+                    })
+                    .map(|r| crate::analyze::roots_sentence(&crate::analyze::roots(&r)))
+                    .filter(|line| !line.is_empty())
+                    .map_or_else(String::new, |line| format!(" {line}"))
             )),
             None => s.push_str(&format!(
                 "\n### {}: the family's default schedule (no search has run on it)\n",
