@@ -1725,7 +1725,7 @@ mod tests {
             log: String::new(),
         };
         let log = |shape: &str| {
-            let records = crate::search::SearchRecords {
+            crate::search::SearchRecords {
                 header: crate::search::Header {
                     kernel: "softmax".into(),
                     spec: spec.canonical(),
@@ -1753,8 +1753,7 @@ mod tests {
                     evaluations: 3,
                     wall_s: 1.0,
                 },
-            };
-            records
+            }
         };
         // The label the search logs now, then bare extents as older logs hold them.
         for (logged, said) in [
