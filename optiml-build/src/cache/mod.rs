@@ -1755,12 +1755,9 @@ mod tests {
                 },
             }
         };
-        // The label the search logs now, then bare extents as older logs hold them.
-        for (logged, said) in [
-            ("r=4096 c=393216", "| r=4096, c=393216 |"),
-            ("4096x393216", "| 4096x393216 |"),
-        ] {
-            let bytes = log(logged).to_jsonl().unwrap().into_bytes();
+        // Stores the variant with `records` as its log; the entry and its report.
+        let store = |records: &crate::search::SearchRecords| {
+            let bytes = records.to_jsonl().unwrap().into_bytes();
             let variant = NewVariant {
                 candidate: &candidate,
                 compiled: &compiled,
@@ -1770,6 +1767,14 @@ mod tests {
             };
             let entry = cache.store(&inputs, &[variant], true).unwrap();
             let text = std::fs::read_to_string(entry.dir.join(REPORT)).unwrap();
+            (entry, text)
+        };
+        // The label the search logs now, then bare extents as older logs hold them.
+        for (logged, said) in [
+            ("r=4096 c=393216", "| r=4096, c=393216 |"),
+            ("4096x393216", "| 4096x393216 |"),
+        ] {
+            let (entry, text) = store(&log(logged));
             assert!(text.contains(said), "{text}");
             assert!(
                 !text.contains("batch") && !text.contains("default schedule"),
@@ -1796,16 +1801,7 @@ mod tests {
             1.0,
             false,
         );
-        let bytes = seeded.to_jsonl().unwrap().into_bytes();
-        let variant = NewVariant {
-            candidate: &candidate,
-            compiled: &compiled,
-            shape: None,
-            tuning: Some(&tuning),
-            log: Some(&bytes),
-        };
-        let entry = cache.store(&inputs, &[variant], true).unwrap();
-        let text = std::fs::read_to_string(entry.dir.join(REPORT)).unwrap();
+        let (_, text) = store(&seeded);
         assert!(
             text.contains("Beside the search: seed kernels/rows.cu:rows (0.2900 ms)"),
             "{text}"
