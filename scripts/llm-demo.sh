@@ -11,6 +11,9 @@
 #
 #   bash scripts/llm-demo.sh            # report in target/llm-demo/report.md
 #
+# The generation run also lands in optiml-build/tests/llm-demo/, which CI replays with no endpoint
+# (optiml-build/tests/llm_replay.rs).
+#
 # First run: about 4-5 minutes to build the server on 2 cores and 470 MB of model; then about 10 s per answer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -180,3 +183,9 @@ translate $demo/translate-replay.md
   python3 -c 'import json,sys; [print(f"{n}: proposer {j[\"llm_proposer\"]}, judge {j[\"llm_judge\"]}") for n in ["small-k","tall-skinny"] for j in [json.load(open(sys.argv[1]+f"/propose/{n}-replay.json"))]]' $demo 2>/dev/null || true
 } > $demo/report.md
 cat $demo/report.md
+
+# The generation run as CI replays it (optiml-build/tests/llm_replay.rs): the operators, the table, the exchanges.
+fixture=optiml-build/tests/llm-demo
+rm -rf $fixture && mkdir -p $fixture
+cp $demo/src/lib.rs $fixture/lib.rs && cp $demo/live.md $fixture/generate.md && cp -r $demo/llm $fixture/llm
+echo "CI's replay of this run refreshed in $fixture/"
