@@ -147,6 +147,7 @@ pub(crate) fn run(
                 settings: &ks,
                 options: &options,
                 roots: &[],
+                rewriter: None,
             };
             match family.tune(&request, &mut |_| {}) {
                 Ok(b) => {

@@ -43,10 +43,10 @@ fn without_replay_counts(table: &str) -> String {
         .lines()
         .map(|l| {
             let mut cells: Vec<String> = l.split(" | ").map(str::to_string).collect();
-            if cells.len() > 4 {
-                if let Some((answers, _)) = cells[3].split_once(" (") {
-                    cells[3] = answers.to_string();
-                }
+            if cells.len() > 4
+                && let Some((answers, _)) = cells[3].split_once(" (")
+            {
+                cells[3] = answers.to_string();
             }
             cells.join(" | ")
         })

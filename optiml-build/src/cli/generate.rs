@@ -50,7 +50,7 @@ pub struct Run {
 
 /// The request the router embeds for `kernel`: the spec as written, the kind of computation its program is (in
 /// the words the experts' descriptions use), the program and the architecture.
-fn request_text(
+pub(super) fn request_text(
     kernel: &FoundKernel,
     program: &optiml_spec::program::Program,
     arch: Arch,

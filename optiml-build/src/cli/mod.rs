@@ -309,7 +309,9 @@ Nothing here runs without an `[llm]` table (in `optiml.toml` or `[package.metada
   the cache.
 - **`cargo optiml tune`**: the same kernels (replayed where recorded; `--llm-rounds`, `--no-llm`) join the search
   as roots: gated in the worker like every candidate, timed, kept only where faster than the search's best, their
-  source held in the search log; `cargo optiml analyze` lists them.
+  source held in the search log; then the nearest expert rewrites the fastest verified root (an LLM kernel or your
+  seed) once, told its time and the time to beat, and the rewrite is gated and timed the same way. `cargo
+  optiml analyze` lists them all.
 - **`cargo optiml explain --llm`**, and the build script for refused specs: the model's reading of a spec in index
   notation, shown and recorded, never used until written into the attribute.
 - **proposer and judge** (`search_compare --llm`): the model orders the catalog's applicable transformations at

@@ -31,6 +31,14 @@ pub struct Root {
     pub candidate: Candidate,
 }
 
+/// Writes a new root from a verified one: an LLM expert rewriting a kernel it (or the user) wrote into a faster
+/// one, which the search then gates and times like any root.
+pub trait Rewriter {
+    /// A rewrite of `root`, which passed the gate and took `time_ms` at `shape` where the fastest kernel found
+    /// took `best_ms`; `None` when no rewrite compiled.
+    fn rewrite(&self, root: &Root, time_ms: f64, best_ms: f64, shape: &str) -> Option<Root>;
+}
+
 /// What a search log records as the transformation that made a [`Root`]'s step.
 pub const ROOT_STEP: &str = "root";
 

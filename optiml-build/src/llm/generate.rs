@@ -87,10 +87,63 @@ pub fn write(
     rounds: usize,
     compile: &dyn Fn(&str) -> Result<Compiled, String>,
 ) -> Written {
-    let mut messages = vec![
+    let messages = vec![
         Message::new(Role::System, expert.prompt.clone()),
         Message::new(Role::User, contract.text.clone()),
     ];
+    converse(llm, expert, contract, messages, rounds, compile)
+}
+
+/// How a verified kernel did, for a rewrite: its time and the time to beat, at the problem it was timed at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// The kernel's median time, ms.
+    pub time_ms: f64,
+    /// The fastest kernel found so far, ms.
+    pub best_ms: f64,
+    /// The problem, in the family's words (`r=16384 c=4096`).
+    pub shape: String,
+}
+
+/// Asks `expert` to rewrite `source`, a kernel meeting `contract` that passed the gate and took `timing`, into a
+/// faster one (OptiML-X's free-form rewrite): the same contract, repair rounds and recording as [`write`]. What
+/// compiles is one more candidate for the gate.
+pub fn rewrite(
+    llm: &Llm,
+    expert: &Expert,
+    contract: &Contract,
+    (source, timing): (&str, &Timing),
+    rounds: usize,
+    compile: &dyn Fn(&str) -> Result<Compiled, String>,
+) -> Written {
+    let messages = vec![
+        Message::new(Role::System, expert.prompt.clone()),
+        Message::new(Role::User, contract.text.clone()),
+        Message::new(Role::Assistant, format!("```cuda\n{source}\n```")),
+        Message::new(
+            Role::User,
+            format!(
+                "That kernel passes the check. At {} it takes {:.4} ms; the fastest kernel found takes {:.4} ms. \
+                 Rewrite it to be faster (memory access pattern, vector loads, work per thread, fewer passes), \
+                 keeping the signature, the launch and the results. Answer with one ```cuda block holding the \
+                 whole kernel.",
+                timing.shape, timing.time_ms, timing.best_ms
+            ),
+        ),
+    ];
+    converse(llm, expert, contract, messages, rounds, compile)
+}
+
+/// The exchange behind [`write`] and [`rewrite`]: each answer checked by the guard and compiled, what fails sent
+/// back with the reason for up to `rounds` repairs.
+fn converse(
+    llm: &Llm,
+    expert: &Expert,
+    contract: &Contract,
+    mut messages: Vec<Message>,
+    rounds: usize,
+    compile: &dyn Fn(&str) -> Result<Compiled, String>,
+) -> Written {
     let mut attempts = Vec::new();
     for round in 0..=rounds {
         let answer = match llm.chat(messages.clone()) {
