@@ -106,7 +106,7 @@ pub struct Timing {
 }
 
 /// Asks `expert` to rewrite `source`, a kernel meeting `contract` that passed the gate and took `timing`, into a
-/// faster one (OptiML-X's free-form rewrite): the same contract, repair rounds and recording as [`write`]. What
+/// faster one (OptiML-X's free-form rewrite): the same contract, repair rounds and recording as [`write()`]. What
 /// compiles is one more candidate for the gate.
 pub fn rewrite(
     llm: &Llm,
@@ -134,7 +134,7 @@ pub fn rewrite(
     converse(llm, expert, contract, messages, rounds, compile)
 }
 
-/// The exchange behind [`write`] and [`rewrite`]: each answer checked by the guard and compiled, what fails sent
+/// The exchange behind [`write()`] and [`rewrite`]: each answer checked by the guard and compiled, what fails sent
 /// back with the reason for up to `rounds` repairs.
 fn converse(
     llm: &Llm,
