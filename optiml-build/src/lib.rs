@@ -99,7 +99,7 @@ fn translations(
     settings: &llm::LlmSettings,
     manifest_dir: &std::path::Path,
 ) -> Vec<String> {
-    let dir = targets::workspace_root(manifest_dir).join("target/optiml/llm");
+    let dir = llm::records_under(&targets::workspace_root(manifest_dir));
     let model = llm::Llm::new(settings, &dir);
     skipped
         .iter()

@@ -43,8 +43,22 @@ impl SeedSource {
     }
 }
 
+/// `seed`, named by a declaration in `file`, read from `file`'s package root; why not, in words.
+fn read_seed(file: &Path, seed: optiml_spec::Seed) -> Result<SeedSource, String> {
+    let root = package_root(file).ok_or_else(|| {
+        format!(
+            "the seed `{seed}` is relative to the package root, and no `Cargo.toml` is above `{}`",
+            file.display()
+        )
+    })?;
+    let path = root.join(&seed.file);
+    let text = fs::read_to_string(&path)
+        .map_err(|e| format!("the seed file `{}` cannot be read: {e}", path.display()))?;
+    Ok(SeedSource { seed, path, text })
+}
+
 /// The package root of `file`: the nearest folder above it with a `Cargo.toml`.
-fn package_root(file: &Path) -> Option<&Path> {
+pub fn package_root(file: &Path) -> Option<&Path> {
     file.ancestors()
         .skip(1)
         .find(|d| d.join("Cargo.toml").is_file())
@@ -221,38 +235,13 @@ fn declaration(file: &Path, f: &syn::ForeignItemFn, scan: &mut Scan) {
         Ok(b) => b,
         Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
     };
-    let seed = match args.seed {
-        None => None,
-        Some((_, seed)) => {
-            let Some(root) = package_root(file) else {
-                return skip(
-                    scan,
-                    format!(
-                        "`{}`: the seed `{seed}` is relative to the package root, and no `Cargo.toml` is above `{}`",
-                        f.sig.ident,
-                        file.display()
-                    ),
-                );
-            };
-            let path = root.join(&seed.file);
-            match fs::read_to_string(&path) {
-                Ok(text) => {
-                    scan.files.push(path.clone());
-                    Some(SeedSource { seed, path, text })
-                }
-                Err(e) => {
-                    return skip(
-                        scan,
-                        format!(
-                            "`{}`: the seed file `{}` cannot be read: {e}",
-                            f.sig.ident,
-                            path.display()
-                        ),
-                    );
-                }
-            }
-        }
+    let seed = match args.seed.map(|(_, seed)| read_seed(file, seed)).transpose() {
+        Ok(seed) => seed,
+        Err(e) => return skip(scan, format!("`{}`: {e}", f.sig.ident)),
     };
+    if let Some(s) = &seed {
+        scan.files.push(s.path.clone());
+    }
     let id = KernelId::seeded(&spec, &binding, seed.as_ref().map(|s| &s.seed));
     scan.kernels.push(FoundKernel {
         name: f.sig.ident.to_string(),

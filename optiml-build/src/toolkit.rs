@@ -4,7 +4,7 @@
 //! made again, and checked, on any machine with NVRTC alone.
 
 use optiml_runtime::Arch;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// nvcc could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -57,19 +57,19 @@ pub fn find_nvcc() -> Result<(PathBuf, String), NvccError> {
 /// nvcc's flags for `archs`: machine code for each, and PTX of the newest, which the driver compiles for GPUs
 /// newer than all of them (as optiml's own entries carry PTX).
 pub fn gencode_flags(archs: &[Arch]) -> Vec<String> {
-    let mut numbers: Vec<String> = archs
-        .iter()
-        .map(|a| a.to_string().trim_start_matches("sm_").to_string())
-        .collect();
-    numbers.dedup();
-    let mut flags: Vec<String> = numbers
-        .iter()
-        .map(|n| format!("-gencode=arch=compute_{n},code=sm_{n}"))
-        .collect();
+    let number = |a: &Arch| a.to_string().trim_start_matches("sm_").to_string();
+    let mut flags: Vec<String> = Vec::new();
+    for a in archs {
+        let flag = format!("-gencode=arch=compute_{0},code=sm_{0}", number(a));
+        if !flags.contains(&flag) {
+            flags.push(flag);
+        }
+    }
     if let Some(newest) = archs.iter().max() {
-        let n = newest.to_string();
-        let n = n.trim_start_matches("sm_");
-        flags.push(format!("-gencode=arch=compute_{n},code=compute_{n}"));
+        flags.push(format!(
+            "-gencode=arch=compute_{0},code=compute_{0}",
+            number(newest)
+        ));
     }
     flags
 }
@@ -78,11 +78,10 @@ pub fn gencode_flags(archs: &[Arch]) -> Vec<String> {
 /// does by default); the caller adds its own knobs and calls `compile`.
 pub fn cuda_build(files: &[PathBuf], archs: &[Arch]) -> cc::Build {
     let mut build = cc::Build::new();
-    build.cuda(true).std("c++17");
+    build.cuda(true).std("c++17").files(files);
     for flag in gencode_flags(archs) {
         build.flag(flag);
     }
-    build.files(files.iter().map(PathBuf::as_path).collect::<Vec<&Path>>());
     build
 }
 
@@ -101,6 +100,8 @@ mod tests {
             ]
         );
         let build = cuda_build(&[PathBuf::from("k.cu")], &[Arch::new(9, 0)]);
-        assert!(build.get_files().any(|f| f == Path::new("k.cu")));
+        assert!(build.get_files().any(|f| f == std::path::Path::new("k.cu")));
+        // An architecture named twice is compiled once.
+        assert_eq!(gencode_flags(&[Arch::new(9, 0), Arch::new(9, 0)]).len(), 2);
     }
 }

@@ -172,6 +172,16 @@ struct RootStep {
     compiled: Option<Compiled>,
 }
 
+/// The fastest measured root faster than `below` ms: its index and time.
+fn fastest(steps: &[RootStep], below: f64) -> Option<(usize, f64)> {
+    steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.outcome.measured()?.time_ms)))
+        .filter(|&(_, t)| t < below)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
 /// Progress of one search, for a progress bar.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
@@ -426,12 +436,9 @@ pub fn search_with_roots<S: Evaluable>(
         });
     }
     // One rewrite of the fastest verified root, gated and timed like the others.
-    let fastest = root_steps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, r.outcome.measured()?.time_ms)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
-    if let (Some(rewriter), Some((i, time_ms))) = (request.rewriter, fastest) {
+    if let (Some(rewriter), Some((i, time_ms))) =
+        (request.rewriter, fastest(&root_steps, f64::INFINITY))
+    {
         let best_ms = time_ms.min(log.best_measurement.time_ms);
         if let Some(rewritten) = rewriter.rewrite(&roots[i], time_ms, best_ms, &label) {
             let (outcome, compiled) = evaluator.evaluate_candidate(&rewritten.candidate);
@@ -444,13 +451,7 @@ pub fn search_with_roots<S: Evaluable>(
         }
     }
     // The fastest measured root, where it beats the search's best.
-    let root_winner = root_steps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, r.outcome.measured()?.time_ms)))
-        .filter(|&(_, t)| t < log.best_measurement.time_ms)
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(i, _)| i);
+    let root_winner = fastest(&root_steps, log.best_measurement.time_ms).map(|(i, _)| i);
     let best_describe = match root_winner {
         Some(i) => roots[i].name.clone(),
         None => log.best.describe(),

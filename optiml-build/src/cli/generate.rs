@@ -221,7 +221,7 @@ pub(super) fn run(g: &Generate) -> anyhow::Result<bool> {
     let dir = g
         .record_dir
         .clone()
-        .unwrap_or_else(|| root.join("target").join("optiml").join("llm"));
+        .unwrap_or_else(|| crate::llm::records_under(&root));
     let mut skipped = Vec::new();
     let mut runs = Vec::new();
     for (settings, seed, kernels) in &by_settings {

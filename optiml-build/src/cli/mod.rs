@@ -191,7 +191,7 @@ fn translate(spec: &str, why: &str) -> anyhow::Result<()> {
             cwd.display()
         );
     };
-    let dir = targets::workspace_root(&cwd).join("target/optiml/llm");
+    let dir = crate::llm::records_under(&targets::workspace_root(&cwd));
     let llm = crate::llm::Llm::new(&llm_settings, &dir);
     match crate::llm::translate::translate(&llm, spec, why, 2) {
         Ok(t) => {

@@ -65,60 +65,98 @@ pub struct Tune {
     pub llm_rounds: usize,
 }
 
-/// An `[llm]` expert rewriting the fastest verified root of a tensor operator once (OptiML-X's free-form
-/// rewrite): the expert the router puts nearest the kernel's request, the operator's contract, the same repair
-/// rounds and recordings as generation. A line says what it gave.
-struct LlmRewrite<'a> {
+/// The `[llm]` experts of one tensor operator in a tune: the kernels they write join the search as roots
+/// ([`LlmExperts::roots`]), and the nearest one rewrites the fastest verified root once ([`Rewriter`]). Every
+/// exchange is recorded under `<root>/target/optiml/llm` and replayed from there; answers compile with NVRTC for
+/// the tuned architecture, and what compiles is only a candidate: the search gates it like any other. A line per
+/// expert says what it gave.
+///
+/// [`Rewriter`]: crate::experts::Rewriter
+struct LlmExperts<'a> {
     llm: crate::llm::Llm,
-    expert: crate::llm::experts::Expert,
-    contract: crate::llm::generate::Contract,
+    settings: &'a crate::llm::LlmSettings,
+    kernel: &'a scan::FoundKernel,
     program: &'a optiml_spec::program::Program,
-    kernel: &'a str,
+    contract: crate::llm::generate::Contract,
+    arch: Arch,
+    /// Repair rounds, and the seed of the router's Gumbel noise.
     rounds: usize,
+    seed: u64,
     compile: &'a dyn Fn(&str) -> Result<nvrtc::Compiled, String>,
 }
 
-impl<'a> LlmRewrite<'a> {
-    /// The rewriter of `kernel` under `settings`' `[llm]` table (`None` without one, or for a kernel with no
-    /// contract).
+impl<'a> LlmExperts<'a> {
+    /// The experts of `kernel` under `settings`' `[llm]` table: `None` without one, or for a kernel with no
+    /// contract (not an f32 tensor program).
     fn new(
         root: &Path,
         kernel: &'a scan::FoundKernel,
-        settings: &Settings,
-        (arch, rounds): (Arch, usize),
+        settings: &'a Settings,
+        (arch, rounds, seed): (Arch, usize, u64),
         compile: &'a dyn Fn(&str) -> Result<nvrtc::Compiled, String>,
     ) -> Option<Self> {
         let llm_settings = settings.llm.as_ref()?;
         let optiml_spec::Family::Tensor(program) = &kernel.spec.family else {
             return None;
         };
-        let contract = families::tensor::contract::contract(program)?;
-        let llm =
-            crate::llm::Llm::new(llm_settings, root.join("target").join("optiml").join("llm"));
-        let router = crate::llm::experts::Router::new(
-            crate::llm::experts::with_user(&llm_settings.experts),
-            Some(&llm),
-        );
-        let request = router
-            .embed(
-                &super::generate::request_text(kernel, program, arch),
-                Some(&llm),
-            )
-            .ok()?;
-        let expert = router.route(&request, 1, None).first()?.0.clone();
         Some(Self {
-            llm,
-            expert,
-            contract,
+            llm: crate::llm::Llm::new(llm_settings, crate::llm::records_under(root)),
+            settings: llm_settings,
+            kernel,
             program,
-            kernel: &kernel.name,
+            contract: families::tensor::contract::contract(program)?,
+            arch,
             rounds,
+            seed,
             compile,
         })
     }
+
+    /// What each routed expert writes, as roots (one per distinct source).
+    fn roots(&self) -> Vec<crate::experts::Root> {
+        let (runs, skipped) = super::generate::generate(
+            &self.llm,
+            self.settings,
+            std::slice::from_ref(self.kernel),
+            self.arch,
+            (self.rounds, self.seed),
+            self.compile,
+        );
+        for s in skipped {
+            eprintln!("{}: no LLM kernel: {s}", self.kernel.name);
+        }
+        let mut roots: Vec<crate::experts::Root> = Vec::new();
+        for run in runs {
+            self.say(&run.expert, &run.written);
+            let root = run.written.kernel.and_then(|(source, _)| {
+                families::tensor::contract::llm_root(self.program, &run.expert, &source)
+            });
+            if let Some(root) = root
+                && !roots
+                    .iter()
+                    .any(|r| r.candidate.source == root.candidate.source)
+            {
+                roots.push(root);
+            }
+        }
+        roots
+    }
+
+    /// The line saying what `expert` wrote.
+    fn say(&self, expert: &str, written: &crate::llm::generate::Written) {
+        let last = written
+            .attempts
+            .last()
+            .map_or_else(String::new, |a| a.verdict.to_string());
+        eprintln!(
+            "{} llm {expert} ({} answer(s)): {last}",
+            self.kernel.name,
+            written.attempts.len()
+        );
+    }
 }
 
-impl crate::experts::Rewriter for LlmRewrite<'_> {
+impl crate::experts::Rewriter for LlmExperts<'_> {
     fn rewrite(
         &self,
         root: &crate::experts::Root,
@@ -126,6 +164,13 @@ impl crate::experts::Rewriter for LlmRewrite<'_> {
         best_ms: f64,
         shape: &str,
     ) -> Option<crate::experts::Root> {
+        let router = crate::llm::experts::Router::new(
+            crate::llm::experts::with_user(&self.settings.experts),
+            Some(&self.llm),
+        );
+        let text = super::generate::request_text(self.kernel, self.program, self.arch);
+        let request = router.embed(&text, Some(&self.llm)).ok()?;
+        let expert = router.route(&request, 1, None).first()?.0.clone();
         let timing = crate::llm::generate::Timing {
             time_ms,
             best_ms,
@@ -133,92 +178,21 @@ impl crate::experts::Rewriter for LlmRewrite<'_> {
         };
         let written = crate::llm::generate::rewrite(
             &self.llm,
-            &self.expert,
+            &expert,
             &self.contract,
             (&root.candidate.source, &timing),
             self.rounds,
             self.compile,
         );
-        let last = written
-            .attempts
-            .last()
-            .map_or_else(String::new, |a| a.verdict.to_string());
-        eprintln!(
-            "{} llm {} rewrite of {} ({} answer(s)): {last}",
-            self.kernel,
-            self.expert.name,
-            root.name,
-            written.attempts.len()
-        );
+        let name = format!("llm {} rewrite of {}", expert.name, root.name);
+        self.say(&name, &written);
         let (source, _) = written.kernel?;
         let mut rewritten =
-            families::tensor::contract::llm_root(self.program, &self.expert.name, &source)?;
-        rewritten.name = format!("llm {} rewrite of {}", self.expert.name, root.name);
-        rewritten.candidate.schedule = rewritten.name.clone();
+            families::tensor::contract::llm_root(self.program, &expert.name, &source)?;
+        rewritten.candidate.schedule = name.clone();
+        rewritten.name = name;
         Some(rewritten)
     }
-}
-
-/// The kernels the `[llm]` experts of `settings` write for `kernel` (a tensor operator), as search roots: routed,
-/// written with `rounds` repair rounds, each exchange recorded under `<root>/target/optiml/llm` (and replayed from
-/// there), compiled by NVRTC for `arch`. What compiled is only a candidate: the search gates it like any other.
-/// A line per expert says what it gave.
-fn llm_roots(
-    root: &Path,
-    kernel: &scan::FoundKernel,
-    settings: &Settings,
-    arch: Arch,
-    (rounds, seed): (usize, u64),
-    nvrtc: &'static nvrtc::Nvrtc,
-) -> Vec<crate::experts::Root> {
-    let (Some(llm_settings), optiml_spec::Family::Tensor(program)) =
-        (&settings.llm, &kernel.spec.family)
-    else {
-        return Vec::new();
-    };
-    let llm = crate::llm::Llm::new(llm_settings, root.join("target").join("optiml").join("llm"));
-    let compile = |source: &str| {
-        nvrtc::compile(nvrtc, "llm.cu", source, arch)
-            .map_err(|e| format!("{}\n{}", e.status, e.log))
-    };
-    let (runs, skipped) = super::generate::generate(
-        &llm,
-        llm_settings,
-        std::slice::from_ref(kernel),
-        arch,
-        (rounds, seed),
-        &compile,
-    );
-    for s in skipped {
-        eprintln!("{}: no LLM kernel: {s}", kernel.name);
-    }
-    let mut roots: Vec<crate::experts::Root> = Vec::new();
-    for run in runs {
-        let last = run
-            .written
-            .attempts
-            .last()
-            .map_or_else(String::new, |a| a.verdict.to_string());
-        eprintln!(
-            "{} llm {} ({} answer(s)): {last}",
-            kernel.name,
-            run.expert,
-            run.written.attempts.len()
-        );
-        let Some((source, _)) = run.written.kernel else {
-            continue;
-        };
-        let Some(root) = families::tensor::contract::llm_root(program, &run.expert, &source) else {
-            continue;
-        };
-        if !roots
-            .iter()
-            .any(|r| r.candidate.source == root.candidate.source)
-        {
-            roots.push(root);
-        }
-    }
-    roots
 }
 
 /// `--method`.
@@ -245,9 +219,7 @@ pub enum ProfileArg {
 
 /// The package folder holding `file`: its nearest ancestor with a `Cargo.toml`.
 pub(super) fn package_of(file: &Path) -> PathBuf {
-    file.ancestors()
-        .skip(1)
-        .find(|d| d.join("Cargo.toml").is_file())
+    scan::package_root(file)
         .map(Path::to_path_buf)
         .unwrap_or_default()
 }
@@ -357,33 +329,24 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             },
             sanitize: !t.no_sanitize,
         };
+        // The LLM experts' kernels are written for the first architecture and compiled again for each.
+        let llm_arch = archs.first().copied().unwrap_or(device.arch);
         let compile_for_llm = |source: &str| {
-            let arch = archs.first().copied().unwrap_or(device.arch);
-            nvrtc::compile(nvrtc, "llm.cu", source, arch)
+            nvrtc::compile(nvrtc, "llm.cu", source, llm_arch)
                 .map_err(|e| format!("{}\n{}", e.status, e.log))
         };
-        let rewriter = if t.no_llm {
+        let experts = if t.no_llm {
             None
         } else {
-            LlmRewrite::new(
+            LlmExperts::new(
                 &root,
                 kernel,
                 &settings,
-                (archs.first().copied().unwrap_or(device.arch), t.llm_rounds),
+                (llm_arch, t.llm_rounds, options.seed),
                 &compile_for_llm,
             )
         };
-        let roots = match archs.first() {
-            Some(&arch) if !t.no_llm => llm_roots(
-                &root,
-                kernel,
-                &settings,
-                arch,
-                (t.llm_rounds, options.seed),
-                nvrtc,
-            ),
-            _ => Vec::new(),
-        };
+        let roots = experts.as_ref().map_or_else(Vec::new, LlmExperts::roots);
         for &arch in &archs {
             let mut buckets = Vec::new();
             for problem in &problems {
@@ -414,9 +377,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     settings: &ks,
                     options: &options,
                     roots: &roots,
-                    rewriter: rewriter
-                        .as_ref()
-                        .map(|r| r as &dyn crate::experts::Rewriter),
+                    rewriter: experts.as_ref().map(|e| e as &dyn crate::experts::Rewriter),
                 };
                 match family.tune(&request, &mut report) {
                     Ok(b) => {
@@ -546,13 +507,18 @@ mod tests {
         let kernel = &scan.kernels[0];
         let nvrtc = crate::nvrtc::testing::nvrtc();
         let arch = Arch::new(9, 0);
-        let none = llm_roots(&dir, kernel, &Settings::default(), arch, (2, 0), nvrtc);
-        assert!(none.is_empty());
+        let compile = |source: &str| {
+            nvrtc::compile(nvrtc, "llm.cu", source, arch)
+                .map_err(|e| format!("{}\n{}", e.status, e.log))
+        };
+        let plain = Settings::default();
+        assert!(LlmExperts::new(&dir, kernel, &plain, (arch, 2, 0), &compile).is_none());
         let with = Settings {
             llm: Some(settings(&server.url, Replay::Auto)),
             ..Settings::default()
         };
-        let roots = llm_roots(&dir, kernel, &with, arch, (2, 0), nvrtc);
+        let experts = LlmExperts::new(&dir, kernel, &with, (arch, 2, 0), &compile).unwrap();
+        let roots = experts.roots();
         // Both routed experts learn the same kernel: one root.
         assert_eq!(roots.len(), 1, "{roots:?}");
         let root = &roots[0];
@@ -575,14 +541,8 @@ mod tests {
 
         // The fastest verified root goes back to the nearest expert with its time and the time to beat; what
         // compiles is a new root whose log record makes it again.
-        let compile = |source: &str| {
-            nvrtc::compile(nvrtc, "llm.cu", source, arch)
-                .map_err(|e| format!("{}\n{}", e.status, e.log))
-        };
-        assert!(LlmRewrite::new(&dir, kernel, &Settings::default(), (arch, 2), &compile).is_none());
-        let rewriter = LlmRewrite::new(&dir, kernel, &with, (arch, 2), &compile).unwrap();
         use crate::experts::Rewriter;
-        let rewritten = rewriter.rewrite(root, 0.29, 0.18, "n=67108864").unwrap();
+        let rewritten = experts.rewrite(root, 0.29, 0.18, "n=67108864").unwrap();
         assert!(
             rewritten.name.starts_with("llm ")
                 && rewritten

@@ -126,15 +126,11 @@ impl Judge for LlmJudge<'_> {
         ];
         let answer = self.llm.chat(messages);
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-        stats.asked += 1;
-        let answer = match answer {
-            Ok(a) => a,
-            Err(_) => {
-                stats.failed += 1;
-                return rule;
-            }
+        let s = &mut *stats;
+        let Some(answer) = super::counted(answer, (&mut s.asked, &mut s.failed, &mut s.replayed))
+        else {
+            return rule;
         };
-        stats.replayed += usize::from(answer.replayed);
         let (verdict, said) = match read(&answer.value.content) {
             Some(v) => {
                 let differs = matches!(v, Verdict::Keep(_)) != matches!(rule, Verdict::Keep(_));

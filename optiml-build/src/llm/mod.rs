@@ -162,6 +162,30 @@ pub struct Answered<T> {
     pub replayed: bool,
 }
 
+/// Counts one answer in a caller's `(asked, failed, replayed)` counters (the proposer's and the judge's stats):
+/// the answer, or `None` when the request failed and the caller falls back to its rule.
+pub(crate) fn counted<T, E>(
+    answer: Result<Answered<T>, E>,
+    (asked, failed, replayed): (&mut usize, &mut usize, &mut usize),
+) -> Option<Answered<T>> {
+    *asked += 1;
+    match answer {
+        Ok(a) => {
+            *replayed += usize::from(a.replayed);
+            Some(a)
+        }
+        Err(_) => {
+            *failed += 1;
+            None
+        }
+    }
+}
+
+/// Where the exchanges of the workspace or crate at `root` are recorded by default: `<root>/target/optiml/llm`.
+pub fn records_under(root: &std::path::Path) -> PathBuf {
+    root.join("target").join("optiml").join("llm")
+}
+
 /// The model as optiml uses it: settings, the endpoint (unless replaying only) and the recordings.
 #[derive(Debug)]
 pub struct Llm {

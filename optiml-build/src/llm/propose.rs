@@ -118,15 +118,11 @@ impl<S: Tunable> Proposer<S> for LlmProposer<'_, S> {
         ];
         let answer = self.llm.chat(messages);
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-        stats.asked += 1;
-        let answer = match answer {
-            Ok(a) => a,
-            Err(_) => {
-                stats.failed += 1;
-                return routed;
-            }
+        let s = &mut *stats;
+        let Some(answer) = super::counted(answer, (&mut s.asked, &mut s.failed, &mut s.replayed))
+        else {
+            return routed;
         };
-        stats.replayed += usize::from(answer.replayed);
         let names: Vec<&str> = routed.iter().map(|t| t.name).collect();
         let (picked, unknown) = named(&answer.value.content, &names);
         stats.unknown_names += unknown;

@@ -131,42 +131,53 @@ pub fn seed_root(p: &Program, seed: &crate::scan::SeedSource) -> Option<crate::e
         file = seed.seed.file,
         text = crate::llm::guard::with_c_linkage(&seed.text, function),
     );
-    Some(crate::experts::Root {
-        name: format!("seed {}", seed.seed),
-        schedule: serde_json::json!({ "seed": {
-            "file": seed.seed.file,
-            "function": function,
-            "sha256": seed.sha256(),
-        }}),
+    let schedule = serde_json::json!({ "seed": {
+        "file": seed.seed.file,
+        "function": function,
+        "sha256": seed.sha256(),
+    }});
+    Some(root(
+        contract,
+        format!("seed {}", seed.seed),
+        schedule,
+        source,
+    ))
+}
+
+/// A root launched as `contract` says, with `name` in logs and reports and `schedule` in the log.
+fn root(
+    contract: Contract,
+    name: String,
+    schedule: serde_json::Value,
+    source: String,
+) -> crate::experts::Root {
+    crate::experts::Root {
         candidate: crate::experts::Candidate {
             source,
             entry: contract.entry,
             launch: contract.launch,
-            schedule: format!("seed {}", seed.seed),
+            schedule: name.clone(),
         },
-    })
+        name,
+        schedule,
+    }
 }
 
 /// The search root of a kernel an LLM expert wrote for `p` against [`contract`] (`source` is what compiled, C
 /// linkage included). The log records the source itself, so the winner can be made again, and checked, from the
 /// log alone on a machine with no endpoint and no recordings. `None` for a program with no contract.
 pub fn llm_root(p: &Program, expert: &str, source: &str) -> Option<crate::experts::Root> {
-    let contract = contract(p)?;
-    let name = format!("llm {expert}");
-    Some(crate::experts::Root {
-        schedule: serde_json::json!({ "llm": {
-            "expert": expert,
-            "sha256": optiml_spec::sha256_hex(source.as_bytes()),
-            "source": source,
-        }}),
-        candidate: crate::experts::Candidate {
-            source: source.to_string(),
-            entry: contract.entry,
-            launch: contract.launch,
-            schedule: name.clone(),
-        },
-        name,
-    })
+    let schedule = serde_json::json!({ "llm": {
+        "expert": expert,
+        "sha256": optiml_spec::sha256_hex(source.as_bytes()),
+        "source": source,
+    }});
+    Some(root(
+        contract(p)?,
+        format!("llm {expert}"),
+        schedule,
+        source.to_string(),
+    ))
 }
 
 #[cfg(test)]
