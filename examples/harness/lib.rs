@@ -6,12 +6,15 @@
 //! - [`check`]: outputs against a float64 reference, in full or sampled, and how far two outputs lie apart.
 //! - [`time`](mod@time): CUDA-event timing, alone or in alternating rounds against a baseline, medians, L2 flushed when asked.
 //! - [`matmul`]: the products' shapes, operands and float64 reference, and cuBLAS computing the same product.
+//! - [`library`]: the best library call for a product (cuBLAS with a workspace, cuBLASLt's heuristic's algorithms),
+//!   the baseline a matmul row is judged against.
 //! - [`report`]: dates, geometric means, markdown tables and the JSON + markdown files a run leaves.
 //! - [`sweep`]: the matmul sweeps' driver: case → check → time against cuBLAS → row → table, per element type.
 
 pub mod check;
 pub mod device;
 pub mod fill;
+pub mod library;
 pub mod matmul;
 pub mod report;
 pub mod sweep;

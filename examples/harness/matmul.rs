@@ -238,6 +238,9 @@ fn swapped<T>(shape: GemmShape, alpha: T, beta: T) -> Result<StridedBatchedConfi
 
 /// An element type cuBLAS multiplies, and the entry point a benchmark measures for it.
 pub trait CublasGemm: Element {
+    /// The element's type as cuBLASLt's layouts name it.
+    fn lt_type() -> cudarc::cublaslt::sys::cudaDataType;
+
     /// `out = a·b` through cuBLAS for the row-major problem `shape`, the buffers' sizes already checked.
     ///
     /// # Errors
@@ -254,6 +257,10 @@ pub trait CublasGemm: Element {
 /// fp32 (default math mode: exact fp32, unless the handle was set to TF32): sgemm for one matrix,
 /// sgemm_strided_batched for more.
 impl CublasGemm for f32 {
+    fn lt_type() -> cudarc::cublaslt::sys::cudaDataType {
+        cudarc::cublaslt::sys::cudaDataType::CUDA_R_32F
+    }
+
     fn gemm(
         blas: &CudaBlas,
         shape: GemmShape,
@@ -295,8 +302,12 @@ where
 
 /// The 16-bit types go through [`gemm16`].
 macro_rules! cublas_gemm16 {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $lt:ident),*) => {$(
         impl CublasGemm for $t {
+            fn lt_type() -> cudarc::cublaslt::sys::cudaDataType {
+                cudarc::cublaslt::sys::cudaDataType::$lt
+            }
+
             fn gemm(
                 blas: &CudaBlas,
                 shape: GemmShape,
@@ -310,7 +321,7 @@ macro_rules! cublas_gemm16 {
     )*};
 }
 
-cublas_gemm16!(bf16, f16);
+cublas_gemm16!(bf16: CUDA_R_16BF, f16: CUDA_R_16F);
 
 /// cuBLAS's product for the same row-major problem as the kernel's, through the entry point
 /// [`CublasGemm`] names for `T`. cuBLAS is column-major: the row-major `C = op(A)·op(B)` is the column-major

@@ -1,22 +1,23 @@
 //! The matmul sweeps' driver, one for every element type: each case is drawn, launched into a poisoned output,
-//! checked against float64, compared with cuBLAS's output, timed beside cuBLAS in alternating rounds, and ends as a
-//! row of the console table, the JSON and the markdown. A sweep program holds its kernels, its cases and how it
+//! checked against float64, compared with the output of the best library call ([`crate::library`]: cuBLAS with a
+//! workspace or one of cuBLASLt's heuristic algorithms, whichever is fastest on the row's operands), timed beside
+//! it in alternating rounds, and ends as a row of the console table, the JSON and the markdown. A sweep program holds its kernels, its cases and how it
 //! launches each kernel; [`SweepKernel`] tells the driver the rest.
 
-use cudarc::cublas::CudaBlas;
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::matmul::{Activation, CublasGemm, GemmShape, Operands, cublas_gemm};
+use crate::library::{Library, Math};
+use crate::matmul::{Activation, CublasGemm, GemmShape, Operands};
 use crate::report::{Align, Table, cell_text, geomean, show_geomean, write_report};
 use crate::{BoxError, Stats, arg_value, copy_bandwidth, poisoned, rel_diff, time_pair};
 
 /// Elements of every output checked against float64.
 const SAMPLES: usize = 2048;
-/// Untimed runs of the kernel and of cuBLAS before the timed rounds.
+/// Untimed runs of the kernel and of the library call before the timed rounds.
 const WARMUP: usize = 5;
-/// Timed rounds, each one run of the kernel and one of cuBLAS.
+/// Timed rounds, each one run of the kernel and one of the library call.
 const ROUNDS: usize = 30;
 
 /// What the driver needs to know about a declared kernel.
@@ -35,15 +36,15 @@ pub trait SweepKernel: Copy {
     fn shared_b(self) -> bool {
         false
     }
-    /// The fused bias + activation epilogue, by name and as the reference applies it (cuBLAS runs the plain
-    /// product, so the row is not compared with cuBLAS's output).
+    /// The fused bias + activation epilogue, by name and as the reference applies it (the library runs the
+    /// plain product, so the row is not compared with the library's output).
     fn epilogue(self) -> Option<(&'static str, Activation)> {
         None
     }
     /// The sampled check's tolerance, relative to the terms' magnitude.
     fn tolerance(self) -> f64;
-    /// How far (relative L2) optiml's output may lie from cuBLAS's: further, and the two do not compute the same
-    /// thing, so the speed ratio would mean nothing.
+    /// How far (relative L2) optiml's output may lie from the library's: further, and the two do not compute the
+    /// same thing, so the speed ratio would mean nothing.
     fn agreement(self) -> f64;
     /// Bytes of one element of A, B and C (the matrix-vector rows' least traffic).
     fn element_bytes(self) -> usize;
@@ -130,24 +131,28 @@ impl<K: SweepKernel> Case<K> {
 }
 
 /// What a row that passed its checks measured.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Measured {
     /// optiml's times.
     pub ours: Stats,
-    /// cuBLAS's, in the same rounds.
-    pub cublas: Stats,
+    /// The fastest library call's, in the same rounds.
+    pub library: Stats,
+    /// Which call that was ([`crate::library::Call::name`]).
+    pub call: String,
+    /// Every library call tried for the row, with its median time when it was picked: fastest first.
+    pub candidates: Vec<(String, f64)>,
     /// optiml's largest sampled error against float64, relative to the terms' magnitude.
     pub error: f64,
-    /// cuBLAS's (of the plain product, on epilogue rows), where the sweep audits its baseline.
-    pub cublas_error: Option<f64>,
-    /// ‖optiml − cuBLAS‖₂ / ‖cuBLAS‖₂; `None` where optiml fuses an epilogue cuBLAS does not run.
+    /// The library call's (of the plain product, on epilogue rows), where the sweep audits its baseline.
+    pub library_error: Option<f64>,
+    /// ‖optiml − library‖₂ / ‖library‖₂; `None` where optiml fuses an epilogue the library does not run.
     pub diff: Option<f64>,
 }
 
 impl Measured {
-    /// optiml's speed over cuBLAS's (above 1: optiml is faster).
+    /// optiml's speed over the library call's (above 1: optiml is faster).
     pub fn ratio(&self) -> f64 {
-        self.cublas.median_ms / self.ours.median_ms
+        self.library.median_ms / self.ours.median_ms
     }
 }
 
@@ -180,9 +185,9 @@ pub struct Sweep<'a> {
     /// The tables of matrix-matrix rows, in order ([`SweepKernel::group`] indexes them). Matrix-vector rows go
     /// in one memory-bound table after them, judged against the copy bandwidth.
     pub groups: &'a [Group],
-    /// Also check cuBLAS's output against float64 (measured, not held to a tolerance: a baseline less precise
-    /// than optiml is a finding, not a failure of the row), and report its error and how far the two outputs lie
-    /// apart.
+    /// Also check the library's output against float64 (measured, not held to a tolerance: a baseline less
+    /// precise than optiml is a finding, not a failure of the row), and report its error and how far the two
+    /// outputs lie apart.
     pub audit_baseline: bool,
     /// Report a row that fails a check as FAILED, untimed, and go on (the run ends with an error after writing its
     /// outputs); otherwise the first failure ends the run.
@@ -226,21 +231,17 @@ impl<'a> Sweep<'a> {
             width(|c| c.kernel.name().len()),
         );
         println!(
-            "{:<lw$} {:<kw$} {:>22} | {:>9} {:>8} | {:>9} {:>8} | {:>6} {:>8}{}",
+            "{:<lw$} {:<kw$} {:>22} | {:>9} {:>8} | {:>9} {:>8} | {:>6} {:>8}{} | library call",
             "case",
             "kernel",
             "batch×m×n×k",
             "optiml ms",
             "TFLOP/s",
-            "cuBLAS ms",
+            "lib. ms",
             "TFLOP/s",
             "ratio",
             "error",
-            if self.audit_baseline {
-                " vs cuBLAS"
-            } else {
-                ""
-            }
+            if self.audit_baseline { " vs lib." } else { "" }
         );
         let mut rows = Vec::new();
         for c in cases {
@@ -253,18 +254,19 @@ impl<'a> Sweep<'a> {
             );
             match &outcome {
                 Ok(r) => println!(
-                    "{head} | {:>9.4} {:>8.1} | {:>9.4} {:>8.1} | {:>5.2}x {:>8.1e}{}",
+                    "{head} | {:>9.4} {:>8.1} | {:>9.4} {:>8.1} | {:>5.2}x {:>8.1e}{} | {}",
                     r.ours.median_ms,
                     c.tflops(&r.ours),
-                    r.cublas.median_ms,
-                    c.tflops(&r.cublas),
+                    r.library.median_ms,
+                    c.tflops(&r.library),
                     r.ratio(),
                     r.error,
                     if self.audit_baseline {
                         format!(" {:>8}", show_diff(r.diff))
                     } else {
                         String::new()
-                    }
+                    },
+                    r.call
                 ),
                 Err(why) if self.keep_going => println!("{head} | FAILED: {why}"),
                 Err(why) => {
@@ -283,15 +285,18 @@ impl<'a> Sweep<'a> {
     }
 }
 
-/// Checks one case (optiml against float64; where the sweep audits its baseline, cuBLAS against float64; the two
-/// against each other), then times optiml beside cuBLAS on the same operands. Any failed check is an error, so
-/// nothing unchecked is timed. `launch` runs the case's kernel on its operands into the output.
+/// Checks one case (optiml against float64; where the sweep audits its baseline, the library call against
+/// float64; the two against each other), then times optiml beside the fastest library call ([`Library::fastest`],
+/// picked on the same operands) in alternating rounds. Any failed check is an error, so nothing unchecked is
+/// timed. `launch` runs the case's kernel on its operands into the output; `math` is what the library may do
+/// with fp32 operands (the kernel's own precision).
 ///
 /// # Errors
 /// The check that failed (the operands' seeds named), or what a launch reports.
 pub fn measure<T: CublasGemm, K: SweepKernel>(
     stream: &Arc<CudaStream>,
-    blas: &CudaBlas,
+    library: &Library,
+    math: Math,
     sweep: &Sweep<'_>,
     c: &Case<K>,
     launch: impl Fn(&Operands<T>, &mut CudaSlice<T>) -> Result<(), BoxError>,
@@ -310,12 +315,16 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
         .map_err(|e| format!("optiml: {e} ({seeds})"))?;
 
     let mut dref = poisoned::<T>(stream, c_len)?;
-    cublas_gemm(blas, shape, &x.da, &x.db, &mut dref)?;
+    let (call, candidates) = library.fastest(shape, math, &x.da, &x.db, &mut dref)?;
+    // The picked call's own output, into a freshly poisoned buffer: what is compared is what is timed.
+    let mut dref = poisoned::<T>(stream, c_len)?;
+    call.run(&x.da, &x.db, &mut dref)?;
     let theirs = stream.clone_dtoh(&dref)?;
-    let cublas_error = if sweep.audit_baseline {
+    let name = call.call.name();
+    let library_error = if sweep.audit_baseline {
         let e = x
             .check(shape, None, &theirs, SAMPLES, f64::INFINITY)
-            .map_err(|e| format!("cuBLAS: {e} ({seeds})"))?;
+            .map_err(|e| format!("{name}: {e} ({seeds})"))?;
         Some(e)
     } else {
         None
@@ -323,12 +332,13 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
     let diff = match act {
         Some(_) => None,
         None => {
-            // optiml's output was found finite above; a NaN from cuBLAS makes the difference NaN, and fails too.
+            // optiml's output was found finite above; a NaN from the library makes the difference NaN, and fails
+            // too.
             let diff = rel_diff(&ours, &theirs);
             let most = c.kernel.agreement();
             if diff.is_nan() || diff > most {
                 return Err(format!(
-                    "cuBLAS and optiml disagree: relative L2 {diff:e} > {most:e} ({seeds})"
+                    "{name} and optiml disagree: relative L2 {diff:e} > {most:e} ({seeds})"
                 )
                 .into());
             }
@@ -336,18 +346,23 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
         }
     };
 
-    let (ours, cublas) = time_pair(
+    let (ours, library) = time_pair(
         stream,
         WARMUP,
         ROUNDS,
         || launch(&x, &mut dc),
-        || cublas_gemm(blas, shape, &x.da, &x.db, &mut dref),
+        || call.run(&x.da, &x.db, &mut dref),
     )?;
     Ok(Measured {
         ours,
-        cublas,
+        library,
+        call: name,
+        candidates: candidates
+            .iter()
+            .map(|(call, stats)| (call.name(), stats.median_ms))
+            .collect(),
         error,
-        cublas_error,
+        library_error,
         diff,
     })
 }
@@ -371,7 +386,7 @@ impl<K: SweepKernel> Results<'_, K> {
             .collect()
     }
 
-    /// Group `g`'s geometric mean of optiml / cuBLAS speed over its rows that passed (only they were timed);
+    /// Group `g`'s geometric mean of optiml / library speed over its rows that passed (only they were timed);
     /// `None` over none.
     pub fn geomean(&self, g: usize) -> Option<f64> {
         geomean(
@@ -407,7 +422,7 @@ impl<K: SweepKernel> Results<'_, K> {
             })
             .collect();
         println!(
-            "geometric mean of optiml / cuBLAS speed over the matrix-matrix rows{}: {}",
+            "geometric mean of optiml / best library call speed over the matrix-matrix rows{}: {}",
             if self.sweep.keep_going {
                 " that passed"
             } else {
@@ -419,12 +434,12 @@ impl<K: SweepKernel> Results<'_, K> {
             if let Some(m) = r.measured() {
                 let c = &r.case;
                 println!(
-                    "{:<16} {:>22}: {:.2} TB/s = {:.0}% of the copy bandwidth (cuBLAS {:.2} TB/s)",
+                    "{:<16} {:>22}: {:.2} TB/s = {:.0}% of the copy bandwidth (library {:.2} TB/s)",
                     c.label,
                     c.shape(),
                     c.bandwidth(&m.ours) / 1e12,
                     100.0 * c.bandwidth(&m.ours) / self.copy,
-                    c.bandwidth(&m.cublas) / 1e12
+                    c.bandwidth(&m.library) / 1e12
                 );
             }
         }
@@ -440,21 +455,27 @@ impl<K: SweepKernel> Results<'_, K> {
         let c = r.case;
         let mut row = serde_json::json!({
             "case": c.label, "kernel": c.kernel.name(), "batch": c.batch, "m": c.m, "n": c.n, "k": c.k,
-            "trans_a": c.kernel.trans_a(), "trans_b": c.kernel.trans_b(),
-            "epilogue": c.kernel.epilogue().map(|(act, _)| format!("bias + {act} (fused; cuBLAS runs the plain gemm)")),
+            "trans_a": c.kernel.trans_a(), "trans_b": c.kernel.trans_b(), "shared_b": c.kernel.shared_b(),
+            "epilogue": c.kernel.epilogue().map(|(act, _)| format!("bias + {act} (fused; the library runs the plain gemm)")),
         });
         let extra = match &r.outcome {
             Ok(m) => {
+                let candidates: Vec<serde_json::Value> = m
+                    .candidates
+                    .iter()
+                    .map(|(call, ms)| serde_json::json!({"call": call, "median_ms": ms}))
+                    .collect();
                 let mut fields = serde_json::json!({
                     "optiml": m.ours.json(), "optiml_tflops": c.tflops(&m.ours),
-                    "cublas": m.cublas.json(), "cublas_tflops": c.tflops(&m.cublas),
-                    "speed_vs_cublas": m.ratio(), "max_rel_err_sampled": m.error,
+                    "library": m.library.json(), "library_call": m.call,
+                    "library_tflops": c.tflops(&m.library), "library_candidates": candidates,
+                    "speed_vs_library": m.ratio(), "max_rel_err_sampled": m.error,
                     "min_bytes": c.min_bytes(), "optiml_bytes_per_s": c.bandwidth(&m.ours),
-                    "cublas_bytes_per_s": c.bandwidth(&m.cublas),
+                    "library_bytes_per_s": c.bandwidth(&m.library),
                 });
                 if self.sweep.audit_baseline {
-                    fields["cublas_max_rel_err_sampled"] = m.cublas_error.into();
-                    fields["rel_l2_vs_cublas"] = m.diff.into();
+                    fields["library_max_rel_err_sampled"] = m.library_error.into();
+                    fields["rel_l2_vs_library"] = m.diff.into();
                 }
                 if self.sweep.keep_going {
                     fields["status"] = "ok".into();
@@ -489,7 +510,7 @@ impl<K: SweepKernel> Results<'_, K> {
                 md.push_str(&format!("\n## {h}\n"));
             }
             md.push_str(&format!(
-                "\n{table}\nGeometric mean of optiml / cuBLAS speed over the {} {} rows{passed}: **{}×**.\n",
+                "\n{table}\nGeometric mean of optiml / best library call speed over the {} {} rows{passed}: **{}×**.\n",
                 rows.iter().filter(|r| r.measured().is_some()).count(),
                 group.name,
                 show_geomean(mean)
@@ -516,9 +537,9 @@ impl<K: SweepKernel> Results<'_, K> {
         md
     }
 
-    /// Adds `r` to `table`: what was run, optiml's time and its `rates`, cuBLAS's time and its first rate (the
-    /// others, shares of the copy bandwidth, are optiml's alone), the ratio and the errors; or, for a failed row,
-    /// why in place of the numbers.
+    /// Adds `r` to `table`: what was run, optiml's time and its `rates`, the library call's time and its first
+    /// rate (the others, shares of the copy bandwidth, are optiml's alone) and which call it was, the ratio and
+    /// the errors; or, for a failed row, why in place of the numbers.
     fn push_row(
         &self,
         table: &mut Table,
@@ -535,10 +556,11 @@ impl<K: SweepKernel> Results<'_, K> {
             Ok(m) => {
                 cells.push(m.ours.cell());
                 cells.extend(rates(c, &m.ours));
-                cells.push(m.cublas.cell());
-                cells.extend(rates(c, &m.cublas).into_iter().take(1));
+                cells.push(m.library.cell());
+                cells.extend(rates(c, &m.library).into_iter().take(1));
+                cells.push(m.call.clone());
                 let note = match c.kernel.epilogue() {
-                    Some(_) => " (cuBLAS without the epilogue)",
+                    Some(_) => " (library without the epilogue)",
                     None => "",
                 };
                 cells.push(format!("{:.2}×{note}", m.ratio()));
@@ -549,7 +571,8 @@ impl<K: SweepKernel> Results<'_, K> {
         table.row(&cells);
     }
 
-    /// A table of rows: what was run, optiml's time and `rate` columns, cuBLAS's, the ratio and the errors.
+    /// A table of rows: what was run, optiml's time and `rate` columns, the library call's and its name, the ratio
+    /// and the errors.
     fn table(&self, rate: &[(&str, Align)]) -> Table {
         let ms = |who| (who, Align::Left);
         let mut columns = vec![
@@ -559,13 +582,14 @@ impl<K: SweepKernel> Results<'_, K> {
             ms("optiml ms (min–max)"),
         ];
         columns.extend(rate);
-        columns.push(ms("cuBLAS ms (min–max)"));
-        // cuBLAS's rate: the first rate column (the share of the copy is optiml's alone).
+        columns.push(ms("library ms (min–max)"));
+        // The library's rate: the first rate column (the share of the copy is optiml's alone).
         columns.extend(rate.iter().take(1));
-        columns.push(("optiml / cuBLAS", Align::Right));
+        columns.push(("library call", Align::Left));
+        columns.push(("optiml / library", Align::Right));
         if self.sweep.audit_baseline {
-            columns.push(("max sampled error (cuBLAS's)", Align::Right));
-            columns.push(("rel. L2 vs cuBLAS", Align::Right));
+            columns.push(("max sampled error (library's)", Align::Right));
+            columns.push(("rel. L2 vs library", Align::Right));
         } else {
             columns.push(("max sampled error", Align::Right));
         }
@@ -574,7 +598,7 @@ impl<K: SweepKernel> Results<'_, K> {
 
     /// The error columns of a measured row.
     fn error_cells(&self, m: &Measured) -> Vec<String> {
-        match m.cublas_error {
+        match m.library_error {
             Some(theirs) if self.sweep.audit_baseline => {
                 vec![format!("{:.1e} ({theirs:.1e})", m.error), show_diff(m.diff)]
             }
