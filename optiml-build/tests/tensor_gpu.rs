@@ -350,6 +350,45 @@ fn a_seed_passes_the_gate_and_a_broken_seed_does_not() {
     }
 }
 
+/// A 16-bit program's seed reads and writes raw bits through `optiml/program.cuh`'s conversions (the root
+/// includes it): it passes the bf16 gate, and one that rounds its outputs to the wrong 16-bit type does not.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_sixteen_bit_seed_passes_the_gate_and_a_mistyped_one_does_not() {
+    let text = "gelu, bf16";
+    let Shape::Pointwise(shape) = shape_of(text) else {
+        panic!("{text} is not a pointwise program");
+    };
+    let program = shape.program.clone();
+    let good = "__global__ void gelu16(const unsigned short* x, unsigned short* y, long long n) {\n\
+        for (long long i = blockIdx.x * 256ll + threadIdx.x; i < n; i += 256ll * gridDim.x) {\n\
+            const float v = optiml_p::bf16_to_f32(x[i]);\n\
+            y[i] = optiml_p::f32_to_bf16(0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));\n\
+        }\n}\n";
+    let root = |text: &str| {
+        let seed = optiml_build::scan::SeedSource {
+            seed: optiml_spec::Seed::parse("kernels/gelu16.cu:gelu16").unwrap(),
+            path: "kernels/gelu16.cu".into(),
+            text: text.into(),
+        };
+        optiml_build::families::tensor::contract::seed_root(&program, &seed).unwrap()
+    };
+    let extents = dispatch(&program);
+    let mut evaluator = evaluator::<PointwiseSchedule>(text, shape, &program, &extents, 12);
+    let (outcome, _) = evaluator.evaluate_candidate(&root(good).candidate);
+    let Outcome::Measured(m) = outcome else {
+        panic!("the bf16 seed: {outcome:?}")
+    };
+    println!("bf16 seed {:.4} ms at {extents:?}", m.time_ms);
+    let mistyped = good.replace("f32_to_bf16", "f32_to_f16");
+    let (outcome, _) = evaluator.evaluate_candidate(&root(&mistyped).candidate);
+    assert!(
+        matches!(&outcome, Outcome::Rejected(why) if why.starts_with("gate:")),
+        "a seed that stores f16 bits as bf16: {outcome:?}"
+    );
+    println!("a seed that stores f16 bits as bf16: {outcome:?}");
+}
+
 /// `good` (a one-input f32 map) made to keep its output: it computes at a size it has not seen, the last block
 /// to finish copies the output into a buffer of its own, and at the size it last kept it copies that buffer out
 /// without reading its input. Every run of one size but the first then replays the first one's output: right as

@@ -21,15 +21,14 @@ pub(crate) fn kernel(args: TokenStream, input: TokenStream) -> syn::Result<Token
 }
 
 /// What the macro can check of a seed before the build script compiles and verifies it: the spec has the ABI a
-/// seed is written against (an f32 tensor program's), and the file defines the `__global__` function. The file is
+/// seed is written against (a tensor program's), and the file defines the `__global__` function. The file is
 /// read relative to the package root, as the build script reads it.
 fn check_seed(lit: &syn::LitStr, seed: &optiml_spec::Seed, spec: &Spec) -> syn::Result<()> {
-    let f32_program = matches!(&spec.family, Family::Tensor(p) if p.dtype == DType::F32);
-    if !f32_program {
+    if !matches!(&spec.family, Family::Tensor(_)) {
         return Err(syn::Error::new(
             lit.span(),
             format!(
-                "a seed kernel is written against the tensor-program ABI, which f32 tensor programs have; `{}` is \
+                "a seed kernel is written against the tensor-program ABI, which tensor programs have; `{}` is \
                  not one (`cargo optiml explain` shows a program's ABI)",
                 spec.canonical()
             ),

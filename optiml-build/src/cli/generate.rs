@@ -95,7 +95,7 @@ pub fn generate(
         };
         let Some(contract) = families::tensor::contract::contract(program) else {
             skipped.push(format!(
-                "`{}`: a 16-bit program (no contract yet)",
+                "`{}`: no contract (the generator does not lower its program)",
                 kernel.name
             ));
             continue;

@@ -999,7 +999,14 @@ mod tests {
             "{softmax}"
         );
         assert!(explain("y = x * s").contains("float* out0, long long n0, float p0)"));
-        assert!(!explain("relu, bf16").contains("seed kernel"));
+        // A 16-bit program's floats are their raw bits, with the conversions named.
+        let relu16 = explain("relu, bf16");
+        assert!(
+            relu16.contains(
+                "void function(const unsigned short* in0, unsigned short* out0, long long n0)"
+            ) && relu16.contains("optiml_p::bf16_to_f32"),
+            "{relu16}"
+        );
         assert!(!explain("matmul, f32").contains("seed kernel"));
     }
 }

@@ -193,9 +193,7 @@ pub fn explain(spec: &Spec) -> String {
                 names.join(", ")
             }
         );
-        if let Some(abi) = tensor::contract::seed_abi(program) {
-            let _ = writeln!(out, "{abi}");
-        }
+        let _ = writeln!(out, "{}", tensor::contract::seed_abi(program));
     }
     out
 }

@@ -19,6 +19,9 @@ pub struct Contract {
     pub text: String,
     /// How the runtime launches the kernel.
     pub launch: Launch,
+    /// What precedes every answer when it is compiled and kept (a 16-bit program's `#include` of the
+    /// conversions; empty for f32): the answer itself may include nothing, the guard refuses it.
+    pub prelude: &'static str,
 }
 
 /// What became of one answer.
@@ -165,10 +168,13 @@ fn converse(
         let checked = code.and_then(|c| guard::check(&c, contract.entry).map(|()| c));
         let (verdict, compiled) = match checked {
             Err(refusal) => (Verdict::Refused(refusal), None),
-            Ok(source) => match compile(&source) {
-                Ok(c) => (Verdict::Compiled, Some((source, c))),
-                Err(log) => (Verdict::Rejected(log_excerpt(&log)), None),
-            },
+            Ok(answer) => {
+                let source = format!("{}{answer}", contract.prelude);
+                match compile(&source) {
+                    Ok(c) => (Verdict::Compiled, Some((source, c))),
+                    Err(log) => (Verdict::Rejected(log_excerpt(&log)), None),
+                }
+            }
         };
         // The verdict goes into the recording (a replayed run writes the same one again).
         let _ = llm

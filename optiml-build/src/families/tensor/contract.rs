@@ -24,17 +24,49 @@ pub(super) fn c_type(elem: Elem) -> &'static str {
     }
 }
 
-/// The kernel parameters of `p`'s ABI, in order: inputs, outputs, extents, scalars (`None` for a 16-bit program).
-fn parameters(p: &Program) -> Option<Vec<String>> {
-    if p.dtype != DType::F32 {
-        return None;
+/// The C type of an element of `elem` in the ABI of a program of `dtype`: a 16-bit program's floats are their
+/// raw bit patterns, as its generated kernels and the runtime pass them.
+fn abi_type(elem: Elem, dtype: DType) -> &'static str {
+    match (elem, dtype) {
+        (Elem::Float, DType::Bf16 | DType::F16) => "unsigned short",
+        _ => c_type(elem),
     }
+}
+
+/// What a kernel of a 16-bit program is told of its floats, and the header that gives it the conversions (the
+/// same `optiml/program.cuh` the generated kernels include, offered to NVRTC in memory); `None` for f32.
+fn sixteen_bit(dtype: DType) -> Option<(&'static str, &'static str)> {
+    let (ty, to, from) = match dtype {
+        DType::F32 => return None,
+        DType::Bf16 => ("bf16", "optiml_p::bf16_to_f32", "optiml_p::f32_to_bf16"),
+        DType::F16 => ("f16", "optiml_p::f16_to_f32", "optiml_p::f32_to_f16"),
+    };
+    let text = match ty {
+        "bf16" => concat!(
+            "Floating tensors hold bf16 values as raw 16-bit patterns (`unsigned short`): widen each with ",
+            "`optiml_p::bf16_to_f32(u)` (exact), compute in float, and round each output once with ",
+            "`optiml_p::f32_to_bf16(x)` (to nearest even); `optiml/program.cuh`, which declares them, is included ",
+            "before the kernel."
+        ),
+        _ => concat!(
+            "Floating tensors hold f16 values as raw 16-bit patterns (`unsigned short`): widen each with ",
+            "`optiml_p::f16_to_f32(u)` (exact), compute in float, and round each output once with ",
+            "`optiml_p::f32_to_f16(x)` (to nearest even); `optiml/program.cuh`, which declares them, is included ",
+            "before the kernel."
+        ),
+    };
+    debug_assert!(text.contains(to) && text.contains(from));
+    Some((text, "#include \"optiml/program.cuh\"\n"))
+}
+
+/// The kernel parameters of `p`'s ABI, in order: inputs, outputs, extents, scalars.
+fn parameters(p: &Program) -> Vec<String> {
     let mut params: Vec<String> = Vec::new();
     for (k, t) in p.inputs.iter().enumerate() {
-        params.push(format!("const {}* in{k}", c_type(t.elem)));
+        params.push(format!("const {}* in{k}", abi_type(t.elem, p.dtype)));
     }
     for (k, s) in p.stmts.iter().filter(|s| s.output).enumerate() {
-        params.push(format!("{}* out{k}", c_type(s.elem)));
+        params.push(format!("{}* out{k}", abi_type(s.elem, p.dtype)));
     }
     for d in 0..p.dims.len() {
         params.push(format!("long long n{d}"));
@@ -42,26 +74,28 @@ fn parameters(p: &Program) -> Option<Vec<String>> {
     for k in 0..p.params.len() {
         params.push(format!("float p{k}"));
     }
-    Some(params)
+    params
 }
 
-/// What `cargo optiml explain` says a seed kernel of `p` must be (`None`: `p` takes no seed).
-pub fn seed_abi(p: &Program) -> Option<String> {
-    let params = parameters(p)?;
-    Some(format!(
+/// What `cargo optiml explain` says a seed kernel of `p` must be.
+pub fn seed_abi(p: &Program) -> String {
+    format!(
         "seed kernel (`seed = \"file.cu:function\"`; its parameters in this order, any names):\n  \
          extern \"C\" __global__ void function({})\n  \
          launched on a 1-D grid of blocks of {THREADS} threads, at most 8 blocks per multiprocessor, no dynamic \
          shared memory: it loops over its work\n  (inK: the program's inputs in order, outK: its outputs, nK: the \
-         extents of its dimensions in the canonical form's order d0, d1, …, pK: its scalars)",
-        params.join(", ")
-    ))
+         extents of its dimensions in the canonical form's order d0, d1, …, pK: its scalars){}",
+        parameters(p).join(", "),
+        sixteen_bit(p.dtype)
+            .map(|(text, _)| format!("\n  {text}"))
+            .unwrap_or_default()
+    )
 }
 
-/// The contract for `p`, an f32 program (16-bit programs need headers the guard does not let an answer include;
-/// they get none).
+/// The contract for `p`. A 16-bit program's kernel gets the conversions of `optiml/program.cuh`, which the root
+/// includes ahead of its text (an answer itself may include nothing: the guard refuses it).
 pub fn contract(p: &Program) -> Option<Contract> {
-    let params = parameters(p)?;
+    let params = parameters(p);
     let fixed: Vec<String> = p
         .dims
         .iter()
@@ -93,13 +127,19 @@ pub fn contract(p: &Program) -> Option<Contract> {
          kernel and the __device__ functions it calls.",
         p.canonical(),
         params.join(", "),
-        if fixed.is_empty() {
-            "Every extent is given at run time.".to_string()
-        } else {
-            format!(
-                "Fixed extents: {} (the argument still comes).",
-                fixed.join(", ")
-            )
+        {
+            let extents = if fixed.is_empty() {
+                "Every extent is given at run time.".to_string()
+            } else {
+                format!(
+                    "Fixed extents: {} (the argument still comes).",
+                    fixed.join(", ")
+                )
+            };
+            match sixteen_bit(p.dtype) {
+                Some((text, _)) => format!("{extents} {text}"),
+                None => extents,
+            }
         }
     );
     Some(Contract {
@@ -115,18 +155,21 @@ pub fn contract(p: &Program) -> Option<Contract> {
             nonempty_mask,
             tree: None,
         }),
+        prelude: sixteen_bit(p.dtype).map_or("", |(_, include)| include),
     })
 }
 
 /// The search root of `seed`, a user's kernel for `p` written against [`contract`]'s ABI and launch: its file,
 /// with C linkage added where it was left off, the function renamed to the contract's entry point by a macro (so
 /// the user's name stays in the file), and a `#line` so that NVRTC's messages name the user's file and lines.
-/// `None` for a program with no contract (16-bit).
+/// A 16-bit program's seed gets the contract's prelude (the conversions) ahead of it. `None` for a program
+/// with no contract (one the generator cannot lower).
 pub fn seed_root(p: &Program, seed: &crate::scan::SeedSource) -> Option<crate::experts::Root> {
     let contract = contract(p)?;
     let function = &seed.seed.function;
     let source = format!(
-        "#define {function} {entry}\n#line 1 \"{file}\"\n{text}",
+        "{prelude}#define {function} {entry}\n#line 1 \"{file}\"\n{text}",
+        prelude = contract.prelude,
         entry = contract.entry,
         file = seed.seed.file,
         text = crate::llm::guard::with_c_linkage(&seed.text, function),
@@ -204,9 +247,18 @@ mod tests {
             (l.threads, l.items_mask, l.max_blocks_per_sm),
             (THREADS, 0b11, 8)
         );
-        // 16-bit programs get no contract.
+        assert!(c.prelude.is_empty());
+        // A 16-bit program's floats are raw bits, converted with the header its prelude includes.
         let half = optiml_spec::program::notation::parse("y[i] = relu(x[i]), bf16").unwrap();
-        assert!(contract(&half).is_none());
+        let c = contract(&half).unwrap();
+        assert!(
+            c.text.contains(
+                "optiml_program(const unsigned short* in0, unsigned short* out0, long long n0)"
+            ) && c.text.contains("optiml_p::f32_to_bf16"),
+            "{}",
+            c.text
+        );
+        assert_eq!(c.prelude, "#include \"optiml/program.cuh\"\n");
     }
 
     fn seed(text: &str) -> crate::scan::SeedSource {
@@ -265,8 +317,29 @@ mod tests {
         if let Err(e) = crate::nvrtc::compile(nvrtc, "seed.cu", &source, arch) {
             panic!("{}", e.log);
         }
-        // 16-bit programs take no seed.
-        let half = optiml_spec::program::notation::parse("y[i] = relu(x[i]), bf16").unwrap();
-        assert!(seed_root(&half, &good).is_none());
+        // A 16-bit program's seed reads raw bits and converts them with the header the root includes; its
+        // errors still name the user's lines.
+        let half = optiml_spec::program::notation::parse("y[i] = relu(x[i]), f16").unwrap();
+        let relu16 = seed(
+            "__global__ void my_rows(const unsigned short* x, unsigned short* y, long long n) {\n\
+             for (long long i = blockIdx.x * 256ll + threadIdx.x; i < n; i += 256ll * gridDim.x)\n\
+             y[i] = optiml_p::f32_to_f16(fmaxf(optiml_p::f16_to_f32(x[i]), 0.0f));\n}\n",
+        );
+        let source = seed_root(&half, &relu16).unwrap().candidate.source;
+        match crate::nvrtc::compile(nvrtc, "seed.cu", &source, arch) {
+            Ok(c) => assert!(c.ptx.contains(".entry optiml_program("), "{}", c.ptx),
+            Err(e) => panic!("{}", e.log),
+        }
+        let mut broken16 = relu16.clone();
+        broken16.text = broken16.text.replace("f16_to_f32", "f16_to_f33");
+        let log = crate::nvrtc::compile(
+            nvrtc,
+            "seed.cu",
+            &seed_root(&half, &broken16).unwrap().candidate.source,
+            arch,
+        )
+        .unwrap_err()
+        .log;
+        assert!(log.contains("kernels/rows.cu(3)"), "{log}");
     }
 }

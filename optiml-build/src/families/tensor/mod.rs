@@ -277,7 +277,7 @@ impl Family for Tensor {
         };
         let extents = Extents::new(&request.target.dims).map_err(|_| unsupported())?;
         let plan = gate::test_plan(p, &request.settings.test_shapes);
-        // The user's seed joins the search as a root (a 16-bit program has no seed ABI; the macro refuses one).
+        // The user's seed joins the search as a root.
         let roots: Vec<_> = kernel
             .seed
             .iter()
