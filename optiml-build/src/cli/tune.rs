@@ -87,7 +87,7 @@ struct LlmExperts<'a> {
 
 impl<'a> LlmExperts<'a> {
     /// The experts of `kernel` under `settings`' `[llm]` table: `None` without one, or for a kernel with no
-    /// contract (not an f32 tensor program).
+    /// contract (not a tensor program the generator lowers).
     fn new(
         root: &Path,
         kernel: &'a scan::FoundKernel,
