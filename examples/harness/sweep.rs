@@ -317,7 +317,7 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
     let mut dref = poisoned::<T>(stream, c_len)?;
     let (call, candidates) = library.fastest(shape, math, &x.da, &x.db, &mut dref)?;
     // The picked call's own output, into a freshly poisoned buffer: what is compared is what is timed.
-    let mut dref = poisoned::<T>(stream, c_len)?;
+    dref = poisoned::<T>(stream, c_len)?;
     call.run(&x.da, &x.db, &mut dref)?;
     let theirs = stream.clone_dtoh(&dref)?;
     let name = call.call.name();
