@@ -41,8 +41,15 @@ pub const PROGRAM: Header = Header {
     text: include_str!("optiml/program.cuh"),
 };
 
+/// The gate's rule for one output element against its float64 reference, and the block sums of its relative L2
+/// condition: what the matmul and tensor-program references on the GPU compare through.
+pub const COMPARE: Header = Header {
+    name: "optiml/compare.cuh",
+    text: include_str!("optiml/compare.cuh"),
+};
+
 /// Every shared header.
-pub const HEADERS: &[Header] = &[DEFAULTS, EPILOGUE, SM90, PROGRAM];
+pub const HEADERS: &[Header] = &[DEFAULTS, EPILOGUE, SM90, PROGRAM, COMPARE];
 
 /// The headers `source` includes, by name: what a family must list among the sources its version hashes.
 pub fn included_by(source: &str) -> Vec<&'static Header> {

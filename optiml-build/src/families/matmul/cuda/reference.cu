@@ -2,6 +2,8 @@
 // shape is checked on every element, which the host reference cannot afford at 4096³ and beyond. Plain tiles, no
 // tuning: its only job is to be obviously right. Tested against the host reference (plan.rs) in eval_gpu.rs.
 
+#include "optiml/compare.cuh"
+
 #define OPTIML_REF_T 64
 #define OPTIML_REF_K 16
 
@@ -96,7 +98,6 @@ extern "C" __global__ void __launch_bounds__(256) optiml_matmul_compare(
     const float* out, const double* acc, const double* mag, const float* c0, const float* bias,
     long long item0, int items, int row0, int rows, int m, int n, int flags, double alpha, double beta, int act,
     int tri, double scaled_abs, double abs_tol, double* partial, u64* first) {
-    __shared__ double sd[256], sr[256];
     double diff2 = 0.0, ref2 = 0.0;
     const long long len = (long long)items * rows * n;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
@@ -124,32 +125,9 @@ extern "C" __global__ void __launch_bounds__(256) optiml_matmul_compare(
                 g += fabs((double)bias[j]);
             }
             r = optiml_ref_act(act, r);
-            const double d = fabs((double)o - r);
-            if (!isfinite(o)) {
-                bad = true;
-            } else {
-                if (fabs(r) >= g / 1024.0 && scaled_abs * fabs(r) >= abs_tol &&
-                    fabs(r) >= 1.1754943508222875e-38) {
-                    diff2 += d * d;
-                    ref2 += r * r;
-                }
-                bad = d > scaled_abs * fmax(g, fabs(r)) + fmax(abs_tol, 1.1754943508222875e-38);
-            }
+            bad = optiml_cmp_fails(o, r, g, scaled_abs, abs_tol, &diff2, &ref2);
         }
         if (bad) atomicMin(first, (u64)at);
     }
-    sd[threadIdx.x] = diff2;
-    sr[threadIdx.x] = ref2;
-    __syncthreads();
-    for (int o = 128; o > 0; o >>= 1) {
-        if (threadIdx.x < o) {
-            sd[threadIdx.x] += sd[threadIdx.x + o];
-            sr[threadIdx.x] += sr[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        partial[2 * blockIdx.x] = sd[0];
-        partial[2 * blockIdx.x + 1] = sr[0];
-    }
+    optiml_cmp_partials(diff2, ref2, partial);
 }

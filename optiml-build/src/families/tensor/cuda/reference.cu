@@ -5,6 +5,7 @@
 // The generated kernels compute a scale for every value, and some go unread (a condition's, a gather index's):
 // NVRTC's note of a variable set and never used is expected there.
 #pragma nv_diag_suppress 550
+#include "optiml/compare.cuh"
 typedef long long i64;
 typedef unsigned long long u64;
 
@@ -223,7 +224,6 @@ extern "C" __global__ void __launch_bounds__(256) optiml_ref_scan(double* v, dou
 extern "C" __global__ void __launch_bounds__(256) optiml_ref_compare(
     const void* out, int kind, const double* val, const double* scl, i64 n, double scaled_abs, double abs_tol,
     double* partial, u64* first) {
-    __shared__ double sd[256], sr[256];
     double diff2 = 0.0, ref2 = 0.0;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         const double r = val[e];
@@ -242,33 +242,9 @@ extern "C" __global__ void __launch_bounds__(256) optiml_ref_compare(
                 if (kind == 1) o = __uint_as_float((unsigned)h << 16);
                 else asm("cvt.f32.f16 %0, %1;" : "=f"(o) : "h"(h));
             }
-            if (!isfinite(o)) {
-                bad = true;
-            } else {
-                const double g = scl[e];
-                const double d = fabs((double)o - r);
-                if (fabs(r) >= g / 1024.0 && scaled_abs * fabs(r) >= abs_tol &&
-                    fabs(r) >= 1.1754943508222875e-38) {
-                    diff2 += d * d;
-                    ref2 += r * r;
-                }
-                bad = d > scaled_abs * fmax(g, fabs(r)) + fmax(abs_tol, 1.1754943508222875e-38);
-            }
+            bad = optiml_cmp_fails(o, r, scl[e], scaled_abs, abs_tol, &diff2, &ref2);
         }
         if (bad) atomicMin(first, (u64)e);
     }
-    sd[threadIdx.x] = diff2;
-    sr[threadIdx.x] = ref2;
-    __syncthreads();
-    for (int o = 128; o > 0; o >>= 1) {
-        if (threadIdx.x < o) {
-            sd[threadIdx.x] += sd[threadIdx.x + o];
-            sr[threadIdx.x] += sr[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        partial[2 * blockIdx.x] = sd[0];
-        partial[2 * blockIdx.x + 1] = sr[0];
-    }
+    optiml_cmp_partials(diff2, ref2, partial);
 }
