@@ -225,9 +225,39 @@ pub struct Bench {
     /// The host memory a job may take ([`limits::host_cap_here`]), or why the setting is wrong (every job is then
     /// refused, saying so).
     host_cap: Result<HostCap, LimitError>,
+    /// Trusted modules loaded by [`Bench::load_trusted`], newest last, with their PTX: a search sends the same
+    /// program's float64 reference with every job, and loading it (a JIT compile) per job would repeat the
+    /// same work.
+    trusted: Vec<(String, Arc<CudaModule>)>,
 }
 
+/// The most trusted modules a worker keeps loaded.
+const TRUSTED_MODULES: usize = 4;
+
 impl Bench {
+    /// The module of `ptx`, trusted code the parent compiled (a family's float64 reference), loaded once per
+    /// worker while it is among the last [`TRUSTED_MODULES`] asked for.
+    ///
+    /// # Errors
+    /// What loading the module reports.
+    pub fn load_trusted(
+        &mut self,
+        ptx: &str,
+    ) -> Result<Arc<CudaModule>, cudarc::driver::DriverError> {
+        if let Some(at) = self.trusted.iter().position(|(p, _)| p == ptx) {
+            let hit = self.trusted.remove(at);
+            let module = hit.1.clone();
+            self.trusted.push(hit);
+            return Ok(module);
+        }
+        let module = self.ctx.load_module(Ptx::from_src(ptx))?;
+        if self.trusted.len() >= TRUSTED_MODULES {
+            self.trusted.remove(0);
+        }
+        self.trusted.push((ptx.to_string(), module.clone()));
+        Ok(module)
+    }
+
     /// The toolkit on device `device`, with measured ceilings.
     pub fn new(device: usize, support_cubin: Vec<u8>) -> Result<Self, String> {
         let mut w = Self::setup(device, support_cubin)?;
@@ -290,6 +320,7 @@ impl Bench {
             flush: Some(flush),
             kept: None,
             host_cap: limits::host_cap_here(),
+            trusted: Vec::new(),
         })
     }
 

@@ -20,7 +20,6 @@ use super::contract::c_type;
 use crate::eval::device::{Bench, Stop, fault, reject};
 use crate::eval::plan::{Comparison, Tolerance};
 use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::Ptx;
 use optiml_spec::program::{Elem, Expr, Program, Reduce, Scan};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -679,9 +678,9 @@ impl Device {
     /// # Errors
     /// [`Stop::Reject`] when the program does not lower or the module does not load: the gate cannot check this
     /// job's dispatch size as it promised.
-    pub fn load(w: &Bench, p: &Program, ptx: &str) -> Result<Self, Stop> {
+    pub fn load(w: &mut Bench, p: &Program, ptx: &str) -> Result<Self, Stop> {
         let lowered = lower(p).map_err(|e| reject("reference", e))?;
-        let module = w.ctx.load_module(Ptx::from_src(ptx)).map_err(|e| {
+        let module = w.load_trusted(ptx).map_err(|e| {
             reject(
                 "reference",
                 format!("the float64 reference did not load: {e}"),
@@ -1083,13 +1082,16 @@ mod tests {
         let arch = optiml_runtime::probe::arch_of(&ctx).expect("its architecture");
         let support = crate::nvrtc::compile(nvrtc, "s.cu", crate::eval::support_source(), arch)
             .expect("the support module");
-        let w = Bench::setup(0, support.cubin).expect("a bench");
+        let mut w = Bench::setup(0, support.cubin).expect("a bench");
         let s = w.stream.clone();
         let mut compared = 0usize;
         for text in SPECS {
             let p = program(text);
             let ptx = ptx(&p).expect("the reference compiles");
-            let device = Device::load(&w, &p, &ptx).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            let device = Device::load(&mut w, &p, &ptx).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            // The worker loads a program's reference once, however many jobs send it.
+            let again = w.load_trusted(&ptx).expect("the reference loads");
+            assert!(Arc::ptr_eq(&again, &w.load_trusted(&ptx).unwrap()));
             let plan = super::super::gate::test_plan(&p, &[]);
             for (n, extents) in plan.sizes.iter().enumerate() {
                 let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ n as u64;
