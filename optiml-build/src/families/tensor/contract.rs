@@ -36,26 +36,21 @@ fn abi_type(elem: Elem, dtype: DType) -> &'static str {
 /// What a kernel of a 16-bit program is told of its floats, and the header that gives it the conversions (the
 /// same `optiml/program.cuh` the generated kernels include, offered to NVRTC in memory); `None` for f32.
 fn sixteen_bit(dtype: DType) -> Option<(&'static str, &'static str)> {
-    let (ty, to, from) = match dtype {
+    let text = match dtype {
         DType::F32 => return None,
-        DType::Bf16 => ("bf16", "optiml_p::bf16_to_f32", "optiml_p::f32_to_bf16"),
-        DType::F16 => ("f16", "optiml_p::f16_to_f32", "optiml_p::f32_to_f16"),
-    };
-    let text = match ty {
-        "bf16" => concat!(
+        DType::Bf16 => concat!(
             "Floating tensors hold bf16 values as raw 16-bit patterns (`unsigned short`): widen each with ",
             "`optiml_p::bf16_to_f32(u)` (exact), compute in float, and round each output once with ",
             "`optiml_p::f32_to_bf16(x)` (to nearest even); `optiml/program.cuh`, which declares them, is included ",
             "before the kernel."
         ),
-        _ => concat!(
+        DType::F16 => concat!(
             "Floating tensors hold f16 values as raw 16-bit patterns (`unsigned short`): widen each with ",
             "`optiml_p::f16_to_f32(u)` (exact), compute in float, and round each output once with ",
             "`optiml_p::f32_to_f16(x)` (to nearest even); `optiml/program.cuh`, which declares them, is included ",
             "before the kernel."
         ),
     };
-    debug_assert!(text.contains(to) && text.contains(from));
     Some((text, "#include \"optiml/program.cuh\"\n"))
 }
 
