@@ -119,6 +119,9 @@ pub fn rewrite(
     rounds: usize,
     compile: &dyn Fn(&str) -> Result<Compiled, String>,
 ) -> Written {
+    // The model is shown the kernel as an answer would be written: without the prelude, which it may not
+    // include itself.
+    let source = source.strip_prefix(contract.prelude).unwrap_or(source);
     let messages = vec![
         Message::new(Role::System, expert.prompt.clone()),
         Message::new(Role::User, contract.text.clone()),
