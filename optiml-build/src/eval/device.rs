@@ -236,7 +236,7 @@ const TRUSTED_MODULES: usize = 4;
 
 impl Bench {
     /// The module of `ptx`, trusted code the parent compiled (a family's float64 reference), loaded once per
-    /// worker while it is among the last [`TRUSTED_MODULES`] asked for.
+    /// worker while it is among the last four asked for.
     ///
     /// # Errors
     /// What loading the module reports.
