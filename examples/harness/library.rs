@@ -140,7 +140,7 @@ impl Library {
     }
 
     /// The fastest library call for `shape` on these operands: cuBLAS with its workspace and every algorithm
-    /// cuBLASLt's heuristic proposes, each timed ([`PICK_RUNS`] runs, median) into `out`; with the time of
+    /// cuBLASLt's heuristic proposes, each timed (10 runs, median) into `out`; with the time of
     /// every candidate, fastest first.
     ///
     /// # Errors
