@@ -306,15 +306,7 @@ impl LtPlan {
             ..
         } = shape;
         // A tensor times one matrix: one product of `batch · m` rows, as `cublas_gemm` runs it.
-        let (batch, m) = match (shape.shared_b, trans_a) {
-            (false, _) => (shape.batch, shape.m),
-            (true, false) => (1, shape.batch * shape.m),
-            (true, true) => {
-                return Err(
-                    "a shared B times transposed A items is not one cuBLASLt matmul".into(),
-                );
-            }
-        };
+        let (batch, m) = shape.as_one_library_call()?;
         let ty = T::lt_type();
         let compute = match (math, T::lt_type()) {
             (Math::Tf32, lt::cudaDataType::CUDA_R_32F) => {

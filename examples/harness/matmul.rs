@@ -49,6 +49,21 @@ impl GemmShape {
         }
     }
 
+    /// The batch and the rows of the product a library runs: a tensor times one matrix is, row-major and packed,
+    /// one matrix of `batch · m` rows times that matrix, the single gemm a library user would write.
+    ///
+    /// # Errors
+    /// A shared B times transposed A items, which no single strided call computes.
+    pub fn as_one_library_call(&self) -> Result<(usize, usize), BoxError> {
+        match (self.shared_b, self.trans_a) {
+            (false, _) => Ok((self.batch, self.m)),
+            (true, false) => Ok((1, self.batch * self.m)),
+            (true, true) => {
+                Err("a shared B times transposed A items is not one library call".into())
+            }
+        }
+    }
+
     /// Elements of A, B and C.
     pub fn lens(&self) -> (usize, usize, usize) {
         let b_items = if self.shared_b { 1 } else { self.batch };
@@ -199,13 +214,7 @@ fn swapped<T>(shape: GemmShape, alpha: T, beta: T) -> Result<StridedBatchedConfi
         trans_b,
         ..
     } = shape;
-    let (batch, m) = match (shape.shared_b, trans_a) {
-        (false, _) => (shape.batch, shape.m),
-        (true, false) => (1, shape.batch * shape.m),
-        (true, true) => {
-            return Err("a shared B times transposed A items is not one cuBLAS gemm".into());
-        }
-    };
+    let (batch, m) = shape.as_one_library_call()?;
     let (transa, lda) = if trans_b {
         (CUBLAS_OP_T, k)
     } else {
