@@ -56,17 +56,21 @@ __device__ __forceinline__ float tf32_rna(float x) {
     return __uint_as_float(r);
 }
 
+// The big and small TF32 parts of four floats.
+__device__ __forceinline__ void split4(float4 x, float4& big, float4& small) {
+    big.x = tf32_rna(x.x), small.x = tf32_rna(x.x - big.x);
+    big.y = tf32_rna(x.y), small.y = tf32_rna(x.y - big.y);
+    big.z = tf32_rna(x.z), small.z = tf32_rna(x.z - big.z);
+    big.w = tf32_rna(x.w), small.w = tf32_rna(x.w - big.w);
+}
+
 // A (rows × K, packed; the batch folds into rows) → A' (rows × 3K) = [small | big | big], four elements a thread.
 __global__ void split_a(const float4* __restrict__ a, float4* __restrict__ out, long long rows, long long k4) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < rows * k4;
          i += (long long)gridDim.x * blockDim.x) {
         const long long r = i / k4, c = i % k4;
-        const float4 x = a[i];
         float4 big, small;
-        big.x = tf32_rna(x.x), small.x = tf32_rna(x.x - big.x);
-        big.y = tf32_rna(x.y), small.y = tf32_rna(x.y - big.y);
-        big.z = tf32_rna(x.z), small.z = tf32_rna(x.z - big.z);
-        big.w = tf32_rna(x.w), small.w = tf32_rna(x.w - big.w);
+        split4(a[i], big, small);
         float4* row = out + r * 3 * k4;
         row[c] = small;
         row[k4 + c] = big;
@@ -81,12 +85,8 @@ __global__ void split_b(const float4* __restrict__ b, float4* __restrict__ out, 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < batch * item;
          i += (long long)gridDim.x * blockDim.x) {
         const long long z = i / item, rem = i % item;
-        const float4 x = b[i];
         float4 big, small;
-        big.x = tf32_rna(x.x), small.x = tf32_rna(x.x - big.x);
-        big.y = tf32_rna(x.y), small.y = tf32_rna(x.y - big.y);
-        big.z = tf32_rna(x.z), small.z = tf32_rna(x.z - big.z);
-        big.w = tf32_rna(x.w), small.w = tf32_rna(x.w - big.w);
+        split4(b[i], big, small);
         float4* o = out + z * 3 * item;
         o[rem] = big;
         o[item + rem] = small;
