@@ -18,6 +18,7 @@ ALL="
 families::tensor::reference::tests::the_gpu_reference_is_the_host_interpreter $L 120
 elementwise_phrases_pass_the_gate_and_a_half_written_output_does_not $T 120
 a_seed_passes_the_gate_and_a_broken_seed_does_not $T 120
+a_sixteen_bit_seed_passes_the_gate_and_a_mistyped_one_does_not $T 90
 a_tf32_spec_rejects_a_kernel_that_rounds_an_operand_to_bf16 $E 90
 the_sanitizer_clears_a_correct_kernel_and_finds_a_read_past_an_input $E 120
 every_kind_of_broken_candidate_is_rejected_and_the_worker_recovers $E 180
