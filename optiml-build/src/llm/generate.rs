@@ -20,7 +20,8 @@ pub struct Contract {
     /// How the runtime launches the kernel.
     pub launch: Launch,
     /// What precedes every answer when it is compiled and kept (a 16-bit program's `#include` of the
-    /// conversions; empty for f32): the answer itself may include nothing, the guard refuses it.
+    /// conversions; empty for f32), so that an answer needs no include of its own (the header's guard makes a
+    /// second one harmless).
     pub prelude: &'static str,
 }
 
@@ -119,8 +120,7 @@ pub fn rewrite(
     rounds: usize,
     compile: &dyn Fn(&str) -> Result<Compiled, String>,
 ) -> Written {
-    // The model is shown the kernel as an answer would be written: without the prelude, which it may not
-    // include itself.
+    // The model is shown the kernel as it wrote it: without the prelude, which the contract says comes first.
     let source = source.strip_prefix(contract.prelude).unwrap_or(source);
     let messages = vec![
         Message::new(Role::System, expert.prompt.clone()),

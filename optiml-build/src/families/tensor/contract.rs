@@ -88,7 +88,7 @@ pub fn seed_abi(p: &Program) -> String {
 }
 
 /// The contract for `p`. A 16-bit program's kernel gets the conversions of `optiml/program.cuh`, which the root
-/// includes ahead of its text (an answer itself may include nothing: the guard refuses it).
+/// includes ahead of its text (so an answer need not include it; a second include is harmless).
 pub fn contract(p: &Program) -> Option<Contract> {
     let params = parameters(p);
     let fixed: Vec<String> = p
