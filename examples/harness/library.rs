@@ -169,7 +169,7 @@ impl Library {
             }
         }
         timed.sort_by(|x, y| x.1.median_ms.total_cmp(&y.1.median_ms));
-        let call = timed[0].0;
+        let call = timed.first().ok_or("no library call ran")?.0;
         Ok((
             Prepared {
                 library: self,
