@@ -1,8 +1,8 @@
 //! The matmul sweeps' driver, one for every element type: each case is drawn, launched into a poisoned output,
 //! checked against float64, compared with the output of the best library call ([`crate::library`]: cuBLAS with a
 //! workspace or one of cuBLASLt's heuristic algorithms, whichever is fastest on the row's operands), timed beside
-//! it in alternating rounds, and ends as a row of the console table, the JSON and the markdown. A sweep program holds its kernels, its cases and how it
-//! launches each kernel; [`SweepKernel`] tells the driver the rest.
+//! it in alternating rounds, and ends as a row of the console table, the JSON and the markdown. A sweep program
+//! holds its kernels, its cases and how it launches each kernel; [`SweepKernel`] tells the driver the rest.
 
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use std::path::Path;
