@@ -3,7 +3,8 @@
 //! the shapes users have: square, odd, tall-skinny, small K, batched, transposed operands, a fused epilogue and a
 //! matrix-vector product. Each row is one kernel declared with `#[optiml::kernel]`, checked against a float64
 //! reference of the 16-bit inputs and against the library's output, then timed beside the library on the same
-//! inputs in the same process. A row that fails a check is reported as FAILED and not timed; the run then exits with an error.
+//! inputs in the same process. A row that fails a check is reported as FAILED and not timed; the run then exits
+//! with an error.
 //!
 //! ```text
 //! cargo run --release -p optiml-examples --example matmul16_sweep [-- --out DIR]
