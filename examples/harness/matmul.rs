@@ -358,3 +358,19 @@ pub fn cublas_gemm<T: CublasGemm>(
     }
     T::gemm(blas, shape, a, b, out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::GemmShape;
+
+    /// A tensor times one matrix is one call of `batch · m` rows; a shared B with transposed A items is none.
+    #[test]
+    fn a_shared_b_folds_the_batch_into_rows() {
+        let mut s = GemmShape::batched(32, 512, 1024, 256);
+        assert_eq!(s.as_one_library_call().unwrap(), (32, 512));
+        s.shared_b = true;
+        assert_eq!(s.as_one_library_call().unwrap(), (1, 32 * 512));
+        s.trans_a = true;
+        assert!(s.as_one_library_call().is_err());
+    }
+}
