@@ -113,43 +113,8 @@ struct Epi {
 // only supplies the types. A launch uses TMA when every map can be built
 // (16-byte aligned bases, row and batch strides multiples of 4 elements,
 // K > 0), else the cp.async path (use_tma = 0).
-#include <cuda.h>
-typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeTiledFn g_encode = nullptr;
+#include "tma_encode.cuh"
 static long long g_tma_launches = 0, g_plain_launches = 0;
-static EncodeTiledFn get_encode() {
-    if (!g_encode) {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-        if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
-            printf("CUDA ERROR cuTensorMapEncodeTiled not found (query result %d)\n", (int)q);
-            exit(2);
-        }
-        g_encode = (EncodeTiledFn)fn;
-    }
-    return g_encode;
-}
-// 3-D map {cols, rows, batch} of a row-major operand (cols contiguous), batch
-// items `stride` elements apart (stride 0: one item, coordinate 0), box
-// {box0, box1, 1}, 128-byte swizzle, out-of-bounds elements read as zero.
-static bool make_map(optiml_wg::TmaMap* m, const float* base, long long cols, long long rows, int batch,
-                     long long stride, unsigned box0, unsigned box1) {
-    if ((reinterpret_cast<uintptr_t>(base) & 15) || (cols & 3) || (stride & 3) || cols <= 0 || rows <= 0) return false;
-    const bool bc = stride == 0;
-    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)(bc ? 1 : batch)};
-    const cuuint64_t strides[2] = {(cuuint64_t)cols * 4, (cuuint64_t)(bc ? cols * rows * 4 : stride * 4)};
-    const cuuint32_t box[3] = {box0, box1, 1};
-    const cuuint32_t estr[3] = {1, 1, 1};
-    const CUresult r = get_encode()(reinterpret_cast<CUtensorMap*>(m), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3,
-                                    const_cast<float*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS;
-}
-static_assert(sizeof(optiml_wg::TmaMap) == sizeof(CUtensorMap), "TmaMap must be a CUtensorMap");
 #endif
 static void launch_optiml(const float* A, const float* B, float* C, int batch, int M, int N, int K, long long sA,
                           long long sB, long long sC, bool persistent, Epi e = {nullptr, 1.f, 0.f},

@@ -64,66 +64,23 @@ __device__ __forceinline__ void split4(float4 x, float4& big, float4& small) {
     big.w = tf32_rna(x.w), small.w = tf32_rna(x.w - big.w);
 }
 
-// A (rows × K, packed; the batch folds into rows) → A' (rows × 3K) = [small | big | big], four elements a thread.
-__global__ void split_a(const float4* __restrict__ a, float4* __restrict__ out, long long rows, long long k4) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < rows * k4;
+// Each of `items` runs of `len` float4s (packed) → three runs in a row: the small part in slot `small_at`, the big
+// part in the other two. A (rows × K) is rows runs of K with the small part first, [small | big | big]; B
+// (batch × K × N) is batch runs of K·N with it second, [big ; small ; big].
+__global__ void split(const float4* __restrict__ in, float4* __restrict__ out, long long items, long long len,
+                      int small_at) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < items * len;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long r = i / k4, c = i % k4;
+        const long long item = i / len, at = i % len;
         float4 big, small;
-        split4(a[i], big, small);
-        float4* row = out + r * 3 * k4;
-        row[c] = small;
-        row[k4 + c] = big;
-        row[2 * k4 + c] = big;
-    }
-}
-
-// B (batch × K × N) → B' (batch × 3K × N) = [big ; small ; big] per item.
-__global__ void split_b(const float4* __restrict__ b, float4* __restrict__ out, long long batch, long long k,
-                        long long n4) {
-    const long long item = k * n4;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < batch * item;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long z = i / item, rem = i % item;
-        float4 big, small;
-        split4(b[i], big, small);
-        float4* o = out + z * 3 * item;
-        o[rem] = big;
-        o[item + rem] = small;
-        o[2 * item + rem] = big;
+        split4(in[i], big, small);
+        float4* o = out + item * 3 * len + at;
+        for (int slot = 0; slot < 3; ++slot) o[slot * len] = slot == small_at ? small : big;
     }
 }
 
 // ------------------------------------------------------------------- TMA ---
-typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeTiledFn encode() {
-    static EncodeTiledFn fn = nullptr;
-    if (!fn) {
-        void* p = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-        if (q != cudaDriverEntryPointSuccess || !p) {
-            printf("cuTensorMapEncodeTiled not found\n");
-            exit(2);
-        }
-        fn = (EncodeTiledFn)p;
-    }
-    return fn;
-}
-// {cols, rows, batch} of a row-major operand, items `stride` elements apart; box {box0, box1, 1}.
-static bool make_map(optiml_wg::TmaMap* m, const float* base, long long cols, long long rows, int batch,
-                     long long stride, unsigned box0, unsigned box1) {
-    if ((reinterpret_cast<uintptr_t>(base) & 15) || (cols & 3) || (stride & 3) || cols <= 0 || rows <= 0) return false;
-    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)batch};
-    const cuuint64_t strides[2] = {(cuuint64_t)cols * 4, (cuuint64_t)stride * 4};
-    const cuuint32_t box[3] = {box0, box1, 1};
-    const cuuint32_t estr[3] = {1, 1, 1};
-    return encode()(reinterpret_cast<CUtensorMap*>(m), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base),
-                    dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
+#include "../tma_encode.cuh"
 
 // optiml's TF32 GEMM, NN, packed items: C[z] (M × N) = A[z] (M × K) · B[z] (K × N), persistent grid.
 static void gemm_tf32(const float* A, const float* B, float* C, int batch, int M, int N, int K) {
@@ -140,8 +97,8 @@ static void gemm_tf32(const float* A, const float* B, float* C, int batch, int M
 }
 
 static void gemm_3x(const float* A, const float* B, float* A3, float* B3, float* C, int batch, int M, int N, int K) {
-    split_a<<<g_sms * 8, 256>>>((const float4*)A, (float4*)A3, (long long)batch * M, K / 4);
-    split_b<<<g_sms * 8, 256>>>((const float4*)B, (float4*)B3, batch, K, N / 4);
+    split<<<g_sms * 8, 256>>>((const float4*)A, (float4*)A3, (long long)batch * M, K / 4, 0);
+    split<<<g_sms * 8, 256>>>((const float4*)B, (float4*)B3, batch, (long long)K * N / 4, 1);
     gemm_tf32(A3, B3, C, batch, M, N, 3 * K);
 }
 

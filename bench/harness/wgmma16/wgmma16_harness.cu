@@ -134,23 +134,7 @@ static inline float urand(uint64_t seed, size_t i) {  // uniform [-1, 1)
 }
 
 // ------------------------------------------------------------ TMA maps + launch ---
-typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeTiledFn g_encode = nullptr;
-static EncodeTiledFn get_encode() {
-    if (!g_encode) {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-        if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
-            printf("CUDA ERROR cuTensorMapEncodeTiled not found (query result %d)\n", (int)q);
-            exit(2);
-        }
-        g_encode = (EncodeTiledFn)fn;
-    }
-    return g_encode;
-}
+#include "../tma_encode.cuh"
 static_assert(sizeof(optiml_wg16::TmaMap) == sizeof(CUtensorMap), "TmaMap must be a CUtensorMap");
 // Rank-3 map of an operand stored R x L (L contiguous), batch items `stride`
 // elements apart (0: broadcast, one item), box {64, boxR, 1}, 128-byte
