@@ -17,7 +17,7 @@
 
 use optiml::cudarc::driver::{CudaSlice, CudaStream};
 use optiml::half::{bf16, f16};
-use optiml_examples::library::{Library, Math};
+use optiml_examples::library::Library;
 use optiml_examples::matmul::Operands;
 use optiml_examples::sweep::{Case, Group, Measured, Sweep, SweepKernel, case, measure};
 use optiml_examples::{BoxError, Device, Element, arg_value, gelu, silu};
@@ -323,85 +323,36 @@ fn run(
 ) -> Result<Measured, BoxError> {
     let Case { batch, m, n, k, .. } = *c;
     match c.kernel {
-        Kernel::Bf16 => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<bf16>, out| Ok(gemm_bf16(stream, &x.da, &x.db, out, m, n, k)?),
-        ),
-        Kernel::Bf16Nt => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<bf16>, out| Ok(gemm_bf16_nt(stream, &x.da, &x.db, out, m, n, k)?),
-        ),
-        Kernel::Bf16Tn => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<bf16>, out| Ok(gemm_bf16_tn(stream, &x.da, &x.db, out, m, n, k)?),
-        ),
-        Kernel::Bf16Bmm => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<bf16>, out| Ok(bmm_bf16(stream, &x.da, &x.db, out, batch, m, n, k)?),
-        ),
-        Kernel::Bf16BiasGelu => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<bf16>, out| {
-                Ok(gemm_bf16_bias_gelu(
-                    stream, &x.da, &x.db, out, &x.dbias, m, n, k,
-                )?)
-            },
-        ),
-        Kernel::Bf16BiasSilu => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<bf16>, out| {
-                Ok(gemm_bf16_bias_silu(
-                    stream, &x.da, &x.db, out, &x.dbias, m, n, k,
-                )?)
-            },
-        ),
-        Kernel::F16 => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<f16>, out| Ok(gemm_f16(stream, &x.da, &x.db, out, m, n, k)?),
-        ),
-        Kernel::F16Bmm => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<f16>, out| Ok(bmm_f16(stream, &x.da, &x.db, out, batch, m, n, k)?),
-        ),
-        Kernel::F16Nt => measure(
-            stream,
-            library,
-            Math::Exact,
-            sweep,
-            c,
-            |x: &Operands<f16>, out| Ok(gemm_f16_nt(stream, &x.da, &x.db, out, m, n, k)?),
-        ),
+        Kernel::Bf16 => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+            Ok(gemm_bf16(stream, &x.da, &x.db, out, m, n, k)?)
+        }),
+        Kernel::Bf16Nt => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+            Ok(gemm_bf16_nt(stream, &x.da, &x.db, out, m, n, k)?)
+        }),
+        Kernel::Bf16Tn => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+            Ok(gemm_bf16_tn(stream, &x.da, &x.db, out, m, n, k)?)
+        }),
+        Kernel::Bf16Bmm => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+            Ok(bmm_bf16(stream, &x.da, &x.db, out, batch, m, n, k)?)
+        }),
+        Kernel::Bf16BiasGelu => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+            Ok(gemm_bf16_bias_gelu(
+                stream, &x.da, &x.db, out, &x.dbias, m, n, k,
+            )?)
+        }),
+        Kernel::Bf16BiasSilu => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+            Ok(gemm_bf16_bias_silu(
+                stream, &x.da, &x.db, out, &x.dbias, m, n, k,
+            )?)
+        }),
+        Kernel::F16 => measure(stream, library, sweep, c, |x: &Operands<f16>, out| {
+            Ok(gemm_f16(stream, &x.da, &x.db, out, m, n, k)?)
+        }),
+        Kernel::F16Bmm => measure(stream, library, sweep, c, |x: &Operands<f16>, out| {
+            Ok(bmm_f16(stream, &x.da, &x.db, out, batch, m, n, k)?)
+        }),
+        Kernel::F16Nt => measure(stream, library, sweep, c, |x: &Operands<f16>, out| {
+            Ok(gemm_f16_nt(stream, &x.da, &x.db, out, m, n, k)?)
+        }),
     }
 }

@@ -206,6 +206,9 @@ impl SweepKernel for Kernel {
     fn epilogue(self) -> Option<(&'static str, fn(f64) -> f64)> {
         matches!(self, Kernel::BiasGelu | Kernel::Tf32BiasGelu).then_some(("gelu", gelu))
     }
+    fn math(self) -> Math {
+        if self.tf32() { Math::Tf32 } else { Math::Exact }
+    }
     /// fp32 rounding, or TF32's (`Tolerance::TF32` of the gate).
     fn tolerance(self) -> f64 {
         if self.tf32() { 2e-3 } else { 1e-5 }
@@ -307,12 +310,7 @@ fn main() -> Result<(), BoxError> {
         keep_going: false,
     };
     let results = sweep.run(&stream, SWEEP, |c| {
-        let math = if c.kernel.tf32() {
-            Math::Tf32
-        } else {
-            Math::Exact
-        };
-        measure(&stream, &library, math, &sweep, c, |x, dc| {
+        measure(&stream, &library, &sweep, c, |x, dc| {
             launch(&stream, c, x, dc)
         })
     })?;

@@ -421,15 +421,11 @@ impl LtPlan {
         b: &CudaSlice<T>,
         out: &mut CudaSlice<T>,
     ) -> Result<(), BoxError> {
-        let (a_len, b_len, c_len) = shape.lens();
-        if a.len() < a_len || b.len() < b_len || out.len() < c_len || workspace > WORKSPACE {
-            return Err(format!(
-                "cuBLASLt operands of {} / {} / {} elements for a {shape:?} product",
-                a.len(),
-                b.len(),
-                out.len()
-            )
-            .into());
+        shape.check_buffers("cuBLASLt", a.len(), b.len(), out.len())?;
+        if workspace > WORKSPACE {
+            return Err(
+                format!("a cuBLASLt algorithm asking for {workspace} bytes of workspace").into(),
+            );
         }
         let s = &lib.stream;
         let (alpha, beta) = (1f32, 0f32);

@@ -73,6 +73,22 @@ impl GemmShape {
             self.batch * self.m * self.n,
         )
     }
+
+    /// That buffers of `a`, `b` and `out` elements hold this product, so that `who` (a library) reads and writes
+    /// only inside them.
+    ///
+    /// # Errors
+    /// Which buffer is short, in `who`'s name.
+    pub fn check_buffers(&self, who: &str, a: usize, b: usize, out: usize) -> Result<(), BoxError> {
+        let (a_len, b_len, c_len) = self.lens();
+        if a < a_len || b < b_len || out < c_len {
+            return Err(format!(
+                "{who} operands of {a} / {b} / {out} elements for a {self:?} product"
+            )
+            .into());
+        }
+        Ok(())
+    }
 }
 
 /// A product's operands, random in [-1, 1) and rounded to `T`, on the host (for the reference) and on the device
@@ -346,16 +362,7 @@ pub fn cublas_gemm<T: CublasGemm>(
     b: &CudaSlice<T>,
     out: &mut CudaSlice<T>,
 ) -> Result<(), BoxError> {
-    let (a_len, b_len, c_len) = shape.lens();
-    if a.len() < a_len || b.len() < b_len || out.len() < c_len {
-        return Err(format!(
-            "cuBLAS operands of {} / {} / {} elements for a {shape:?} product",
-            a.len(),
-            b.len(),
-            out.len()
-        )
-        .into());
-    }
+    shape.check_buffers("cuBLAS", a.len(), b.len(), out.len())?;
     T::gemm(blas, shape, a, b, out)
 }
 

@@ -41,6 +41,11 @@ pub trait SweepKernel: Copy {
     fn epilogue(self) -> Option<(&'static str, Activation)> {
         None
     }
+    /// What its precision lets the library do with fp32 operands (the library call it is timed beside computes
+    /// in the same precision).
+    fn math(self) -> Math {
+        Math::Exact
+    }
     /// The sampled check's tolerance, relative to the terms' magnitude.
     fn tolerance(self) -> f64;
     /// How far (relative L2) optiml's output may lie from the library's: further, and the two do not compute the
@@ -288,15 +293,13 @@ impl<'a> Sweep<'a> {
 /// Checks one case (optiml against float64; where the sweep audits its baseline, the library call against
 /// float64; the two against each other), then times optiml beside the fastest library call ([`Library::fastest`],
 /// picked on the same operands) in alternating rounds. Any failed check is an error, so nothing unchecked is
-/// timed. `launch` runs the case's kernel on its operands into the output; `math` is what the library may do
-/// with fp32 operands (the kernel's own precision).
+/// timed. `launch` runs the case's kernel on its operands into the output.
 ///
 /// # Errors
 /// The check that failed (the operands' seeds named), or what a launch reports.
 pub fn measure<T: CublasGemm, K: SweepKernel>(
     stream: &Arc<CudaStream>,
     library: &Library,
-    math: Math,
     sweep: &Sweep<'_>,
     c: &Case<K>,
     launch: impl Fn(&Operands<T>, &mut CudaSlice<T>) -> Result<(), BoxError>,
@@ -315,7 +318,7 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
         .map_err(|e| format!("optiml: {e} ({seeds})"))?;
 
     let mut dref = poisoned::<T>(stream, c_len)?;
-    let (call, candidates) = library.fastest(shape, math, &x.da, &x.db, &mut dref)?;
+    let (call, candidates) = library.fastest(shape, c.kernel.math(), &x.da, &x.db, &mut dref)?;
     // The picked call's own output, into a freshly poisoned buffer: what is compared is what is timed.
     dref = poisoned::<T>(stream, c_len)?;
     call.run(&x.da, &x.db, &mut dref)?;
