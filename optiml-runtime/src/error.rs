@@ -138,6 +138,16 @@ pub enum Error {
         /// Why it is not known.
         reason: String,
     },
+    /// An environment variable the runtime reads holds a value it does not know.
+    #[error("{var}={value:?} is not a setting the optiml runtime knows: expected {expected}")]
+    Setting {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it may hold.
+        expected: &'static str,
+    },
     /// A buffer lives in another CUDA context than the stream.
     #[error("kernel `{kernel}`: `{arg}` was allocated in another CUDA context than the stream's")]
     ContextMismatch {

@@ -1,7 +1,7 @@
 //! A generated kernel's variants and their loading, once per CUDA context.
 
 use crate::launch::{COMPANION_SLOTS, Companions, Launch};
-use crate::{Arch, Error, Function, probe};
+use crate::{Arch, Error, Function, dispatch, probe};
 use cudarc::driver::{CudaContext, CudaModule, CudaStream, DriverError, sys};
 use cudarc::nvrtc::Ptx;
 use std::sync::{Arc, Mutex};
@@ -18,8 +18,8 @@ pub struct Variant {
     /// How to launch it.
     pub launch: Launch,
     /// The shape key of the problem it was tuned for (its family's bucket: `[batch, m, n, k]` for a matmul);
-    /// `None`: any shape (the default schedule). Among an architecture's variants the launcher picks the nearest
-    /// to each call's key.
+    /// `None`: any shape (the default schedule). Among an architecture's variants a call launches the one tuned
+    /// at its key, else the fastest of the default and the nearest ones ([`crate::dispatch`]).
     pub shape: Option<[u64; 4]>,
 }
 
@@ -32,6 +32,9 @@ pub struct Artifacts {
     pub entry: &'static str,
     /// The variants: per target architecture, one per tuned shape bucket (or one for every shape).
     pub variants: &'static [Variant],
+    /// The kernel reads the old values of its output (a matmul with beta), so a launch that only times it must
+    /// write somewhere else.
+    pub reads_output: bool,
 }
 
 /// A kernel as the generated wrapper holds it, in a `static`: its artifacts and the functions loaded so far.
@@ -51,6 +54,8 @@ pub struct Loaded {
     pub functions: Vec<LoadedVariant>,
     /// The device's multiprocessor count, for grid sizing.
     pub sm_count: u32,
+    /// The variant each call shape measured on its first call launches ([`dispatch::choose`]).
+    choices: Arc<dispatch::Choices>,
 }
 
 /// One variant's functions in one context.
@@ -63,16 +68,6 @@ pub struct LoadedVariant {
     pub companions: [Option<Function>; COMPANION_SLOTS],
     /// What was loaded.
     pub variant: &'static Variant,
-}
-
-/// How far apart two shape keys are for dispatch: log-distance of the product of the first two dimensions (a
-/// batch folds into rows), of the third and of the fourth, so 2× off in any of them counts the same at every
-/// scale.
-fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
-    let l = |x: u64| ((x as f64) + 1.0).ln();
-    (l(a[0].saturating_mul(a[1])) - l(b[0].saturating_mul(b[1]))).abs()
-        + (l(a[2]) - l(b[2])).abs()
-        + (l(a[3]) - l(b[3])).abs()
 }
 
 /// Loads `companions` from module `m`: a required one that is missing is an error (with its entry name), an
@@ -113,7 +108,33 @@ impl Loaded {
     /// The variant to launch for a problem of `shape` (`None` when the family has no shape buckets): the one
     /// tuned for the nearest shape, else the one for any shape.
     pub fn target(&self, shape: Option<[u64; 4]>) -> Target<'_> {
-        let i = pick(self.functions.iter().map(|f| f.variant.shape), shape);
+        self.at(dispatch::nearest(&self.shapes(), shape))
+    }
+
+    /// The variant to launch for a problem of `shape`, measured where no variant was tuned at it
+    /// ([`dispatch::choose`]: the fastest of the default and the nearest tuned variants at this shape, timed on
+    /// the first call by `run`, which launches the target it is given on `stream` into scratch memory).
+    ///
+    /// # Errors
+    /// As [`dispatch::choose`].
+    pub fn measured_target(
+        &self,
+        kernel: &'static str,
+        stream: &CudaStream,
+        shape: [u64; 4],
+        mut run: impl FnMut(Target<'_>) -> Result<(), Error>,
+    ) -> Result<Target<'_>, Error> {
+        let i = dispatch::choose(kernel, stream, &self.shapes(), shape, &self.choices, |i| {
+            run(self.at(i))
+        })?;
+        Ok(self.at(i))
+    }
+
+    fn shapes(&self) -> Vec<Option<[u64; 4]>> {
+        self.functions.iter().map(|f| f.variant.shape).collect()
+    }
+
+    fn at(&self, i: usize) -> Target<'_> {
         let f = &self.functions[i];
         Target {
             function: &f.function,
@@ -122,22 +143,6 @@ impl Loaded {
             sm_count: self.sm_count,
         }
     }
-}
-
-/// The index of the variant to launch for `want` among variants tuned for `shapes`: the nearest tuned one, else
-/// the first for any shape, else the first.
-fn pick(shapes: impl Iterator<Item = Option<[u64; 4]>> + Clone, want: Option<[u64; 4]>) -> usize {
-    let nearest = want.and_then(|want| {
-        shapes
-            .clone()
-            .enumerate()
-            .filter_map(|(i, s)| s.map(|s| (i, shape_distance(s, want))))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(i, _)| i)
-    });
-    nearest
-        .or_else(|| shapes.clone().position(|s| s.is_none()))
-        .unwrap_or(0)
 }
 
 impl KernelModule {
@@ -163,6 +168,11 @@ impl KernelModule {
     /// The compiled variants.
     pub fn variants(&self) -> &'static [Variant] {
         self.artifacts.variants
+    }
+
+    /// Whether the kernel reads the old values of its output ([`Artifacts::reads_output`]).
+    pub fn reads_output(&self) -> bool {
+        self.artifacts.reads_output
     }
 
     /// The function for `stream`'s context, loading the best variant on first use in that context.
@@ -276,6 +286,7 @@ impl KernelModule {
                     ctx: ctx.clone(),
                     functions,
                     sm_count: sm_count.max(1) as u32,
+                    choices: Arc::default(),
                 });
             }
         }
@@ -295,50 +306,5 @@ impl std::fmt::Debug for KernelModule {
             .field("name", &self.name)
             .field("spec", &self.artifacts.spec)
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{pick, shape_distance};
-
-    #[test]
-    fn launches_pick_the_nearest_tuned_variant() {
-        let tuned = [Some([256, 1024, 1024, 1024]), Some([16, 1024, 1024, 1024])];
-        assert_eq!(
-            pick(tuned.iter().copied(), Some([200, 1024, 1024, 1024])),
-            0
-        );
-        assert_eq!(pick(tuned.iter().copied(), Some([8, 1024, 1024, 1024])), 1);
-        assert_eq!(pick(tuned.iter().copied(), None), 0);
-        let mixed = [None, Some([16, 64, 64, 64])];
-        assert_eq!(pick(mixed.iter().copied(), Some([1, 4096, 4096, 4096])), 1);
-        assert_eq!(pick(mixed.iter().copied(), None), 0);
-        // A tensor program tuned at 16384 rows of 16384, beside the untuned row-length buckets (keyed at 4096
-        // rows): the winner for calls at its shape, the bucket for calls far from it. A winner without a key
-        // would never be picked while a keyed variant exists.
-        let rows = [
-            Some([16384, 1, 16384, 1]),
-            Some([4096, 1, 2048, 1]),
-            Some([4096, 1, 16384, 1]),
-        ];
-        assert_eq!(pick(rows.iter().copied(), Some([16384, 1, 16384, 1])), 0);
-        assert_eq!(pick(rows.iter().copied(), Some([12000, 1, 16384, 1])), 0);
-        assert_eq!(pick(rows.iter().copied(), Some([1000, 1, 16384, 1])), 2);
-        assert_eq!(pick(rows.iter().copied(), Some([16384, 1, 2048, 1])), 1);
-        let unkeyed = [None, Some([4096, 1, 16384, 1])];
-        assert_eq!(pick(unkeyed.iter().copied(), Some([16384, 1, 16384, 1])), 1);
-    }
-
-    #[test]
-    fn shape_distance_is_symmetric_and_scale_free() {
-        let a = [16, 1024, 1024, 1024];
-        let b = [256, 1024, 1024, 1024];
-        let c = [1, 16384, 1024, 1024];
-        assert_eq!(shape_distance(a, a), 0.0);
-        assert!((shape_distance(a, b) - shape_distance(b, a)).abs() < 1e-12);
-        // The same rows spread over batch items or one tall matrix are the same work for a batched tile.
-        assert!(shape_distance(a, c) < 1e-3);
-        assert!(shape_distance(a, [16, 1024, 1024, 64]) > 2.0);
     }
 }

@@ -5,7 +5,9 @@
 //! * [`KernelModule`] holds a kernel's compiled variants (CUBIN per architecture, PTX as the fallback) and loads
 //!   the right one once per CUDA context;
 //! * [`matmul`] and [`program`] check a launch's arguments against its dimensions and launch it, so a wrong
-//!   length is an [`Error`], never an out-of-bounds access.
+//!   length is an [`Error`], never an out-of-bounds access;
+//! * [`dispatch`] picks the variant a matmul call launches at a shape nobody tuned: the fastest of the default and
+//!   the nearest tuned variants, timed on the first call there.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), optiml_runtime::Error> {
@@ -23,6 +25,7 @@ pub use half;
 mod arch;
 mod args;
 mod check;
+pub mod dispatch;
 mod error;
 mod kernel;
 mod launch;

@@ -4,7 +4,9 @@ use crate::kernel::{KernelModule, Target};
 use crate::launch::{Half, Kernel16, Launch, Wgmma16};
 use crate::workspace::Workspace;
 use crate::{Args, Error, Function, Param, check};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, sys};
+use cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, ValidAsZeroBits, sys,
+};
 
 mod sealed {
     pub trait Sealed {}
@@ -15,7 +17,7 @@ mod sealed {
 
 /// The element types of matmul operands: `f32`, `half::bf16` and `half::f16` (sealed: the kernels exist for these
 /// only).
-pub trait Element: DeviceRepr + sealed::Sealed {
+pub trait Element: DeviceRepr + ValidAsZeroBits + sealed::Sealed {
     /// `None` for f32, else which 16-bit type.
     const HALF: Option<Half>;
     /// The spec's name of the type, for messages.
@@ -118,10 +120,14 @@ pub fn splits_for(split_k: u32, plane: usize, k: usize) -> u32 {
 
 /// Checks `args` against each other and launches `kernel` on `stream`.
 ///
+/// The first call at a shape that no variant was tuned for times the candidates there ([`crate::dispatch`]),
+/// synchronising `stream` once; later calls at that shape launch the fastest, asynchronously.
+///
 /// # Errors
 /// [`Error::Dimension`] for a dimension over `i32::MAX`, [`Error::Shape`] for a buffer shorter than its
-/// dimensions need, [`Error::ContextMismatch`] for a buffer of another context, and the loading errors of
-/// [`KernelModule::load`]. Nothing is launched unless every check passes.
+/// dimensions need, [`Error::ContextMismatch`] for a buffer of another context, the loading errors of
+/// [`KernelModule::load`], and [`Error::Setting`] for a bad `OPTIML_DISPATCH`. Nothing is launched unless every
+/// check passes.
 pub fn launch<T: Element>(
     kernel: &'static KernelModule,
     stream: &CudaStream,
@@ -133,7 +139,58 @@ pub fn launch<T: Element>(
     }
     let loaded = kernel.load(stream)?;
     let shape = [args.batch, args.m, args.n, args.k].map(|d| d as u64);
-    launch_checked(name, stream, loaded.target(Some(shape)), args)
+    // A matrix-vector call runs the GEMV companion whichever variant is picked: nothing to measure.
+    if args.m == 1 || args.n == 1 {
+        return launch_checked(name, stream, loaded.target(Some(shape)), args);
+    }
+    // Timing launches write the real `C` (the chosen launch overwrites it after them) unless the kernel reads
+    // it: then a zeroed scratch `C`, freed once every timing launch has finished.
+    let mut scratch: Option<CudaSlice<T>> = None;
+    let chosen = loaded.measured_target(name, stream, shape, |target| {
+        let c = match (kernel.reads_output(), &mut scratch) {
+            (false, _) => &mut *args.c,
+            (true, Some(c)) => c,
+            (true, None) => scratch.insert(scratch_like(name, stream, args.c.len())?),
+        };
+        let timed = MatmulArgs {
+            a: args.a,
+            b: args.b,
+            c,
+            bias: args.bias,
+            batch: args.batch,
+            m: args.m,
+            n: args.n,
+            k: args.k,
+            alpha: args.alpha,
+            beta: args.beta,
+            shared_a: args.shared_a,
+            shared_b: args.shared_b,
+        };
+        launch_checked(name, stream, target, timed)
+    });
+    if scratch.is_some() {
+        stream
+            .synchronize()
+            .map_err(Error::driver(name, "finish the timing launches"))?;
+    }
+    launch_checked(name, stream, chosen?, args)
+}
+
+/// `len` zeroed elements for timing launches to write, ready before any launch on `stream` (which may not
+/// synchronise with the context's default stream, where they are allocated).
+fn scratch_like<T: Element>(
+    name: &'static str,
+    stream: &CudaStream,
+    len: usize,
+) -> Result<CudaSlice<T>, Error> {
+    let alloc = stream.context().default_stream();
+    let c = alloc
+        .alloc_zeros(len)
+        .map_err(Error::driver(name, "allocate a scratch output for timing"))?;
+    alloc
+        .synchronize()
+        .map_err(Error::driver(name, "allocate a scratch output for timing"))?;
+    Ok(c)
 }
 
 /// Checks `args` and launches a function loaded by someone else (the evaluation worker times candidates

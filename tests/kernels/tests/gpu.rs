@@ -189,6 +189,39 @@ fn bmm_matches_reference_on_odd_shapes() {
     }
 }
 
+/// A matmul call at a shape no variant was tuned for times the contenders on its first call (writing the real
+/// output, which the chosen launch then overwrites) and launches the fastest after: the first call is right
+/// whatever `C` held, and so is every later one. A call on a stream being captured times nothing (timing would
+/// break the capture): the graph computes the same product.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn untuned_shapes_are_timed_once_and_right_every_time() {
+    use optiml::cudarc::driver::sys;
+    let s = stream();
+    let mut r = rng();
+    for round in 0..3 {
+        check_bmm(&s, &mut r, (3, 777, 555, 333), round);
+    }
+    let cs = s.context().new_stream().unwrap();
+    let (batch, m, n, kk) = (2, 300, 200, 100);
+    let a = random(&mut r, batch * m * kk, 1);
+    let b = random(&mut r, batch * kk * n, 2);
+    let (da, db) = (up(&cs, &a), up(&cs, &b));
+    let mut c = poisoned(&cs, batch * m * n);
+    cs.synchronize().unwrap();
+    cs.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    let launched = k::bmm(&cs, &da, &db, &mut c, batch, m, n, kk);
+    let graph = cs
+        .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+        .unwrap()
+        .expect("the capture recorded the launch");
+    launched.unwrap();
+    graph.launch().unwrap();
+    let want = reference(&Mm::plain(&a, &b, (batch, m, n, kk)));
+    check("bmm captured in a graph", &down(&cs, &c), &want, 1e-5, kk);
+}
+
 /// TF32 kernels are held to TF32's tolerance (`Tolerance::TF32`, 2e-3): the TMA path where rows and batch items
 /// are 16-byte multiples (K = 100, 128, 4), the `cp.async` fallback elsewhere (K = 33, 513, the odd batch
 /// strides), K = 0, and the matrix-vector kernel.
