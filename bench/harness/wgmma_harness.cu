@@ -52,25 +52,7 @@
 #define HARNESS_NAME "unnamed"
 #endif
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "CUDA error '%s' at %s:%d: %s\n", #x, __FILE__, __LINE__,            \
-                    cudaGetErrorString(e_));                                                    \
-            printf("CUDA ERROR %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_));     \
-            fflush(stdout);                                                                     \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-#define CB(x)                                                                                   \
-    do {                                                                                        \
-        cublasStatus_t s_ = (x);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            fprintf(stderr, "cuBLAS error %d '%s' at %s:%d\n", (int)s_, #x, __FILE__, __LINE__); \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "check.cuh"
 
 static const double kRelTol = 1e-3;
 static int g_sms = 132;

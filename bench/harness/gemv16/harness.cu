@@ -190,15 +190,7 @@ static void launch(Grid g, const uint16_t* A, const uint16_t* B, uint16_t* C, co
                [&] { optiml_gemv(A, B, C, bias, batch, M, N, K, sA, sB, sC, alpha, beta); });
 }
 #else
-#define CK(x)                                                                               \
-    do {                                                                                    \
-        cudaError_t e_ = (x);                                                               \
-        if (e_ != cudaSuccess) {                                                            \
-            printf("CUDA ERROR %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
-            fflush(stdout);                                                                 \
-            exit(2);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "../check.cuh"
 static void* dmalloc(size_t bytes) {
     void* p = nullptr;
     CK(cudaMalloc(&p, bytes ? bytes : 16));

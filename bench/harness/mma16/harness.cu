@@ -123,24 +123,7 @@ static inline float h_from16(uint16_t u) { return OPTIML_DTYPE == 0 ? h_bf16_to_
 #include "matmul_mma_16.cu"  // optiml-build/src/families/matmul/cuda (-I)
 
 #ifndef HARNESS_EMU
-#define CK(x)                                                                               \
-    do {                                                                                    \
-        cudaError_t e_ = (x);                                                               \
-        if (e_ != cudaSuccess) {                                                            \
-            printf("CUDA ERROR %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
-            fflush(stdout);                                                                 \
-            exit(2);                                                                        \
-        }                                                                                   \
-    } while (0)
-#define CB(x)                                                                  \
-    do {                                                                       \
-        cublasStatus_t s_ = (x);                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                     \
-            printf("CUBLAS ERROR %s at line %d: %d\n", #x, __LINE__, (int)s_); \
-            fflush(stdout);                                                    \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#include "../check.cuh"
 static void* dmalloc(size_t bytes) {
     void* p = nullptr;
     CK(cudaMalloc(&p, bytes ? bytes : 16));

@@ -30,22 +30,7 @@
 #define OPTIML_TMA 1
 #include "../../../optiml-build/src/families/matmul/cuda/matmul_wgmma_tf32.cu"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            printf("CUDA error %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_));          \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-#define CB(x)                                                                                   \
-    do {                                                                                        \
-        cublasStatus_t s_ = (x);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            printf("cuBLAS error %d at %d\n", (int)s_, __LINE__);                               \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "../check.cuh"
 
 static int g_sms = 132;
 

@@ -53,24 +53,7 @@
 #endif
 #define KERNEL OPTIML_KERNEL
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            printf("CUDA ERROR %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_));     \
-            fflush(stdout);                                                                     \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-#define CB(x)                                                                                   \
-    do {                                                                                        \
-        cublasStatus_t s_ = (x);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            printf("cuBLAS error %d '%s' at line %d\n", (int)s_, #x, __LINE__);                \
-            fflush(stdout);                                                                     \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "../check.cuh"
 
 static const double kRelTol = OPTIML_C_F32 ? 1e-3 : 1e-2;
 static const size_t kCBytes = OPTIML_C_F32 ? 4 : 2;
