@@ -16,7 +16,7 @@ n_launch=$(grep -c "cuda_launch_cfg(" "$TMP/h.cpp")
 fails=0
 for cfg in "-DOPTIML_DTYPE=0" "-DOPTIML_DTYPE=1 -DOPTIML_TRANS_A=1 -DOPTIML_TRANS_B=1 -DOPTIML_HAS_ALPHA=1 -DOPTIML_HAS_BETA=1 -DOPTIML_HAS_BIAS=1 -DOPTIML_ACT=2"; do
   # shellcheck disable=SC2086
-  out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unknown-pragmas -I "$HERE/stub" -I "$TPL" -I "$CUDA_INC" \
+  out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unknown-pragmas -I "$HERE/stub" -I "$HERE" -I "$TPL" -I "$CUDA_INC" \
         -DOPTIML_GEMV_THREADS=512 -DOPTIML_GEMV_COL_TX=8 $cfg -x c++ "$TMP/h.cpp" 2>&1)
   n=$(echo "$out" | grep -c 'error'); w=$(echo "$out" | grep -c 'warning')
   echo "== $cfg: $n errors, $w warnings ($n_launch launches rewritten)"

@@ -14,7 +14,7 @@ fails=0
 while IFS='|' read -r name mode flags desc; do
   name=$(echo "$name" | xargs); [ -z "$name" ] && continue; case "$name" in \#*) continue;; esac
   # shellcheck disable=SC2086
-  out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I "$HERE/stub" \
+  out=$(g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I "$HERE/stub" -I "$HERE" \
         -I "$HERE/../../../optiml-build/src/families/matmul/cuda" -I "$CUDA_INC" -include "$HERE/stub/cuda_runtime.h" $flags \
         -DHARNESS_NAME="\"$name\"" -x c++ "$TMP/h.cpp" 2>&1)
   n=$(echo "$out" | grep -c 'error')

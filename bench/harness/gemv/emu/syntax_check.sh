@@ -14,7 +14,7 @@ cp "$TPL/gemv_f32.cu" "$HERE/../gemv_launch.h" "$TMP/"
 fails=0
 while read -r name flags; do
   [[ -z "$name" || "$name" == \#* ]] && continue
-  if g++ -std=c++20 -fsyntax-only -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I "$HERE/stub" -I "$CUDA_INC" $flags -DHARNESS_NAME="\"$name\"" \
+  if g++ -std=c++20 -fsyntax-only -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I "$HERE/stub" -I "$HERE/.." -I "$CUDA_INC" $flags -DHARNESS_NAME="\"$name\"" \
        "$TMP/gemv_harness_host.cpp" > "$TMP/$name.log" 2>&1 && [ ! -s "$TMP/$name.log" ]; then
     echo "ok   $name"
   else

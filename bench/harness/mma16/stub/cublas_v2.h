@@ -1,4 +1,5 @@
 // Minimal stand-ins for the cuBLAS API used by harness.cu (hostcheck.sh only).
+#define CUBLAS_V2_H_  // as the real header does: check.cuh defines CB after it
 #pragma once
 typedef struct cublasContext* cublasHandle_t;
 typedef int cublasStatus_t;

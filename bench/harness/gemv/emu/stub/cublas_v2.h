@@ -1,5 +1,6 @@
 // Declaration-only stand-in for the cuBLAS API used by gemv_harness.cu (syntax check only).
 #pragma once
+#define CUBLAS_V2_H_  // as the real header does: check.cuh defines CB after it
 typedef struct cublasContext* cublasHandle_t;
 enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
