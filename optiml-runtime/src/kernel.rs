@@ -54,7 +54,7 @@ pub struct Loaded {
     pub functions: Vec<LoadedVariant>,
     /// The device's multiprocessor count, for grid sizing.
     pub sm_count: u32,
-    /// The variant each call shape measured on its first call launches ([`dispatch::choose`]).
+    /// The variant each call shape measured on its first call launches (`dispatch::choose`).
     choices: Arc<dispatch::Choices>,
 }
 
@@ -112,11 +112,12 @@ impl Loaded {
     }
 
     /// The variant to launch for a problem of `shape`, measured where no variant was tuned at it
-    /// ([`dispatch::choose`]: the fastest of the default and the nearest tuned variants at this shape, timed on
-    /// the first call by `run`, which launches the target it is given on `stream` into scratch memory).
+    /// ([`dispatch`](crate::dispatch): the fastest of the default and the nearest tuned variants at this shape,
+    /// timed on the first call by `run`, which launches the target it is given on `stream` so that the call's own
+    /// launch afterwards gives the same result).
     ///
     /// # Errors
-    /// As [`dispatch::choose`].
+    /// [`Error::Setting`] for a bad `OPTIML_DISPATCH`, the driver's errors while timing, and `run`'s errors.
     pub fn measured_target(
         &self,
         kernel: &'static str,
