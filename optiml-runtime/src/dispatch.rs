@@ -184,17 +184,34 @@ pub(crate) fn choose(
     if capturing || Rule::from_env()? == Rule::Nearest {
         return Ok(nearest(shapes, Some(shape)));
     }
-    for &i in &contenders {
-        run(i)?;
+    // The untimed round: a contender that cannot launch at this shape drops out (the call fails only when none
+    // can, with the first one's error).
+    let mut first_error = None;
+    let mut survivors = Vec::with_capacity(contenders.len());
+    for i in contenders {
+        match run(i) {
+            Ok(()) => survivors.push(i),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (survivors.as_slice(), first_error) {
+        ([], Some(e)) => return Err(e),
+        (&[only], _) => {
+            choices.set(shape, only);
+            return Ok(only);
+        }
+        _ => {}
     }
     let ctx = stream.context();
     let event = || {
         ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(Error::driver(kernel, "create a timing event"))
     };
-    let mut marks = Vec::with_capacity(ROUNDS * contenders.len());
+    let mut marks = Vec::with_capacity(ROUNDS * survivors.len());
     for _ in 0..ROUNDS {
-        for (c, &i) in contenders.iter().enumerate() {
+        for (c, &i) in survivors.iter().enumerate() {
             let (start, end) = (event()?, event()?);
             start
                 .record(stream)
@@ -205,7 +222,7 @@ pub(crate) fn choose(
             marks.push((c, start, end));
         }
     }
-    let mut times = vec![Vec::with_capacity(ROUNDS); contenders.len()];
+    let mut times = vec![Vec::with_capacity(ROUNDS); survivors.len()];
     for (c, start, end) in marks {
         times[c].push(
             start
@@ -213,7 +230,10 @@ pub(crate) fn choose(
                 .map_err(Error::driver(kernel, "read a timing event"))?,
         );
     }
-    let chosen = contenders[fastest(&times)];
+    let chosen = survivors
+        .get(fastest(&times))
+        .copied()
+        .unwrap_or_else(|| nearest(shapes, Some(shape)));
     choices.set(shape, chosen);
     Ok(chosen)
 }
