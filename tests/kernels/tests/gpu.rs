@@ -191,17 +191,31 @@ fn bmm_matches_reference_on_odd_shapes() {
 
 /// A matmul call at a shape no variant was tuned for times the contenders on its first call (writing the real
 /// output, which the chosen launch then overwrites) and launches the fastest after: the first call is right
-/// whatever `C` held, and so is every later one. A call on a stream being captured times nothing (timing would
-/// break the capture): the graph computes the same product.
+/// whatever `C` held, and so is every later one.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn untuned_shapes_are_timed_once_and_right_every_time() {
-    use optiml::cudarc::driver::sys;
     let s = stream();
     let mut r = rng();
     for round in 0..3 {
         check_bmm(&s, &mut r, (3, 777, 555, 333), round);
     }
+}
+
+/// A matmul launch recorded into a CUDA graph: the call on a stream being captured times nothing (timing would
+/// break the capture), and the graph computes the product. On an H100 (2026-12-07) the capture ended with
+/// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: something on the launch path is not allowed during capture. The likely
+/// cause, not yet checked: with two streams in the context cudarc tracks events, so each launch waits on its
+/// buffers' last-write events, recorded before the capture began. Open (issue 17 §4); this test shows it until
+/// it is fixed.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_matmul_launch_can_be_captured_into_a_cuda_graph() {
+    use optiml::cudarc::driver::sys;
+    let s = stream();
+    let mut r = rng();
+    // Loads the module outside the capture, as a program that captures after a warm-up call does.
+    check_bmm(&s, &mut r, (1, 64, 64, 64), 0);
     let cs = s.context().new_stream().unwrap();
     let (batch, m, n, kk) = (2, 300, 200, 100);
     let a = random(&mut r, batch * m * kk, 1);
