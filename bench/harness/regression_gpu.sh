@@ -4,7 +4,7 @@
 # bench/results/INDEX.md. Stage them here first:
 #
 #   ../shared/gpu/stage --fresh test -p optiml-test-kernels
-#   ../shared/gpu/stage test -p optiml-build --test eval_gpu
+#   ../shared/gpu/stage test -p optiml-build --test eval_gpu --test dispatch_gpu
 #   ../shared/gpu/stage build -p optiml-build --bin cargo-optiml
 #   ../shared/gpu/stage build -p optiml-examples --examples
 #   (device) STEPS="tests" bash bench/harness/regression_gpu.sh; STEPS="sweeps" bash bench/harness/regression_gpu.sh
