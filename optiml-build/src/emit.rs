@@ -67,7 +67,7 @@ pub fn emit(
             kernel.line,
             kernel.spec.canonical(),
             entry_name,
-            matches!(&kernel.spec.family, optiml_spec::Family::Matmul(m) if m.beta),
+            crate::families::reads_output(&kernel.spec),
         );
         let path = out_dir.join(kernel.id.generated_file());
         fs::write_if_changed(&path, text.as_bytes())?;

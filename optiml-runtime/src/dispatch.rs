@@ -3,10 +3,10 @@
 //! A kernel's variants for one architecture are the any-shape default, or one per tuned shape bucket (a tuned
 //! matmul entry holds only those), or both. A call at a tuned shape launches that bucket's variant. Any other call
 //! used to launch the nearest bucket's, which can be slower than the default (issue 17: 9.11 ms against the
-//! default's 8.51 ms at 8205×2949·2949×5921). So the first call at such a shape, in each CUDA context, times the
-//! contenders there instead: the nearest tuned variants and the default where there is one, in alternating
-//! rounds. Every later call at that shape launches the fastest, never one that measured slower than another
-//! contender by more than the timing noise. `OPTIML_DISPATCH=nearest` skips the timing, and a stream being
+//! default's 8.51 ms at 8205×2949·2949×5921). So the first call in a size class (each dimension rounded up to a
+//! power of two), in each CUDA context, times the contenders at its shape instead: the nearest tuned
+//! variants and the default where there is one, in alternating rounds. Every later call in that class launches
+//! the fastest, without timing or allocating. `OPTIML_DISPATCH=nearest` skips the timing, and a stream being
 //! captured into a CUDA graph always gets the nearest (timing would break the capture).
 
 use crate::Error;
@@ -28,7 +28,7 @@ pub const DISPATCH_VAR: &str = "OPTIML_DISPATCH";
 /// The dispatch rule for calls at shapes no variant was tuned for ([`DISPATCH_VAR`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
-    /// Time the default and the nearest tuned variants on the first call at a shape; launch the fastest after
+    /// Time the default and the nearest tuned variants on a size class's first call; launch the fastest after
     /// (`measure`, the default).
     Measure,
     /// Launch the variant tuned nearest, untimed (`nearest`).
@@ -78,17 +78,27 @@ pub(crate) fn shape_distance(a: [u64; 4], b: [u64; 4]) -> f64 {
 
 /// The index of the variant to launch for `want` among variants tuned for `shapes`, untimed: the nearest tuned
 /// one, else the first for any shape, else the first.
-pub(crate) fn nearest(shapes: &[Option<[u64; 4]>], want: Option<[u64; 4]>) -> usize {
+pub(crate) fn nearest(
+    shapes: impl Iterator<Item = Option<[u64; 4]>> + Clone,
+    want: Option<[u64; 4]>,
+) -> usize {
     want.and_then(|want| {
         shapes
-            .iter()
+            .clone()
             .enumerate()
             .filter_map(|(i, s)| s.map(|s| (i, shape_distance(s, want))))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(i, _)| i)
     })
-    .or_else(|| shapes.iter().position(Option::is_none))
+    .or_else(|| shapes.clone().position(|s| s.is_none()))
     .unwrap_or(0)
+}
+
+/// The key a measured choice is kept under: each dimension rounded up to a power of two, so a program whose
+/// shapes vary (a sequence length, a batch) times once per size class, not once per size; the first call of
+/// the class times the contenders at its own shape.
+pub(crate) fn anchor(shape: [u64; 4]) -> [u64; 4] {
+    shape.map(|d| d.checked_next_power_of_two().unwrap_or(u64::MAX))
 }
 
 /// The variants worth timing for a call at `want`: just the one tuned at exactly `want` when there is one;
@@ -138,11 +148,12 @@ pub(crate) fn fastest(times: &[Vec<f32>]) -> usize {
 pub(crate) struct Choices(Mutex<HashMap<[u64; 4], usize>>);
 
 impl Choices {
-    fn get(&self, shape: [u64; 4]) -> Option<usize> {
+    /// The choice made for `shape`'s size class ([`anchor`]).
+    pub(crate) fn get(&self, shape: [u64; 4]) -> Option<usize> {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&shape)
+            .get(&anchor(shape))
             .copied()
     }
 
@@ -150,12 +161,13 @@ impl Choices {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(shape, variant);
+            .insert(anchor(shape), variant);
     }
 }
 
-/// The variant (an index into `shapes`) to launch at `shape` on `stream`: the one tuned there, the measured
-/// choice of an earlier call, or, on the first call, the fastest contender of [`contenders`], timed by `run`
+/// The variant (an index into `shapes`) to launch at `shape` on `stream` when no variant is tuned exactly there
+/// (the caller launches that one) and its size class has no choice yet ([`Choices::get`]): the only contender,
+/// or the fastest of [`contenders`], timed by `run`
 /// (which launches variant `i` on `stream` so that the call's own launch afterwards gives the same result: into
 /// the output it overwrites anyway, or into scratch memory). Concurrent first calls at one shape may each time
 /// the contenders; they agree up to noise, and the last one's choice stays.
@@ -171,18 +183,16 @@ pub(crate) fn choose(
     mut run: impl FnMut(usize) -> Result<(), Error>,
 ) -> Result<usize, Error> {
     let contenders = contenders(shapes, shape);
-    if contenders.len() == 1 {
-        return Ok(contenders[0]);
-    }
-    if let Some(i) = choices.get(shape) {
-        return Ok(i);
+    if let [only] = contenders[..] {
+        choices.set(shape, only);
+        return Ok(only);
     }
     let capturing = stream.capture_status().map_err(Error::driver(
         kernel,
         "ask whether the stream is being captured",
     ))? != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     if capturing || Rule::from_env()? == Rule::Nearest {
-        return Ok(nearest(shapes, Some(shape)));
+        return Ok(nearest(shapes.iter().copied(), Some(shape)));
     }
     // The untimed round: a contender that cannot launch at this shape drops out (the call fails only when none
     // can, with the first one's error).
@@ -233,7 +243,7 @@ pub(crate) fn choose(
     let chosen = survivors
         .get(fastest(&times))
         .copied()
-        .unwrap_or_else(|| nearest(shapes, Some(shape)));
+        .unwrap_or_else(|| nearest(shapes.iter().copied(), Some(shape)));
     choices.set(shape, chosen);
     Ok(chosen)
 }
@@ -245,12 +255,21 @@ mod tests {
     #[test]
     fn launches_pick_the_nearest_tuned_variant() {
         let tuned = [Some([256, 1024, 1024, 1024]), Some([16, 1024, 1024, 1024])];
-        assert_eq!(nearest(&tuned, Some([200, 1024, 1024, 1024])), 0);
-        assert_eq!(nearest(&tuned, Some([8, 1024, 1024, 1024])), 1);
-        assert_eq!(nearest(&tuned, None), 0);
+        assert_eq!(
+            nearest(tuned.iter().copied(), Some([200, 1024, 1024, 1024])),
+            0
+        );
+        assert_eq!(
+            nearest(tuned.iter().copied(), Some([8, 1024, 1024, 1024])),
+            1
+        );
+        assert_eq!(nearest(tuned.iter().copied(), None), 0);
         let mixed = [None, Some([16, 64, 64, 64])];
-        assert_eq!(nearest(&mixed, Some([1, 4096, 4096, 4096])), 1);
-        assert_eq!(nearest(&mixed, None), 0);
+        assert_eq!(
+            nearest(mixed.iter().copied(), Some([1, 4096, 4096, 4096])),
+            1
+        );
+        assert_eq!(nearest(mixed.iter().copied(), None), 0);
         // A tensor program tuned at 16384 rows of 16384, beside the untuned row-length buckets (keyed at 4096
         // rows): the winner for calls at its shape, the bucket for calls far from it. A winner without a key
         // would never be picked while a keyed variant exists.
@@ -259,12 +278,15 @@ mod tests {
             Some([4096, 1, 2048, 1]),
             Some([4096, 1, 16384, 1]),
         ];
-        assert_eq!(nearest(&rows, Some([16384, 1, 16384, 1])), 0);
-        assert_eq!(nearest(&rows, Some([12000, 1, 16384, 1])), 0);
-        assert_eq!(nearest(&rows, Some([1000, 1, 16384, 1])), 2);
-        assert_eq!(nearest(&rows, Some([16384, 1, 2048, 1])), 1);
+        assert_eq!(nearest(rows.iter().copied(), Some([16384, 1, 16384, 1])), 0);
+        assert_eq!(nearest(rows.iter().copied(), Some([12000, 1, 16384, 1])), 0);
+        assert_eq!(nearest(rows.iter().copied(), Some([1000, 1, 16384, 1])), 2);
+        assert_eq!(nearest(rows.iter().copied(), Some([16384, 1, 2048, 1])), 1);
         let unkeyed = [None, Some([4096, 1, 16384, 1])];
-        assert_eq!(nearest(&unkeyed, Some([16384, 1, 16384, 1])), 1);
+        assert_eq!(
+            nearest(unkeyed.iter().copied(), Some([16384, 1, 16384, 1])),
+            1
+        );
     }
 
     #[test]
@@ -300,6 +322,18 @@ mod tests {
         let tuned_only = [Some([1, 64, 64, 64]), Some([1, 4096, 4096, 4096])];
         assert_eq!(contenders(&tuned_only, [1, 2000, 2000, 2000]), [1, 0]);
         assert_eq!(contenders(&[], [1, 5, 5, 5]), [0]);
+    }
+
+    /// Shapes of one size class share a choice; the next power of two starts another.
+    #[test]
+    fn choices_are_kept_per_power_of_two_class() {
+        assert_eq!(anchor([3, 777, 555, 333]), [4, 1024, 1024, 512]);
+        assert_eq!(anchor([4, 1024, 1024, 512]), [4, 1024, 1024, 512]);
+        assert_eq!(anchor([0, 1, 1025, u64::MAX]), [1, 1, 2048, u64::MAX]);
+        let choices = Choices::default();
+        choices.set([1, 8205, 5921, 2949], 2);
+        assert_eq!(choices.get([1, 9000, 6000, 3000]), Some(2));
+        assert_eq!(choices.get([1, 8192, 6000, 3000]), None);
     }
 
     /// The lowest median wins, whatever the outliers; a tie keeps the first contender (the default).

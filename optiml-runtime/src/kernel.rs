@@ -108,7 +108,7 @@ impl Loaded {
     /// The variant to launch for a problem of `shape` (`None` when the family has no shape buckets): the one
     /// tuned for the nearest shape, else the one for any shape.
     pub fn target(&self, shape: Option<[u64; 4]>) -> Target<'_> {
-        self.at(dispatch::nearest(&self.shapes(), shape))
+        self.at(dispatch::nearest(self.shapes(), shape))
     }
 
     /// The variant to launch for a problem of `shape`, measured where no variant was tuned at it
@@ -125,14 +125,22 @@ impl Loaded {
         shape: [u64; 4],
         mut run: impl FnMut(Target<'_>) -> Result<(), Error>,
     ) -> Result<Target<'_>, Error> {
-        let i = dispatch::choose(kernel, stream, &self.shapes(), shape, &self.choices, |i| {
+        // Every call but a size class's first ends here, without allocating.
+        if let Some(i) = self.shapes().position(|s| s == Some(shape)) {
+            return Ok(self.at(i));
+        }
+        if let Some(i) = self.choices.get(shape) {
+            return Ok(self.at(i));
+        }
+        let shapes: Vec<Option<[u64; 4]>> = self.shapes().collect();
+        let i = dispatch::choose(kernel, stream, &shapes, shape, &self.choices, |i| {
             run(self.at(i))
         })?;
         Ok(self.at(i))
     }
 
-    fn shapes(&self) -> Vec<Option<[u64; 4]>> {
-        self.functions.iter().map(|f| f.variant.shape).collect()
+    fn shapes(&self) -> impl Iterator<Item = Option<[u64; 4]>> + Clone + '_ {
+        self.functions.iter().map(|f| f.variant.shape)
     }
 
     fn at(&self, i: usize) -> Target<'_> {

@@ -120,8 +120,9 @@ pub fn splits_for(split_k: u32, plane: usize, k: usize) -> u32 {
 
 /// Checks `args` against each other and launches `kernel` on `stream`.
 ///
-/// The first call at a shape that no variant was tuned for times the candidates there ([`crate::dispatch`]),
-/// synchronising `stream` once; later calls at that shape launch the fastest, asynchronously.
+/// The first call at a shape no variant was tuned for times the candidates there ([`crate::dispatch`]),
+/// synchronising `stream` once; later calls of its size class (each dimension rounded up to a power of two)
+/// launch the fastest, asynchronously.
 ///
 /// # Errors
 /// [`Error::Dimension`] for a dimension over `i32::MAX`, [`Error::Shape`] for a buffer shorter than its

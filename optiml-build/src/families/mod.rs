@@ -103,6 +103,12 @@ pub trait Family: Sync {
         plain_tuned_for(bucket, searched_at)
     }
 
+    /// Whether `spec`'s kernel reads the old values of its output, so that the runtime times it only into scratch
+    /// memory (`optiml_runtime::Artifacts::reads_output`). The default: it writes its outputs only.
+    fn reads_output(&self, _spec: &Spec) -> bool {
+        false
+    }
+
     /// Runs one search (`request.target` must be one of [`Family::targets`]).
     ///
     /// # Errors
@@ -268,6 +274,11 @@ impl Catalog {
 /// The family's default candidate for `spec` on `arch`.
 pub fn default_candidate(spec: &Spec, arch: Arch) -> Candidate {
     of(spec).default_candidate(spec, arch)
+}
+
+/// Whether `spec`'s kernel reads its output's old values; see [`Family::reads_output`].
+pub fn reads_output(spec: &Spec) -> bool {
+    of(spec).reads_output(spec)
 }
 
 /// The family's untuned variants for `spec` on `arch`; see [`Family::default_candidates`].
@@ -439,6 +450,20 @@ mod tests {
             why.starts_with("`sums`: no kernel is generated for it yet: "),
             "{why}"
         );
+    }
+
+    /// Only a kernel that adds `beta · C` reads its output: the runtime times every other one into the real output.
+    #[test]
+    fn only_a_product_with_beta_reads_its_output() {
+        let reads = |text: &str| reads_output(&optiml_spec::parse(text).unwrap());
+        assert!(reads("batched gemm, f32, C = alpha·A·B + beta·C"));
+        assert!(reads(
+            "batched gemm, fp16, C = gelu(alpha·Aᵀ·Bᵀ + beta·C + bias)"
+        ));
+        assert!(!reads("matmul with bias and relu, f32"));
+        assert!(!reads("batched matmul, bf16"));
+        assert!(!reads("softmax over the last axis"));
+        assert!(!reads("scaled dot-product attention"));
     }
 
     #[test]

@@ -275,29 +275,53 @@ fn the_gate_checks_ragged_tiles_a_narrow_head_and_a_head_wider_than_a_tile() {
     assert!(fixed.contains("d0"), "{fixed}");
 }
 
+/// A schedule with shared-memory stages (`dk`, `ck`) that the register-peak rule can vary.
+trait Staged: Copy + PartialEq {
+    fn stages(&self) -> (u32, u32);
+    fn with_stages(&self, dk: u32, ck: u32) -> Self;
+
+    /// Whether `among` holds this schedule with stages at least as deep (deeper, if `strictly`).
+    fn has_deeper_sibling(&self, among: &[Self], strictly: bool) -> bool {
+        let (dk, ck) = self.stages();
+        among.iter().any(|t| {
+            let (tdk, tck) = t.stages();
+            tdk >= dk
+                && tck >= ck
+                && !(strictly && (tdk, tck) == (dk, ck))
+                && *t == self.with_stages(tdk, tck)
+        })
+    }
+}
+
+impl Staged for Schedule {
+    fn stages(&self) -> (u32, u32) {
+        (self.dk, self.ck)
+    }
+    fn with_stages(&self, dk: u32, ck: u32) -> Self {
+        Schedule { dk, ck, ..*self }
+    }
+}
+
+impl Staged for fast::Schedule {
+    fn stages(&self) -> (u32, u32) {
+        (self.dk, self.ck)
+    }
+    fn with_stages(&self, dk: u32, ck: u32) -> Self {
+        fast::Schedule { dk, ck, ..*self }
+    }
+}
+
 /// The schedules whose shared-memory stages (`dk`, `ck`) are the deepest valid ones for their other tiles, then
 /// every `spread`-th of the rest. A deeper stage holds more of each operand in registers: over the whole space
 /// (`every_schedule_compiles_without_spills`, measured with NVRTC 13.0 on 2026-12-07: the 432 exact schedules and
 /// the 64 fast ones of bf16), no schedule took more registers than its deepest-stage sibling. So the deepest ones hold
 /// every register peak, where a spill would show first, and the spread compiles the shallower stages' code too.
-fn register_peaks<S: Copy + PartialEq>(
-    space: &[S],
-    stages: impl Fn(&S) -> (u32, u32),
-    with_stages: impl Fn(&S, u32, u32) -> S,
-    spread: usize,
-) -> Vec<S> {
-    let deepest = |s: &S| {
-        let (dk, ck) = stages(s);
-        !space.iter().any(|t| {
-            let (tdk, tck) = stages(t);
-            (tdk, tck) != (dk, ck) && tdk >= dk && tck >= ck && *t == with_stages(s, tdk, tck)
-        })
-    };
+fn register_peaks<S: Staged>(space: &[S], spread: usize) -> Vec<S> {
     let mut rest = 0usize;
     space
         .iter()
         .filter(|s| {
-            deepest(s) || {
+            !s.has_deeper_sibling(space, true) || {
                 rest += 1;
                 (rest - 1).is_multiple_of(spread)
             }
@@ -307,21 +331,11 @@ fn register_peaks<S: Copy + PartialEq>(
 }
 
 fn exact_peaks() -> Vec<Schedule> {
-    register_peaks(
-        &Schedule::space(),
-        |s| (s.dk, s.ck),
-        |s, dk, ck| Schedule { dk, ck, ..*s },
-        8,
-    )
+    register_peaks(&Schedule::space(), 8)
 }
 
 fn fast_peaks() -> Vec<fast::Schedule> {
-    register_peaks(
-        &fast::Schedule::space(),
-        |s| (s.dk, s.ck),
-        |s, dk, ck| fast::Schedule { dk, ck, ..*s },
-        4,
-    )
+    register_peaks(&fast::Schedule::space(), 4)
 }
 
 /// The register peaks of the exact space (and an eighth of the rest) compile for sm_90 without spills: the
@@ -379,29 +393,14 @@ fn the_register_peaks_cover_every_knob_and_every_tile_shape() {
     }
     for s in &all {
         assert!(
-            peaks.iter().any(|p| *p
-                == Schedule {
-                    dk: p.dk,
-                    ck: p.ck,
-                    ..*s
-                }
-                && p.dk >= s.dk
-                && p.ck >= s.ck),
+            s.has_deeper_sibling(&peaks, false),
             "{s:?} has no deeper sibling among the peaks"
         );
     }
-    let fast_all = fast::Schedule::space();
     let fast = fast_peaks();
-    for s in &fast_all {
+    for s in &fast::Schedule::space() {
         assert!(
-            fast.iter().any(|p| *p
-                == fast::Schedule {
-                    dk: p.dk,
-                    ck: p.ck,
-                    ..*s
-                }
-                && p.dk >= s.dk
-                && p.ck >= s.ck),
+            s.has_deeper_sibling(&fast, false),
             "{s:?} has no deeper sibling among the fast peaks"
         );
     }

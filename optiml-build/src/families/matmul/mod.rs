@@ -181,6 +181,11 @@ impl Family for Matmul {
     }
 
     /// `256×1024×1024×1024 (batch×m×n×k)`: the bucket the runtime picks the variant by.
+    /// `C = … + beta · C` reads the old `C`.
+    fn reads_output(&self, spec: &Spec) -> bool {
+        matches!(&spec.family, optiml_spec::Family::Matmul(m) if m.beta)
+    }
+
     fn tuned_for(&self, bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
         match bucket {
             Some(b) => format!("{} (batch×m×n×k)", b.map(|d| d.to_string()).join("×")),
