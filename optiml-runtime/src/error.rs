@@ -148,6 +148,19 @@ pub enum Error {
         /// What it may hold.
         expected: &'static str,
     },
+    /// A launch on a stream being captured into a CUDA graph while cudarc orders the context's streams with
+    /// events: each buffer argument would wait on an event recorded before the capture, which the driver refuses
+    /// (it invalidates the whole capture). Nothing was launched.
+    #[error(
+        "kernel `{kernel}`: the stream is being captured into a CUDA graph while cudarc tracks buffer events \
+         across this context's streams, and waiting on an event recorded before the capture would invalidate it; \
+         call `CudaContext::disable_event_tracking` before capturing (and order the streams yourself), as cudarc \
+         requires for graph capture"
+    )]
+    TrackedCapture {
+        /// The kernel.
+        kernel: &'static str,
+    },
     /// A buffer lives in another CUDA context than the stream.
     #[error("kernel `{kernel}`: `{arg}` was allocated in another CUDA context than the stream's")]
     ContextMismatch {

@@ -190,9 +190,21 @@ impl KernelModule {
     ///
     /// # Errors
     /// [`Error::NoVariant`] when no variant fits the device, [`Error::Driver`] when the driver rejects every one
-    /// that does.
+    /// that does, and [`Error::TrackedCapture`] on a stream being captured while cudarc tracks events (every
+    /// launch loads first, so no buffer has been touched).
     pub fn load(&'static self, stream: &CudaStream) -> Result<Loaded, Error> {
         let ctx = stream.context();
+        // cudarc makes each buffer argument wait on its last write's event once a context has several streams;
+        // an event recorded before a capture cannot be waited on inside it, so the driver would invalidate the
+        // user's whole capture. Only then is the stream asked (the common single-stream case pays two loads).
+        if ctx.is_managing_stream_synchronization()
+            && stream.capture_status().map_err(Error::driver(
+                self.name,
+                "ask whether the stream is being captured",
+            ))? != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+        {
+            return Err(Error::TrackedCapture { kernel: self.name });
+        }
         let mut loaded = self
             .loaded
             .lock()

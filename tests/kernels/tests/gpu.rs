@@ -202,38 +202,55 @@ fn untuned_shapes_are_timed_once_and_right_every_time() {
     }
 }
 
-/// A matmul launch recorded into a CUDA graph: the call on a stream being captured times nothing (timing would
-/// break the capture), and the graph computes the product. On an H100 (2026-12-07) the capture ended with
-/// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: something on the launch path is not allowed during capture. The likely
-/// cause, not yet checked: with two streams in the context cudarc tracks events, so each launch waits on its
-/// buffers' last-write events, recorded before the capture began. Open (issue 17 §4); this test shows it until
-/// it is fixed.
+/// A matmul launch recorded into a CUDA graph. With two streams in the context cudarc makes every buffer
+/// argument wait on its last write's event, recorded before the capture: the driver would invalidate the capture
+/// (as it did on an H100 on 2026-12-07, before the check), so the call refuses with `Error::TrackedCapture` and
+/// leaves the capture intact. With event tracking off, as cudarc requires for capture, the call on the capturing
+/// stream times nothing (timing would break the capture) and the replayed graph computes the product.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_matmul_launch_can_be_captured_into_a_cuda_graph() {
     use optiml::cudarc::driver::sys;
+    const FLAGS: sys::CUgraphInstantiate_flags =
+        sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+    use sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL as MODE;
+    // This test's own context object: its event-tracking switch is not the other tests'.
     let s = stream();
     let mut r = rng();
     // Loads the module outside the capture, as a program that captures after a warm-up call does.
     check_bmm(&s, &mut r, (1, 64, 64, 64), 0);
-    let cs = s.context().new_stream().unwrap();
+    let ctx = s.context().clone();
+    let cs = ctx.new_stream().unwrap();
     let (batch, m, n, kk) = (2, 300, 200, 100);
     let a = random(&mut r, batch * m * kk, 1);
     let b = random(&mut r, batch * kk * n, 2);
     let (da, db) = (up(&cs, &a), up(&cs, &b));
     let mut c = poisoned(&cs, batch * m * n);
     cs.synchronize().unwrap();
-    cs.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .unwrap();
+
+    cs.begin_capture(MODE).unwrap();
+    let refused = k::bmm(&cs, &da, &db, &mut c, batch, m, n, kk);
+    let ended = cs.end_capture(FLAGS);
+    assert!(
+        matches!(refused, Err(optiml::Error::TrackedCapture { .. })),
+        "a tracked capture is refused before it is invalidated: {refused:?}"
+    );
+    ended.expect("the refused call left the capture valid");
+
+    // SAFETY: every buffer was written on `cs` and the stream is synchronised; nothing else uses them.
+    unsafe { ctx.disable_event_tracking() };
+    cs.begin_capture(MODE).unwrap();
     let launched = k::bmm(&cs, &da, &db, &mut c, batch, m, n, kk);
     let graph = cs
-        .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+        .end_capture(FLAGS)
         .unwrap()
         .expect("the capture recorded the launch");
     launched.unwrap();
     graph.launch().unwrap();
     let want = reference(&Mm::plain(&a, &b, (batch, m, n, kk)));
     check("bmm captured in a graph", &down(&cs, &c), &want, 1e-5, kk);
+    // SAFETY: as above; later buffers of this context track events again.
+    unsafe { ctx.enable_event_tracking() };
 }
 
 /// TF32 kernels are held to TF32's tolerance (`Tolerance::TF32`, 2e-3): the TMA path where rows and batch items
