@@ -8,7 +8,9 @@
 #![allow(clippy::unwrap_used)]
 
 use optiml_build::experts::Candidate;
-use optiml_build::families::matmul::{half as matmul16, simt_f32 as matmul, tf32 as matmul_tf32};
+use optiml_build::families::matmul::{
+    half as matmul16, simt_f32 as matmul, tf32 as matmul_tf32, tf32x3 as matmul_tf32x3,
+};
 use optiml_build::nvrtc;
 use optiml_build::search::Tunable;
 use optiml_runtime::Arch;
@@ -295,6 +297,25 @@ fn every_tf32_variant_compiles_without_spills() {
         let spec = tf32(transposes[i % 4], [plain, full, plain, silu][i / 4 % 4]);
         jobs.push((
             format!("tf32 {} {spec:?}", s.describe()),
+            s.candidate(&spec),
+            hopper,
+        ));
+    }
+    // The 3xTF32 root of a plain f32 spec: its default in every layout, the full epilogue in two of them, and
+    // every schedule of its space in one layout and epilogue in turn.
+    let default = matmul_tf32x3::Schedule::default_for(hopper);
+    for (t, e) in transposes.into_iter().zip([plain, full, full, plain]) {
+        let spec = spec(t, e);
+        jobs.push((
+            format!("3xtf32 {} {spec:?}", default.describe()),
+            default.candidate(&spec),
+            hopper,
+        ));
+    }
+    for (i, s) in matmul_tf32x3::Schedule::space().into_iter().enumerate() {
+        let spec = spec(transposes[i % 4], [plain, full][i / 4 % 2]);
+        jobs.push((
+            format!("3xtf32 {} {spec:?}", s.describe()),
             s.candidate(&spec),
             hopper,
         ));

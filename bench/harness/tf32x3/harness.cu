@@ -28,7 +28,18 @@
 #include <vector>
 
 #define OPTIML_TMA 1
+// promote.py's copy of the template (accumulator promotion, OPTIML_PROMOTE_KT) where given, else the template.
+#ifdef OPTIML_TF32X3_TEMPLATE
+#include OPTIML_TF32X3_TEMPLATE
+#else
 #include "../../../optiml-build/src/families/matmul/cuda/matmul_wgmma_tf32.cu"
+#endif
+#ifndef OPTIML_PROMOTE_KT
+#define OPTIML_PROMOTE_KT 0
+#endif
+#ifndef OPTIML_TF32X3
+#define OPTIML_TF32X3 0
+#endif
 
 #include "../check.cuh"
 
@@ -128,14 +139,19 @@ int main() {
     CK(cudaMalloc(&ws1, 32 << 20));
     CB(cublasSetWorkspace(exact, ws0, 32 << 20));
     CB(cublasSetWorkspace(tf32, ws1, 32 << 20));
-    printf("%s, %d SMs; optiml TF32 tile %d x %d, %d stages, %d threads\n", prop.name, g_sms, OPTIML_TILE_M,
-           OPTIML_TILE_N, OPTIML_STAGES, OPTIML_THREADS);
+    printf("%s, %d SMs; optiml TF32 tile %d x %d, %d stages, %d threads, accumulator promoted every %d k-tiles "
+           "(0: never)\n",
+           prop.name, g_sms, OPTIML_TILE_M, OPTIML_TILE_N, OPTIML_STAGES, OPTIML_THREADS, OPTIML_PROMOTE_KT);
     struct Shape {
         int batch, m, n, k;
     };
     const Shape shapes[] = {{1, 4096, 4096, 4096}, {256, 1024, 1024, 1024}, {1, 2048, 2048, 2048},
                             {16, 1024, 1024, 1024}, {1, 8192, 8192, 8192}};
-    const char* names[] = {"cuBLAS SGEMM", "cuBLAS TF32", "optiml 1xTF32", "optiml 3xTF32", "  3x GEMM only"};
+    // With OPTIML_TF32X3 the template itself splits (3xTF32 in the kernel): its column replaces 1xTF32, and the
+    // split-and-3K path (ops 3, 4) is not run.
+    const char* names[] = {"cuBLAS SGEMM", "cuBLAS TF32", OPTIML_TF32X3 ? "optiml 3xTF32 (in kernel)" : "optiml 1xTF32",
+                           "optiml 3xTF32", "  3x GEMM only"};
+    const int ops = OPTIML_TF32X3 ? 3 : 5, outs = OPTIML_TF32X3 ? 3 : 4;
     for (const Shape& s : shapes) {
         const size_t na = (size_t)s.batch * s.m * s.k, nb = (size_t)s.batch * s.k * s.n, nc = (size_t)s.batch * s.m * s.n;
         float *A, *B, *C[4], *A3, *B3;
@@ -156,7 +172,7 @@ int main() {
             cublas(exact, A, B, C[0], s.batch, s.m, s.n, s.k);
             cublas(tf32, A, B, C[1], s.batch, s.m, s.n, s.k);
             gemm_tf32(A, B, C[2], s.batch, s.m, s.n, s.k);
-            gemm_3x(A, B, A3, B3, C[3], s.batch, s.m, s.n, s.k);
+            if (!OPTIML_TF32X3) gemm_3x(A, B, A3, B3, C[3], s.batch, s.m, s.n, s.k);
             CK(cudaDeviceSynchronize());
             // Sampled rows of sampled items against float64.
             Err err[4];
@@ -178,7 +194,7 @@ int main() {
                         mag[j] += fabs(v);
                     }
                 }
-                for (int w = 0; w < 4; ++w) {
+                for (int w = 0; w < outs; ++w) {
                     CK(cudaMemcpy(out.data(), C[w] + ((size_t)z * s.m + i) * s.n, s.n * 4, cudaMemcpyDeviceToHost));
                     for (int j = 0; j < s.n; ++j) {
                         const double d = std::isfinite(out[j]) ? fabs(out[j] - ref[j]) : INFINITY;
@@ -189,7 +205,7 @@ int main() {
                 }
             }
             printf("  %s operands: max |err|/sum|ab|, rel L2 (%d rows):", dist ? "2^+-8" : "uniform", rows);
-            for (int w = 0; w < 4; ++w)
+            for (int w = 0; w < outs; ++w)
                 printf("  %s %.2e %.2e;", names[w], err[w].max_scaled, sqrt(err[w].l2_num / err[w].l2_den));
             printf("\n");
         }
@@ -208,8 +224,8 @@ int main() {
             }
         };
         for (int r = 0; r < 25; ++r) {
-            for (int q = 0; q < 5; ++q) {
-                const int w = (q + r) % 5;
+            for (int q = 0; q < ops; ++q) {
+                const int w = (q + r) % ops;
                 CK(cudaEventRecord(e0));
                 op(w);
                 CK(cudaEventRecord(e1));
@@ -220,16 +236,17 @@ int main() {
             }
         }
         CK(cudaGetLastError());
-        double med[5];
-        for (int w = 0; w < 5; ++w) {
+        double med[5] = {0, 0, 0, 0, 0};
+        for (int w = 0; w < ops; ++w) {
             std::sort(times[w].begin(), times[w].end());
             med[w] = times[w][times[w].size() / 2];
             printf("  %-16s %8.4f ms %7.1f TFLOP/s  (%.2fx cuBLAS SGEMM)\n", names[w], med[w], flops / med[w] / 1e9,
                    med[0] / med[w]);
         }
-        printf("JSON {\"batch\":%d,\"m\":%d,\"n\":%d,\"k\":%d,\"sgemm_ms\":%.5f,\"cublas_tf32_ms\":%.5f,"
+        printf("JSON {\"tf32x3_in_kernel\":%d,\"promote_kt\":%d,\"tile_m\":%d,\"tile_n\":%d,\"batch\":%d,\"m\":%d,\"n\":%d,\"k\":%d,\"sgemm_ms\":%.5f,\"cublas_tf32_ms\":%.5f,"
                "\"optiml_tf32_ms\":%.5f,\"optiml_3xtf32_ms\":%.5f,\"gemm3x_only_ms\":%.5f}\n",
-               s.batch, s.m, s.n, s.k, med[0], med[1], med[2], med[3], med[4]);
+               OPTIML_TF32X3, OPTIML_PROMOTE_KT, OPTIML_TILE_M, OPTIML_TILE_N, s.batch, s.m, s.n, s.k, med[0], med[1], med[2],
+               med[3], med[4]);
         for (auto c : C) CK(cudaFree(c));
         CK(cudaFree(A));
         CK(cudaFree(B));

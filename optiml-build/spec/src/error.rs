@@ -7,7 +7,7 @@ use std::fmt;
 
 /// What the supported spec families look like, appended to "no family" and "unknown word" errors.
 pub const SUPPORTED: &str = "supported: matmul (\"matmul, f32\", \"C = A·Bᵀ\", with alpha/beta, bias, relu/gelu/silu; \
-in f32, bf16 or f16, \"tf32\" to allow TF32 tensor cores), batched matmul (\"bmm\", \"batched gemm\", \"batch of \
+in f32, bf16 or f16, \"tf32\" to allow TF32 tensor cores, \"exact\" to keep f32 on fp32 multiply-adds), batched matmul (\"bmm\", \"batched gemm\", \"batch of \
 matrix products\", \"tensor times a matrix\" for a shared B), elementwise maps (relu, gelu, silu, \
 sigmoid, tanh; add/mul with a tensor or a scalar, \"y = x * s\"), tensor operators in plain words (\"softmax over \
 the last axis\", \"layer norm\", \"sum over dim 1 of a 3-D tensor\"; `cargo optiml explain` shows what a spec means) \

@@ -142,9 +142,12 @@ impl Activation {
 /// How a matmul may round its products.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Precision {
-    /// Exact fp32 multiply-adds (the SIMT kernels): what `f32` alone means.
+    /// fp32 accuracy: what `f32` alone means. A matmul runs on the SIMT kernels, or on sm_90 on the 3xTF32
+    /// tensor-core kernel where the gate finds it within twice the SIMT kernel's error (issue 17).
     #[default]
     Exact,
+    /// fp32 multiply-adds only (`exact`): a matmul stays on the SIMT kernels. Same tolerance as [`Exact`](Self::Exact).
+    Fma,
     /// The spec allows TF32 tensor cores (`tf32`): A and B are rounded to 10 mantissa bits inside the kernel,
     /// products are accumulated in fp32; buffers stay f32. The check's tolerance is TF32's, not fp32's.
     Tf32,
@@ -375,8 +378,10 @@ impl Spec {
                 }
                 s.push_str(&format!(" {dtype}"));
                 // Exact specs keep the spelling they had before precisions existed (it is hashed into keys).
-                if m.precision == Precision::Tf32 {
-                    s.push_str(" tf32");
+                match m.precision {
+                    Precision::Exact => {}
+                    Precision::Fma => s.push_str(" exact"),
+                    Precision::Tf32 => s.push_str(" tf32"),
                 }
                 s.push_str(" row-major");
                 s.push_str(if m.trans_a { " a:t" } else { " a:n" });

@@ -481,6 +481,8 @@ struct Draft {
     elementwise: Option<String>,
     dtypes: Vec<(DType, String)>,
     tf32: Option<String>,
+    /// `exact`: fp32 multiply-adds only.
+    exact: Option<String>,
     trans_a: bool,
     trans_b: bool,
     shared_a: Option<String>,
@@ -505,6 +507,7 @@ enum Meaning {
     DType(DType),
     UnsupportedDType(&'static str),
     Tf32,
+    Exact,
     RowMajor,
     ColumnMajor,
     TransA,
@@ -569,6 +572,7 @@ const VOCABULARY: &[(&str, Meaning)] = &[
     ("tf32 allowed", Meaning::Tf32),
     ("allow tf32", Meaning::Tf32),
     ("tensor float 32", Meaning::Tf32),
+    ("exact", Meaning::Exact),
     ("f64", Meaning::UnsupportedDType("f64")),
     ("fp64", Meaning::UnsupportedDType("f64")),
     ("float64", Meaning::UnsupportedDType("f64")),
@@ -761,6 +765,7 @@ fn apply(meaning: Meaning, text: &str, draft: &mut Draft) -> Result<(), SpecErro
             });
         }
         Meaning::Tf32 => draft.tf32 = Some(text),
+        Meaning::Exact => draft.exact = Some(text),
         Meaning::RowMajor => {}
         Meaning::ColumnMajor => {
             return Err(SpecError::Unsupported {
@@ -1122,6 +1127,12 @@ impl Draft {
                     hint: "tf32 is how f32 products may be rounded; 16-bit operands run on the tensor cores already: drop one".into(),
                 });
             }
+            if let Some(exact) = &self.exact {
+                return Err(SpecError::Ambiguous {
+                    what: format!("`{exact}` with `{word}` elements"),
+                    hint: "exact keeps f32 products on fp32 multiply-adds; 16-bit operands run on the tensor cores: drop one".into(),
+                });
+            }
         }
         if let Family::Matmul(m) = &family
             && m.triangle.is_some()
@@ -1232,11 +1243,17 @@ impl Draft {
                         .into(),
             });
         }
+        if let (Some(tf32), Some(exact)) = (&self.tf32, &self.exact) {
+            return Err(SpecError::Ambiguous {
+                what: format!("`{tf32}` and `{exact}`"),
+                hint: "tf32 lets products round their operands, exact keeps fp32 multiply-adds: drop one".into(),
+            });
+        }
         Ok(Family::Matmul(MatmulSpec {
-            precision: if self.tf32.is_some() {
-                Precision::Tf32
-            } else {
-                Precision::Exact
+            precision: match (&self.tf32, &self.exact) {
+                (Some(_), _) => Precision::Tf32,
+                (None, Some(_)) => Precision::Fma,
+                (None, None) => Precision::Exact,
             },
             batched,
             trans_a: self.trans_a,
@@ -1258,7 +1275,7 @@ impl Draft {
 
     /// The elementwise map the phrases name, as the tensor program computing it.
     fn elementwise_program(&self, dtype: DType) -> Result<Program, SpecError> {
-        if let Some(word) = &self.tf32 {
+        if let Some(word) = self.tf32.as_ref().or(self.exact.as_ref()) {
             return Err(SpecError::NotForFamily {
                 word: word.clone(),
                 family: "elementwise",
@@ -1644,6 +1661,31 @@ mod tests {
             parse("bmm, float16").unwrap().canonical(),
             parse("batched matmul f16").unwrap().canonical()
         );
+    }
+
+    /// `exact` keeps a plain f32 matmul on fp32 multiply-adds (no 3xTF32 schedule): its own spec, with its own
+    /// canonical text, and refused beside `tf32` or 16-bit elements.
+    #[test]
+    fn exact_is_a_matmul_precision() {
+        assert_eq!(mm("matmul, f32, exact").precision, Precision::Fma);
+        assert_eq!(
+            parse("bmm, exact, bias").unwrap().canonical(),
+            "matmul batched f32 exact row-major a:n b:n bias batch=? m=? n=? k=?"
+        );
+        assert_ne!(
+            parse("matmul, f32, exact").unwrap().canonical(),
+            parse("matmul, f32").unwrap().canonical()
+        );
+        for text in ["matmul, tf32, exact", "matmul, bf16, exact"] {
+            assert!(
+                matches!(parse(text), Err(SpecError::Ambiguous { .. })),
+                "{text}"
+            );
+        }
+        assert!(matches!(
+            parse("relu, exact"),
+            Err(SpecError::NotForFamily { .. })
+        ));
     }
 
     #[test]

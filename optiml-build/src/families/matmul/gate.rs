@@ -3,12 +3,12 @@
 //! output checked after the first and the last timed run. 16-bit kernels read inputs the 16-bit type holds
 //! exactly, so the reference sees what the kernel sees.
 
-use super::plan::{MatmulShape, Operands, check_item};
+use super::plan::{MatmulShape, Operands, check_item, compare_item};
 use super::reference;
 use crate::eval::device::{Bench, Narrow, Stop, fault, launch_failed, reject};
 use crate::eval::guard::{Guarded, guarded_bytes};
 use crate::eval::limits::{Need, bytes};
-use crate::eval::plan::{self, Distribution, Tolerance};
+use crate::eval::plan::{self, Distribution, ErrorBound, Tolerance};
 use crate::eval::{Gate, Job};
 use cudarc::driver::CudaSlice;
 use cudarc::driver::sys;
@@ -336,6 +336,22 @@ fn check_shape(
     let host = |buf: &CudaSlice<f32>| s.clone_dtoh(buf).map_err(fault("copying inputs"));
     let (ha, hb, hc0) = (host(&a)?, host(&b)?, host(&c)?);
     let hbias = bias.as_deref().map(host).transpose()?;
+    // Each item's tolerance: the plan's, or twice what the bounding kernel's own error is on these inputs.
+    let tolerances = match (&job.plan.bound, &narrow) {
+        (Some(bound), None) => {
+            let inputs = Inputs {
+                a: &a,
+                b: &b,
+                bias: bias.as_deref(),
+                ha: &ha,
+                hb: &hb,
+                hc0: &hc0,
+                hbias: hbias.as_deref(),
+            };
+            bounded(w, case, bound, shape, &check, &tolerance, &inputs)?
+        }
+        _ => vec![tolerance; shape.batch],
+    };
     launch(
         w,
         case,
@@ -379,16 +395,127 @@ fn check_shape(
         check_item(
             spec,
             shape,
-            &tolerance,
+            &tolerances[item],
             &ops,
             case.alpha,
             case.beta,
             &out[item * pc..][..pc],
             item,
         )
+        .map_err(|reason| match &job.plan.bound {
+            Some(bound) if tolerances[item] != tolerance => format!(
+                "{reason} (the bound is {} times {}'s own error on these inputs)",
+                ErrorBound::FACTOR,
+                bound.name
+            ),
+            _ => reason,
+        })
         .map_err(|reason| reject(check.clone(), reason))?;
     }
     Ok(())
+}
+
+/// A check's inputs on the device (as the candidate gets them) and on the host (as they were filled).
+struct Inputs<'a> {
+    a: &'a CudaSlice<f32>,
+    b: &'a CudaSlice<f32>,
+    bias: Option<&'a CudaSlice<f32>>,
+    ha: &'a [f32],
+    hb: &'a [f32],
+    hc0: &'a [f32],
+    hbias: Option<&'a [f32]>,
+}
+
+/// Each batch item's tolerance under `bound`: the bounding kernel is launched on the check's inputs (into its
+/// own output, from the same old C) and its errors against the float64 reference, times
+/// [`ErrorBound::FACTOR`], tighten `tolerance` ([`ErrorBound::tighten`]).
+///
+/// # Errors
+/// A fault loading or running the bounding kernel.
+fn bounded(
+    w: &mut Bench,
+    case: &Case<'_>,
+    bound: &ErrorBound,
+    shape: &MatmulShape,
+    check: &str,
+    tolerance: &Tolerance,
+    inputs: &Inputs<'_>,
+) -> Result<Vec<Tolerance>, Stop> {
+    let spec = case.spec;
+    let module = w
+        .load_trusted(&bound.ptx)
+        .map_err(fault(format!("loading {}", bound.name)))?;
+    let function = module
+        .load_function(&bound.entry)
+        .map_err(fault(format!("loading {}", bound.name)))?;
+    let function = optiml_runtime::Function::new(function);
+    let target = Target {
+        function: &function,
+        companions: Default::default(),
+        launch: bound.launch,
+        sm_count: w.device.sm_count,
+    };
+    let s = w.stream.clone();
+    let mut c = s
+        .clone_htod(inputs.hc0)
+        .map_err(fault(format!("allocating {}'s output", bound.name)))?;
+    matmul::launch_target(
+        "bound",
+        &s,
+        target,
+        MatmulArgs {
+            a: inputs.a,
+            b: inputs.b,
+            c: &mut c,
+            bias: inputs.bias,
+            batch: shape.batch,
+            m: shape.m,
+            n: shape.n,
+            k: shape.k,
+            alpha: case.alpha,
+            beta: case.beta,
+            shared_a: spec.shared_a,
+            shared_b: spec.shared_b,
+        },
+    )
+    .map_err(launch_failed(format!("launching {}", bound.name)))?;
+    let out = s
+        .clone_dtoh(&c)
+        .map_err(fault(format!("running {} on {check}", bound.name)))?;
+    // Measured, not judged: any finite error counts.
+    let measure = Tolerance {
+        rel_l2: f64::INFINITY,
+        scaled_abs: f64::INFINITY,
+        abs: tolerance.abs,
+    };
+    let (pa, pb, pc) = shape.per_item();
+    Ok((0..shape.batch)
+        .map(|item| {
+            let (oa, ob) = shape.operand_offsets(spec, item);
+            let ops = Operands {
+                a: &inputs.ha[oa..][..pa],
+                b: &inputs.hb[ob..][..pb],
+                c0: &inputs.hc0[item * pc..][..pc],
+                bias: inputs.hbias,
+            };
+            let cmp = compare_item(
+                spec,
+                shape,
+                &measure,
+                &ops,
+                case.alpha,
+                case.beta,
+                &out[item * pc..][..pc],
+                item,
+            );
+            // A bounding kernel whose output is not finite here (an overflow) says nothing about the
+            // candidate's error: the plan's tolerance stands.
+            match cmp.failure {
+                Some(_) => *tolerance,
+                None => ErrorBound::tighten(tolerance, cmp.worst_scaled(), cmp.rel_l2()),
+            }
+        })
+        .collect())
 }
 
 /// How the kernel changed input `name`, if it did: the first element whose bits differ and how many do.

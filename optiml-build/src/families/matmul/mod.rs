@@ -3,7 +3,7 @@
 //!
 //! | spec | sm_90 | sm_80–89 | older | searched |
 //! |---|---|---|---|---|
-//! | `f32` | [`simt_f32`] (SIMT, split-K) | the same | the same | [`simt_f32::Schedule`] |
+//! | `f32` | [`simt_f32`] (SIMT, split-K), or [`tf32x3`] where faster and as accurate | [`simt_f32`] | the same | [`simt_f32::Schedule`] (+ a [`tf32x3`] root on sm_90) |
 //! | `f32, tf32` | [`tf32`] `wgmma` + TMA | [`tf32`] `mma.sync` | — | [`tf32::Schedule`] (sm_90) |
 //! | `bf16` / `f16` | [`half`] `wgmma` + TMA | [`half`] `mma.sync` | [`half`] SIMT | [`half::Schedule`] (sm_90) |
 //!
@@ -16,6 +16,7 @@ pub mod plan;
 pub mod reference;
 pub mod simt_f32;
 pub mod tf32;
+pub mod tf32x3;
 
 pub use plan::{MatmulShape, test_plan};
 
@@ -89,11 +90,21 @@ impl Family for Matmul {
         let templates: Vec<&'static str> = match class {
             // (A triangular product's module holds no matrix-vector kernel.)
             Class::F32(m) if m.triangle.is_some() => vec![simt_f32::TEMPLATE, defaults, epilogue],
-            Class::F32(_) => vec![
+            // `exact`: the SIMT kernels only.
+            Class::F32(m) if m.precision == Precision::Fma => vec![
                 simt_f32::TEMPLATE,
                 simt_f32::GEMV_TEMPLATE,
                 defaults,
                 epilogue,
+            ],
+            // The 3xTF32 root runs the TF32 `wgmma` template.
+            Class::F32(_) => vec![
+                simt_f32::TEMPLATE,
+                simt_f32::GEMV_TEMPLATE,
+                tf32::WGMMA_TEMPLATE,
+                defaults,
+                epilogue,
+                sm90,
             ],
             Class::Tf32(_) => vec![
                 tf32::WGMMA_TEMPLATE,
@@ -139,6 +150,10 @@ impl Family for Matmul {
             return super::of(spec).scheduled_candidate(spec, schedule);
         };
         Ok(match class {
+            // A search of a plain f32 spec logs SIMT schedules and, where its 3xTF32 root won, that root's.
+            Class::F32(m) if is_schedule_of::<tf32x3::Schedule>(schedule) => {
+                read_schedule::<tf32x3::Schedule>(schedule)?.candidate(&m)
+            }
             Class::F32(m) => read_schedule::<simt_f32::Schedule>(schedule)?.candidate(&m),
             Class::Tf32(m) => read_schedule::<tf32::Schedule>(schedule)?.candidate(&m),
             Class::Half(s) => read_schedule::<half::Schedule>(schedule)?.candidate(&s),
@@ -168,7 +183,10 @@ impl Family for Matmul {
     }
 
     fn catalog_of(&self, schedule: &serde_json::Value) -> Option<Catalog> {
-        let at = if is_schedule_of::<simt_f32::Schedule>(schedule) {
+        // A 3xTF32 schedule is a root of a plain f32 search, which walked the SIMT catalog.
+        let at = if is_schedule_of::<simt_f32::Schedule>(schedule)
+            || is_schedule_of::<tf32x3::Schedule>(schedule)
+        {
             0
         } else if is_schedule_of::<tf32::Schedule>(schedule) {
             1
@@ -284,9 +302,59 @@ impl Family for Matmul {
                 "TF32 kernels are searched over the sm_90 `wgmma` kernel's schedules (elsewhere the \
                  `mma.sync` kernel has one)",
             )),
+            Class::F32(m)
+                if has_wgmma(request.arch)
+                    && m.triangle.is_none()
+                    && m.precision != Precision::Fma =>
+            {
+                // The 3xTF32 kernel joins as a root, and every candidate is held to twice the exact SIMT
+                // kernel's error on each check's inputs: the root may win only where it is as accurate.
+                plan.bound = Some(exact_bound(request.nvrtc, &m, request.arch).map_err(|e| {
+                    TuneError::Search {
+                        kernel: kernel.name.clone(),
+                        arch: request.arch,
+                        shape: request.target.label.clone(),
+                        reason: format!(
+                            "the exact SIMT kernel that bounds the gate did not compile: {e}"
+                        ),
+                    }
+                })?);
+                let roots = [tf32x3::Schedule::default_for(request.arch).root(&m)];
+                tune::search_with_roots::<simt_f32::Schedule>(
+                    request,
+                    (m, at, plan),
+                    &roots,
+                    report,
+                )
+            }
             Class::F32(m) => tune::search::<simt_f32::Schedule>(request, m, at, plan, report),
         }
     }
+}
+
+/// The exact SIMT kernel's default for `spec`, compiled for `arch`, as the bound of a plain f32 search's gate
+/// ([`ErrorBound`](crate::eval::plan::ErrorBound)): every candidate is held to twice its error on each check.
+///
+/// # Errors
+/// Its compile failure.
+pub fn exact_bound(
+    nvrtc: &crate::nvrtc::Nvrtc,
+    spec: &MatmulSpec,
+    arch: Arch,
+) -> Result<crate::eval::plan::ErrorBound, crate::nvrtc::CompileFailure> {
+    let candidate = simt_f32::Schedule::default_for(arch).candidate(spec);
+    let compiled = crate::nvrtc::compile(
+        nvrtc,
+        "optiml_exact_bound.cu",
+        &candidate.source,
+        candidate.launch.image_arch(arch),
+    )?;
+    Ok(crate::eval::plan::ErrorBound {
+        name: "the exact SIMT kernel".into(),
+        ptx: compiled.ptx,
+        entry: candidate.entry.to_string(),
+        launch: candidate.launch,
+    })
 }
 
 /// A shape as the user wrote it: `batch x m x n x k`, or `m x n x k` for batch 1.
@@ -404,8 +472,12 @@ mod tests {
         ] {
             let s = spec(text);
             let sources = Matmul.sources(&s);
-            let candidates: Vec<Candidate> =
+            let mut candidates: Vec<Candidate> =
                 archs.iter().map(|&a| default_candidate(&s, a)).collect();
+            // A plain f32 search on sm_90 also compiles its 3xTF32 root.
+            if let Some(Class::F32(m)) = Class::of(&s) {
+                candidates.push(tf32x3::Schedule::default_for(Arch::new(9, 0)).candidate(&m));
+            }
             // What a candidate compiles: its text and the shared headers it includes.
             fn compiled(c: &Candidate) -> Vec<&str> {
                 let mut parts = vec![c.source.as_str()];
@@ -444,6 +516,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A plain f32 search's log may name a SIMT schedule or its 3xTF32 root's: each makes its own kernel again,
+    /// and both read as the SIMT catalog the search walked. A TF32 schedule is not a plain f32 spec's.
+    #[test]
+    fn a_plain_f32_spec_takes_its_3xtf32_root_back_from_a_log() {
+        let f32 = spec("batched matmul, f32, bias");
+        let x3 = serde_json::to_value(tf32x3::Schedule::default_for(Arch::new(9, 0))).unwrap();
+        let c = Matmul.scheduled_candidate(&f32, &x3).unwrap();
+        assert!(
+            c.source.contains("#define OPTIML_TF32X3 1"),
+            "{}",
+            c.schedule
+        );
+        assert!(c.source.contains("#define OPTIML_HAS_BIAS 1"));
+        let simt = serde_json::to_value(simt_f32::Schedule::default_for(Arch::new(9, 0))).unwrap();
+        let searched = Matmul.searched_catalog(&f32).kernel;
+        assert_eq!(Matmul.catalog_of(&x3).unwrap().kernel, searched);
+        assert_eq!(Matmul.catalog_of(&simt).unwrap().kernel, searched);
+        let tf32 = serde_json::to_value(tf32::Schedule::default_for(Arch::new(9, 0))).unwrap();
+        assert!(Matmul.scheduled_candidate(&f32, &tf32).is_err());
     }
 
     #[test]

@@ -335,6 +335,22 @@ pub fn check_item(
     out: &[f32],
     item: usize,
 ) -> Result<usize, String> {
+    compare_item(spec, shape, tol, ops, alpha, beta, out, item).finish(tol)
+}
+
+/// Every element of one batch item's output compared with the float64 reference under `tol`: the comparison,
+/// with its first failure (if any) and its measured errors.
+#[allow(clippy::too_many_arguments)]
+pub fn compare_item(
+    spec: &MatmulSpec,
+    shape: &MatmulShape,
+    tol: &Tolerance,
+    ops: &Operands<'_>,
+    alpha: f32,
+    beta: f32,
+    out: &[f32],
+    item: usize,
+) -> Comparison {
     let mut cmp = Comparison::default();
     let all_rows: Vec<usize> = (0..shape.m).collect();
     let all_cols: Vec<usize> = (0..shape.n).collect();
@@ -350,7 +366,7 @@ pub fn check_item(
             cmp.check(tol, &at, out[i * shape.n + j], r, mag);
         }
     }
-    cmp.finish(tol)
+    cmp
 }
 
 #[cfg(test)]

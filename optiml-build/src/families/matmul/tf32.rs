@@ -168,7 +168,7 @@ pub fn default_candidate(spec: &MatmulSpec, arch: Arch) -> Candidate {
 }
 
 /// The layout and epilogue macros both templates share, and the matrix-vector kernel's.
-fn epilogue(spec: &MatmulSpec) -> Vec<(&'static str, Def)> {
+pub(super) fn epilogue(spec: &MatmulSpec) -> Vec<(&'static str, Def)> {
     let mut macros = super::spec_macros(spec).to_vec();
     macros.extend(super::gemv_macros());
     macros

@@ -101,6 +101,28 @@
 //                      accumulators (+ fragments) under the 168 cap).
 //                      Defaults 40 / 232 for RS with a K-major Q (the
 //                      original m256), else 72 / 216.
+//   OPTIML_TF32X3      1: fp32-accurate products on the TF32 tensor cores
+//                      ("3xTF32", issue 17): each element x splits into big
+//                      = rna_tf32(x) and small = rna_tf32(x - big), both
+//                      exact TF32 (so neither the smem operands' truncation
+//                      nor any rounding changes them), and each k8 step
+//                      issues small_P big_Q, big_P small_Q, big_P big_Q, the
+//                      small terms first (small_P small_Q, under 2^-22 |pq|,
+//                      is dropped). The consumers split each landed stage:
+//                      Q (and P in the SS form) in shared memory, big in
+//                      place and small into a second ring, then a fence and
+//                      a barrier of all consumers (named barrier 3); P in the
+//                      RS form in registers. Needs PINGPONG 0; the rings
+//                      take STAGES more Q stages (and P stages in SS).
+//   OPTIML_PROMOTE_KT  n > 0 (even): every n k-tiles the consumers wait for
+//                      their MMAs, add the accumulator into an fp32 register
+//                      sum (round to nearest) and restart it (wgmma's scale-d
+//                      0 on the next k8 step: a register write inside the
+//                      loop would serialise every wgmma, ptxas C7515). The
+//                      tensor core's own fp32 accumulation does not round to
+//                      nearest, so its error grows with K faster than an FMA
+//                      loop's; 3xTF32 needs this to stay within fp32's error.
+//                      Costs QN / 2 registers (the sum). 0 (default): never.
 //
 // Tile of C: OPTIML_TILE_M x OPTIML_TILE_N = QN x PW (SWAP) or PW x QN.
 // Shared memory: OPTIML_SMEM_BYTES = STAGES * (QN + PW) * 128 + 1024 (the
@@ -162,6 +184,12 @@
 #ifndef OPTIML_C_PREFETCH_KT
 #define OPTIML_C_PREFETCH_KT 8
 #endif
+#ifndef OPTIML_TF32X3
+#define OPTIML_TF32X3 0
+#endif
+#ifndef OPTIML_PROMOTE_KT
+#define OPTIML_PROMOTE_KT 0
+#endif
 
 // orientation and operand storage (see the table above)
 #define OPTIML_SWAP ((OPTIML_TRANS_A && OPTIML_TRANS_B) ? 0 : 1)
@@ -200,7 +228,9 @@
 #define OPTIML_THREADS (128 * (OPTIML_CONSUMERS + 1))
 #define OPTIML_Q_STAGE_BYTES (OPTIML_QN * 128)
 #define OPTIML_P_STAGE_BYTES (OPTIML_PW * 128)
-#define OPTIML_SMEM_BYTES (OPTIML_STAGES * (OPTIML_Q_STAGE_BYTES + OPTIML_P_STAGE_BYTES) + 1024)
+#define OPTIML_SMEM_BYTES                                                                                  \
+    (OPTIML_STAGES * (OPTIML_Q_STAGE_BYTES + OPTIML_P_STAGE_BYTES) +                                    \
+     OPTIML_TF32X3 * OPTIML_STAGES * (OPTIML_Q_STAGE_BYTES + OPTIML_P_SMEM * OPTIML_P_STAGE_BYTES) + 1024)
 #define OPTIML_DYN_SMEM_BYTES OPTIML_SMEM_BYTES
 #if OPTIML_SWAP
 #define OPTIML_TILE_M OPTIML_QN
@@ -233,6 +263,12 @@
 #endif
 #if OPTIML_EPI != 1 && OPTIML_EPI != 2
 #error "OPTIML_EPI must be 1 or 2"
+#endif
+#if OPTIML_TF32X3 && OPTIML_PINGPONG
+#error "OPTIML_TF32X3 splits each stage with every consumer warpgroup: needs OPTIML_PINGPONG 0"
+#endif
+#if OPTIML_PROMOTE_KT < 0 || OPTIML_PROMOTE_KT % 2
+#error "OPTIML_PROMOTE_KT must be 0 or a positive even number (the main loop takes k-tiles in pairs)"
 #endif
 #if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
 #error "setmaxnreg budget exceeds 64K registers"
@@ -289,7 +325,7 @@ __device__ __forceinline__ unsigned long long make_desc(unsigned saddr) {
 
 // ---------------------------------------------------------------- wgmma (A from registers)
 __device__ __forceinline__ void wgmma_rs_n16(float (&d)[8], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned long long desc) {
+                                         unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
@@ -297,12 +333,12 @@ __device__ __forceinline__ void wgmma_rs_n16(float (&d)[8], unsigned a0, unsigne
         "%0, %1, %2, %3, %4, %5, %6, %7"
         "}, {%8, %9, %10, %11}, %12, p, 1, 1;\n\t}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
         : "memory");
 }
 
 __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned long long desc) {
+                                         unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
@@ -314,12 +350,12 @@ __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], unsigned a0, unsign
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
         : "memory");
 }
 
 __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned long long desc) {
+                                         unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
@@ -337,12 +373,12 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], unsigned a0, unsig
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
         : "memory");
 }
 
 __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned long long desc) {
+                                         unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %133, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
@@ -372,13 +408,13 @@ __device__ __forceinline__ void wgmma_rs_n256(float (&d)[128], unsigned a0, unsi
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
         : "memory");
 }
 
 
 // ---------------------------------------------------------------- wgmma (both operands from shared memory)
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long descA, unsigned long long descB) {
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long descA, unsigned long long descB, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
@@ -390,11 +426,11 @@ __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long 
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(descA), "l"(descB), "r"(1)
+        : "l"(descA), "l"(descB), "r"(scale_d)
         : "memory");
 }
 
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long descA, unsigned long long descB) {
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long descA, unsigned long long descB, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
@@ -412,11 +448,11 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(descA), "l"(descB), "r"(1)
+        : "l"(descA), "l"(descB), "r"(scale_d)
         : "memory");
 }
 
-__device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long descA, unsigned long long descB) {
+__device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long long descA, unsigned long long descB, int scale_d = 1) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
@@ -446,29 +482,31 @@ __device__ __forceinline__ void wgmma_ss_n256(float (&d)[128], unsigned long lon
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(descA), "l"(descB), "r"(1)
+        : "l"(descA), "l"(descB), "r"(scale_d)
         : "memory");
 }
 
-// One k8 step for the whole block tile of this warpgroup: D (64 x QN) += a (64 x 8) * desc (8 x QN).
+// One k8 step for the whole block tile of this warpgroup: D (64 x QN) += a (64 x 8) * desc (8 x QN) (scale_d 0:
+// D = a * desc).
 __device__ __forceinline__ void mma_k8(float (&acc)[QN / 2], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                       unsigned long long desc) {
+                                       unsigned long long desc, int scale_d = 1) {
 #if OPTIML_QN == 256
-    wgmma_rs_n256(acc, a0, a1, a2, a3, desc);
+    wgmma_rs_n256(acc, a0, a1, a2, a3, desc, scale_d);
 #elif OPTIML_QN == 128
-    wgmma_rs_n128(acc, a0, a1, a2, a3, desc);
+    wgmma_rs_n128(acc, a0, a1, a2, a3, desc, scale_d);
 #else
-    wgmma_rs_n64(acc, a0, a1, a2, a3, desc);
+    wgmma_rs_n64(acc, a0, a1, a2, a3, desc, scale_d);
 #endif
 }
 // The same, both operands from shared memory (SS form).
-__device__ __forceinline__ void mma_ss_k8(float (&acc)[QN / 2], unsigned long long descP, unsigned long long descQ) {
+__device__ __forceinline__ void mma_ss_k8(float (&acc)[QN / 2], unsigned long long descP, unsigned long long descQ,
+                                          int scale_d = 1) {
 #if OPTIML_QN == 256
-    wgmma_ss_n256(acc, descP, descQ);
+    wgmma_ss_n256(acc, descP, descQ, scale_d);
 #elif OPTIML_QN == 128
-    wgmma_ss_n128(acc, descP, descQ);
+    wgmma_ss_n128(acc, descP, descQ, scale_d);
 #else
-    wgmma_ss_n64(acc, descP, descQ);
+    wgmma_ss_n64(acc, descP, descQ, scale_d);
 #endif
 }
 
@@ -601,11 +639,66 @@ __device__ __forceinline__ void keep_alive(const unsigned (&f)[16]) {
                  "r"(f[8]), "r"(f[9]), "r"(f[10]), "r"(f[11]), "r"(f[12]), "r"(f[13]), "r"(f[14]), "r"(f[15]));
 }
 
+// A fragment set's registers (a macro: a namespace-scope constant here would be emitted as a global, changing
+// every variant's PTX). With OPTIML_TF32X3: the big parts (0..15), then the small parts (16..31).
+#define OPTIML_FRAGS (OPTIML_TF32X3 ? 32 : 16)
+#if OPTIML_TF32X3
+__device__ __forceinline__ void keep_alive(const unsigned (&f)[32]) {
+    keep_alive(*reinterpret_cast<const unsigned(*)[16]>(&f[0]));
+    keep_alive(*reinterpret_cast<const unsigned(*)[16]>(&f[16]));
+}
+// x = big + small + (under 2^-22 |x|): big = rna_tf32(x), small = rna_tf32(x - big), both exact TF32 (x - big is
+// exact in fp32). Bits, as wgmma's register operands take them.
+__device__ __forceinline__ void split_tf32(float x, unsigned& big, unsigned& small) {
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(big) : "f"(x));
+    const float rest = x - __uint_as_float(big);
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(small) : "f"(rest));
+}
+// 16-byte chunks first, first + step, ... (< chunks) of the stage at `big`: each element's big part in place, its
+// small part at the same offset from `small`. Elementwise, so the swizzle does not matter.
+__device__ __forceinline__ void split_chunks(unsigned big, unsigned small, int chunks, int first, int step) {
+#pragma unroll 1
+    for (int c = first; c < chunks; c += step) {
+        const unsigned at = 16u * (unsigned)c;
+        float v[4];
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+                     : "r"(big + at)
+                     : "memory");
+        unsigned b[4], t[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_tf32(v[e], b[e], t[e]);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(big + at), "r"(b[0]), "r"(b[1]), "r"(b[2]),
+                     "r"(b[3])
+                     : "memory");
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(small + at), "r"(t[0]), "r"(t[1]), "r"(t[2]),
+                     "r"(t[3])
+                     : "memory");
+    }
+}
+#endif
+
 struct Consumer {
     unsigned full0, empty0, sQ0, sP0, off0, off1;
     bool leader;   // lane 0 of the warp
     unsigned it;   // k-tiles consumed by this block so far (ring position)
     unsigned prev; // stage of the group still in flight (WAIT_DEPTH 1)
+#if OPTIML_TF32X3
+    unsigned sQs0, sPs0;  // the rings of small parts (sPs0: SS only)
+    int ctid;             // this thread among all consumer threads
+
+    // Splits landed stage s (after its full barrier): Q with every consumer thread, P (SS form) with this
+    // warpgroup's, its 64 stage rows at off0. The fence makes the generic-proxy stores visible to wgmma's reads,
+    // the barrier waits for every consumer's share.
+    __device__ __forceinline__ void split(unsigned s) {
+        split_chunks(sQ0 + s * Q_STAGE, sQs0 + s * Q_STAGE, (int)(Q_STAGE / 16u), ctid, 128 * NCONS);
+#if OPTIML_P_SMEM
+        split_chunks(sP0 + s * P_STAGE + off0, sPs0 + s * P_STAGE + off0, 64 * 128 / 16, ctid & 127, 128);
+#endif
+        fence_proxy_async();
+        named_bar_sync(3, 128 * NCONS);
+    }
+#endif
 
     // retire the previous group (WAIT_DEPTH 1) or this one (0), release its stage
     __device__ __forceinline__ void retire(unsigned s, bool first) {
@@ -623,44 +716,94 @@ struct Consumer {
 
     // RS k-tile: load this thread's register-operand fragments (P rows from
     // the box layout) into `cur`, issue the 4 k8 wgmmas against the Q stage.
-    __device__ __forceinline__ void step_rs(float (&acc)[QN / 2], unsigned (&cur)[16], const unsigned (&other)[16],
-                                            bool first) {
+    // (restart 0: the first k8 step overwrites the accumulator, after a promotion.)
+    __device__ __forceinline__ void step_rs(float (&acc)[QN / 2], unsigned (&cur)[OPTIML_FRAGS],
+                                            const unsigned (&other)[OPTIML_FRAGS], bool first, int restart = 1) {
         const unsigned s = it % STAGES;
         const unsigned ph = (it / STAGES) & 1u;
         mbar_wait(full0 + 8u * s, ph);
         fence_proxy_async();
+#if OPTIML_TF32X3
+        split(s);
+#endif
         const unsigned sp = sP0 + s * P_STAGE;
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
             float x0, y0, x1, y1;
             lds64(sp + off0 + ks * 1024u, x0, y0);
             lds64(sp + off1 + ks * 1024u, x1, y1);
+#if OPTIML_TF32X3
+            split_tf32(x0, cur[4 * ks + 0], cur[16 + 4 * ks + 0]);
+            split_tf32(y0, cur[4 * ks + 1], cur[16 + 4 * ks + 1]);
+            split_tf32(x1, cur[4 * ks + 2], cur[16 + 4 * ks + 2]);
+            split_tf32(y1, cur[4 * ks + 3], cur[16 + 4 * ks + 3]);
+#else
             cur[4 * ks + 0] = to_tf32(x0);  // (row g,     k t)
             cur[4 * ks + 1] = to_tf32(y0);  // (row g + 8, k t)
             cur[4 * ks + 2] = to_tf32(x1);  // (row g,     k t + 4)
             cur[4 * ks + 3] = to_tf32(y1);  // (row g + 8, k t + 4)
+#endif
         }
         const unsigned long long desc = make_desc(sQ0 + s * Q_STAGE);
         wgmma_fence();
+#if OPTIML_TF32X3
+        // Two groups: the small parts' products, then the big parts'. The wait below (one group left in
+        // flight) retires the first, so only the big parts stay in use across the next k-tile: 16 registers
+        // fewer than one group of all three products would hold.
+        const unsigned long long descs = make_desc(sQs0 + s * Q_STAGE);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            mma_k8(acc, cur[16 + 4 * ks + 0], cur[16 + 4 * ks + 1], cur[16 + 4 * ks + 2], cur[16 + 4 * ks + 3],
+                   desc + 2ull * ks, ks == 0 ? restart : 1);
+        wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], descs + 2ull * ks);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
             mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], desc + 2ull * ks);
+#else
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], desc + 2ull * ks,
+                   ks == 0 ? restart : 1);
+#endif
         wgmma_commit();
         retire(s, first);
+#if OPTIML_TF32X3
+        // The retired groups read `other` and this set's small parts: both may be overwritten from here on.
+        keep_alive(*reinterpret_cast<const unsigned(*)[16]>(&other[0]));
+        keep_alive(*reinterpret_cast<const unsigned(*)[16]>(&cur[16]));
+#else
         keep_alive(other);  // the group reading `other` is retired: it may be overwritten from here on
+#endif
     }
 
     // SS k-tile: off0 = this warpgroup's 64-row slice of the P stage.
-    __device__ __forceinline__ void step_ss(float (&acc)[QN / 2], bool first) {
+    __device__ __forceinline__ void step_ss(float (&acc)[QN / 2], bool first, int restart = 1) {
         const unsigned s = it % STAGES;
         const unsigned ph = (it / STAGES) & 1u;
         mbar_wait(full0 + 8u * s, ph);
         fence_proxy_async();
+#if OPTIML_TF32X3
+        split(s);
+#endif
         const unsigned long long dq = make_desc(sQ0 + s * Q_STAGE);
         const unsigned long long dp = make_desc(sP0 + s * P_STAGE + off0);
         wgmma_fence();
+#if OPTIML_TF32X3
+        const unsigned long long dqs = make_desc(sQs0 + s * Q_STAGE);
+        const unsigned long long dps = make_desc(sPs0 + s * P_STAGE + off0);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dps + 2ull * ks, dq + 2ull * ks, ks == 0 ? restart : 1);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dqs + 2ull * ks);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dq + 2ull * ks);
+#else
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dq + 2ull * ks, ks == 0 ? restart : 1);
+#endif
         wgmma_commit();
         retire(s, first);
     }
@@ -848,6 +991,29 @@ __device__ __forceinline__ void prefetch_c_tile(const float* C, long long stride
 }
 
 }  // namespace optiml_wg
+
+// Accumulator promotion (OPTIML_PROMOTE_KT) in the consumers' main loops: `sum` holds the promoted partial sums;
+// `restart` is 0 from a promotion until the next k-tile step has restarted `acc` (scale-d 0), so a promotion
+// right before the end leaves an `acc` that is already in `sum`. WAIT retires every group in flight.
+#if OPTIML_PROMOTE_KT
+#define OPTIML_PROMOTE_START                                                                                   \
+    float sum[QN / 2];                                                                                         \
+    _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) sum[i] = 0.f;                                          \
+    int restart = 1;
+#define OPTIML_PROMOTE_EVERY(WAIT)                                                                             \
+    restart = 1;                                                                                               \
+    if ((kt + 2) % OPTIML_PROMOTE_KT == 0) {                                                                   \
+        WAIT;                                                                                                  \
+        _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) sum[i] = __fadd_rn(sum[i], acc[i]);                \
+        restart = 0;                                                                                           \
+    }
+// (after the main loop's last wait: every group is retired)
+#define OPTIML_PROMOTE_END                                                                                     \
+    if (kt < ktiles) restart = 1;                                                                              \
+    _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) acc[i] = restart ? __fadd_rn(sum[i], acc[i]) : sum[i];
+#else
+#define OPTIML_PROMOTE_END
+#endif
 
 extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -1074,6 +1240,11 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         cons.leader = lane == 0;
         cons.it = 0;
         cons.prev = 0;
+#if OPTIML_TF32X3
+        cons.sQs0 = sP0 + STAGES * P_STAGE;  // after the rings of both operands (1024-aligned: 8 KB multiples)
+        cons.sPs0 = cons.sQs0 + STAGES * Q_STAGE;
+        cons.ctid = tid;
+#endif
 #if OPTIML_P_SMEM
         // SS: this warpgroup's 64 stage rows; wgmma rows g, g + 8 of warp w
         // are stage rows 64 wg + 16 w + g (+8) = P rows pl, pl + 1 (perm16).
@@ -1093,9 +1264,9 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         cons.off0 = (unsigned)(box * 4096 + t * 128) + ((unsigned)(ch ^ t) << 4) + within;
         cons.off1 = (unsigned)(box * 4096 + (t + 4) * 128) + ((unsigned)(ch ^ (t + 4)) << 4) + within;
         const int pl = 32 * box + nb;
-        unsigned fa[16], fb[16];
+        unsigned fa[OPTIML_FRAGS], fb[OPTIML_FRAGS];
 #pragma unroll
-        for (int i = 0; i < 16; ++i) fa[i] = fb[i] = 0u;
+        for (int i = 0; i < OPTIML_FRAGS; ++i) fa[i] = fb[i] = 0u;
 #endif
         float acc[QN / 2];
         long long i = -1;  // the tile's index in this block's sequence
@@ -1119,31 +1290,53 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             // pairs of k-tiles, then an odd last one (the RS loop's shape; a
             // plain loop made ptxas serialise the wgmmas, C7515)
             int kt = 0;
+#if OPTIML_PROMOTE_KT
+            OPTIML_PROMOTE_START
+            for (; kt + 1 < ktiles; kt += 2) {
+                cons.step_ss(acc, kt == 0, restart);
+                cons.step_ss(acc, false);
+                OPTIML_PROMOTE_EVERY(wgmma_wait<0>())
+            }
+            if (kt < ktiles) cons.step_ss(acc, kt == 0, restart);
+#else
             for (; kt + 1 < ktiles; kt += 2) {
                 cons.step_ss(acc, kt == 0);
                 cons.step_ss(acc, false);
             }
             if (kt < ktiles) cons.step_ss(acc, kt == 0);
+#endif
 #if OPTIML_WAIT_DEPTH == 1
             wgmma_wait<0>();
             mbar_arrive_if(empty0 + 8u * cons.prev, ktiles > 0 && lane == 0);
 #endif
+            OPTIML_PROMOTE_END
 #else
             // Pairs of k-tiles, then an odd last one: on every path through
             // this code a fragment set is rewritten only after the wait that
             // retires the group reading it (fa and fb alternate strictly).
             int kt = 0;
+#if OPTIML_PROMOTE_KT
+            OPTIML_PROMOTE_START
+            for (; kt + 1 < ktiles; kt += 2) {
+                cons.step_rs(acc, fa, fb, kt == 0, restart);
+                cons.step_rs(acc, fb, fa, false);
+                OPTIML_PROMOTE_EVERY(wgmma_wait<0>(); keep_alive(fa); keep_alive(fb))
+            }
+            if (kt < ktiles) cons.step_rs(acc, fa, fb, kt == 0, restart);
+#else
             for (; kt + 1 < ktiles; kt += 2) {
                 cons.step_rs(acc, fa, fb, kt == 0);
                 cons.step_rs(acc, fb, fa, false);
             }
             if (kt < ktiles) cons.step_rs(acc, fa, fb, kt == 0);
+#endif
 #if OPTIML_WAIT_DEPTH == 1
             wgmma_wait<0>();
             keep_alive(fa);
             keep_alive(fb);
             mbar_arrive_if(empty0 + 8u * cons.prev, ktiles > 0 && lane == 0);
 #endif
+            OPTIML_PROMOTE_END
 #endif
 #if OPTIML_PINGPONG
             // Main loop done: the other warpgroup may start its tile (if it has one) during this epilogue.
