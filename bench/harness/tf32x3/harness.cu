@@ -9,13 +9,17 @@
 // them. Both splits are exact, so the template's truncation of the shared-memory operand and rounding of the
 // register operand change nothing.
 //
+// Built with -DOPTIML_TF32X3=1 it times the template's own split instead (the family's 3xTF32 kernel, no extra
+// memory), in place of the 1xTF32 column, and skips the split-and-3K path.
+//
 // Timed (CUDA events, medians of 20, the ops rotated each round): cuBLAS SGEMM (exact fp32, 32 MiB workspace),
 // cuBLAS TF32, optiml 1xTF32 at K, optiml 3xTF32 (split + GEMM at 3K, and the GEMM alone). Errors on sampled rows
 // against float64 on the CPU: max |out − ref| / Σ|a·b| and relative L2, for uniform [-1, 1) operands and for
 // operands spread over 2^±8.
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I optiml-build/src/cuda \
-//        bench/harness/tf32x3/harness.cu -lcublas -o tf32x3 && ./tf32x3
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I optiml-build/src/cuda [-DOPTIML_TF32X3=1 \
+//        -DOPTIML_PROMOTE_KT=4 -DOPTIML_QN=128 -DOPTIML_SETMAXNREG=1] bench/harness/tf32x3/harness.cu -lcublas \
+//        -o tf32x3 && ./tf32x3            (or bench/harness/tf32x3/run.sh for several builds)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -28,12 +32,9 @@
 #include <vector>
 
 #define OPTIML_TMA 1
-// promote.py's copy of the template (accumulator promotion, OPTIML_PROMOTE_KT) where given, else the template.
-#ifdef OPTIML_TF32X3_TEMPLATE
-#include OPTIML_TF32X3_TEMPLATE
-#else
+// The template's own macros choose the variant: OPTIML_TF32X3 (the split in the kernel), OPTIML_PROMOTE_KT, the
+// tile (run.sh builds several).
 #include "../../../optiml-build/src/families/matmul/cuda/matmul_wgmma_tf32.cu"
-#endif
 #ifndef OPTIML_PROMOTE_KT
 #define OPTIML_PROMOTE_KT 0
 #endif
