@@ -6,8 +6,9 @@
 //! default's 8.51 ms at 8205×2949·2949×5921). So the first call in a size class (each dimension rounded up to a
 //! power of two), in each CUDA context, times the contenders at its shape instead: the nearest tuned
 //! variants and the default where there is one, in alternating rounds. Every later call in that class launches
-//! the fastest, without timing or allocating. `OPTIML_DISPATCH=nearest` skips the timing, and a stream being
-//! captured into a CUDA graph always gets the nearest (timing would break the capture).
+//! the fastest, without timing or allocating. `OPTIML_DISPATCH=nearest` skips the timing, a stream being
+//! captured into a CUDA graph always gets the nearest (timing would break the capture), and so does every class
+//! after the first 4096 of one kernel in one context (the table and the timing do not grow without bound).
 
 use crate::Error;
 use cudarc::driver::{CudaStream, sys};
@@ -21,6 +22,11 @@ const TUNED_CONTENDERS: usize = 3;
 /// Timed rounds per contender (after one untimed round that loads and warms each): the median of five keeps a
 /// single preempted launch from deciding.
 const ROUNDS: usize = 5;
+
+/// The most size classes one loaded kernel keeps a choice for, per context: a program whose shapes vary without
+/// bound (each dimension its own power of two) stops timing there and launches the nearest tuned variant, so
+/// neither the table (a few dozen bytes a class) nor the timing grows with it.
+const MAX_CLASSES: usize = 4096;
 
 /// The environment variable that chooses the dispatch rule.
 pub const DISPATCH_VAR: &str = "OPTIML_DISPATCH";
@@ -157,11 +163,17 @@ impl Choices {
             .copied()
     }
 
+    /// Keeps `variant` for `shape`'s size class while fewer than [`MAX_CLASSES`] are kept.
     fn set(&self, shape: [u64; 4], variant: usize) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(anchor(shape), variant);
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() < MAX_CLASSES {
+            kept.insert(anchor(shape), variant);
+        }
+    }
+
+    /// Whether no other size class will be kept ([`MAX_CLASSES`]).
+    fn full(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len() >= MAX_CLASSES
     }
 }
 
@@ -191,7 +203,7 @@ pub(crate) fn choose(
         kernel,
         "ask whether the stream is being captured",
     ))? != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    if capturing || Rule::from_env()? == Rule::Nearest {
+    if capturing || choices.full() || Rule::from_env()? == Rule::Nearest {
         return Ok(nearest(shapes.iter().copied(), Some(shape)));
     }
     // The untimed round: a contender that cannot launch at this shape drops out (the call fails only when none
@@ -334,6 +346,13 @@ mod tests {
         choices.set([1, 8205, 5921, 2949], 2);
         assert_eq!(choices.get([1, 9000, 6000, 3000]), Some(2));
         assert_eq!(choices.get([1, 8192, 6000, 3000]), None);
+        // The table stops growing at its cap; what it holds stays.
+        for b in 0..2 * MAX_CLASSES as u64 {
+            choices.set([1 << (b % 64), 1 << (b / 64 % 64), 1 << (b / 4096), 1], 1);
+        }
+        assert!(choices.full());
+        assert_eq!(choices.0.lock().unwrap().len(), MAX_CLASSES);
+        assert_eq!(choices.get([1, 9000, 6000, 3000]), Some(2));
     }
 
     /// The lowest median wins, whatever the outliers; a tie keeps the first contender (the default).
