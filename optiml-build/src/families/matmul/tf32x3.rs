@@ -145,12 +145,16 @@ impl Tunable for Schedule {
     }
 
     /// Whether the template supports it in a block's shared memory for every layout (the SS form's second
-    /// ring of small parts included).
+    /// ring of small parts included) and in the consumers' registers.
     fn is_valid(&self) -> bool {
         QN.contains(&self.qn)
             && CONSUMERS.contains(&self.consumers)
             && STAGES.contains(&self.stages)
             && PROMOTE_KT.contains(&self.promote_kt)
+            // Two consumers promoting every 2 k-tiles spill in three of the four layouts (NVRTC 13.0: 16 spill
+            // stores at the 168-register cap, where the promotion runs after every pair); every 4 fits, and one
+            // consumer fits either way (`nvrtc_compile` checks the whole space).
+            && (self.consumers == 1 || self.promote_kt >= 4)
             && self.stages * (2 * self.qn + 2 * self.p_rows()) * 128 + 1024 <= MAX_SMEM
     }
 
