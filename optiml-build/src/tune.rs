@@ -693,6 +693,8 @@ pub fn store(
     defaults: &[crate::engine::Untuned],
 ) -> Result<Entry, CacheError> {
     let inputs = KeyInputs::of(kernel, arch, generator);
+    // In shape order, winners then the free buckets' defaults: the entry is then the same whichever order the
+    // shapes were tuned in, and whichever shards tuned them (`cargo optiml merge` writes this order too).
     let mut variants: Vec<NewVariant<'_>> = buckets
         .iter()
         .map(|b| NewVariant {
@@ -710,7 +712,13 @@ pub fn store(
             log: (!k.log.is_empty()).then_some(k.log.as_slice()),
         }))
         .collect();
-    variants.extend(defaults.iter().map(crate::engine::Untuned::variant));
+    variants.sort_by_key(|v| v.shape);
+    let mut free: Vec<NewVariant<'_>> = defaults
+        .iter()
+        .map(crate::engine::Untuned::variant)
+        .collect();
+    free.sort_by_key(|v| v.shape);
+    variants.extend(free);
     cache.store(&inputs, &variants, true)
 }
 
@@ -807,7 +815,8 @@ mod tests {
         )
         .unwrap();
         let shapes: Vec<_> = second.manifest.variants.iter().map(|v| v.shape).collect();
-        assert_eq!(shapes, [Some(a), Some(b), Some(c)]);
+        // In shape order (`b` is the smaller), whatever order they were tuned in.
+        assert_eq!(shapes, [Some(b), Some(a), Some(c)]);
         let free = &second.manifest.variants[2];
         assert!(free.tuning.is_none());
         assert_eq!(

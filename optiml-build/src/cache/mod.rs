@@ -22,6 +22,7 @@
 //! previous format ([`legacy`]) are still read, and `cargo optiml prepare` rewrites them.
 
 pub mod legacy;
+pub mod merge;
 pub mod pack;
 mod report;
 
@@ -308,6 +309,9 @@ pub enum CacheError {
         #[source]
         source: bincode::error::EncodeError,
     },
+    /// Entries handed to [`Cache::merge`] that cannot be merged into one.
+    #[error("cannot merge: {0}")]
+    Shards(String),
 }
 
 /// How a report words what a tuned variant was tuned for, from the winner's schedule as its search log records it
@@ -1096,10 +1100,10 @@ fn swap_in(tmp: &Path, dir: &Path) -> Result<(), FsError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample() -> (KeyInputs, Candidate, Compiled) {
+    pub(crate) fn sample() -> (KeyInputs, Candidate, Compiled) {
         let spec = optiml_spec::parse("bmm").unwrap();
         let sig: syn::ForeignItemFn = syn::parse_str(
             "fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);",
@@ -1129,7 +1133,7 @@ mod tests {
     }
 
     /// A search's findings: 1.2 ms for the default, 1.0 ms for the winner.
-    fn sample_tuning() -> Tuning {
+    pub(crate) fn sample_tuning() -> Tuning {
         Tuning {
             method: "mcts".into(),
             device: "NVIDIA H200".into(),
@@ -1148,7 +1152,7 @@ mod tests {
         }
     }
 
-    fn temp_cache(name: &str) -> Cache {
+    pub(crate) fn temp_cache(name: &str) -> Cache {
         let root =
             std::env::temp_dir().join(format!("optiml-cache-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);

@@ -8,6 +8,7 @@ use crate::{DEFAULT_ARCHS, Error, families, scan, targets};
 use clap::{Args, Parser, Subcommand};
 
 mod generate;
+pub mod shard;
 mod tune;
 use optiml_runtime::Arch;
 use optiml_spec::env;
@@ -53,6 +54,12 @@ pub enum Command {
     /// verified and timed in an isolated worker), one variant per shape bucket, and store the winners in the
     /// committed cache, replacing the default entries. Logs go into each entry (`cargo optiml analyze` reads them).
     Tune(tune::Tune),
+    /// Fold the folders that shards of one tune wrote (`cargo optiml tune --shard i/n` on n machines) into the
+    /// committed cache. Every entry is verified first (checksums, key, the architecture of the GPU it was tuned
+    /// on); with any problem nothing is written. A shape several shards tuned keeps the faster measurement among
+    /// those of one GPU model, else the newest; a shape no shard tuned keeps the cache's variant. Running it
+    /// twice changes nothing.
+    Merge(shard::Merge),
     /// Ask the LLM experts of the `[llm]` settings for kernels (OptiML-G): each tensor operator's request goes to
     /// the top-K experts by embedding similarity, each writes against the family's contract with repair rounds
     /// from the guard and NVRTC, and a table says what compiled. Every exchange is recorded and replayed on the
@@ -151,6 +158,7 @@ pub fn run(cli: CargoCli) -> anyhow::Result<bool> {
         Command::Transforms(t) => transforms(&t),
         Command::Analyze(a) => analyze(&a),
         Command::Tune(t) => tune::run(&t),
+        Command::Merge(m) => shard::run(&m),
         Command::Generate(g) => generate::run(&g),
         Command::Explain(e) => explain(&e),
     }

@@ -1,5 +1,6 @@
 //! `cargo optiml tune`: the search outside a build, with a progress bar per kernel and shape.
 
+use super::shard::{self, Shard};
 use super::{optiml_packages, root_and_cache};
 use crate::config::{Dims, Settings, parse_dims};
 use crate::eval::{TimingPlan, WorkerCommand};
@@ -63,6 +64,12 @@ pub struct Tune {
     /// the recorded rounds again).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub llm_rounds: usize,
+    /// Take a deterministic share of the work, the i-th of n (every kernel, architecture and shape is one job;
+    /// the shares partition them), and store it in a folder of its own (`--cache-dir`, else
+    /// `target/optiml/shard-<i>-of-<n>`) for `cargo optiml merge`: any scheduler that starts n copies of one
+    /// command (a Slurm job array, a Kubernetes indexed Job, a CI matrix) then tunes in parallel.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
 }
 
 /// The `[llm]` experts of one tensor operator in a tune: the kernels they write join the search as roots
@@ -226,6 +233,17 @@ pub(super) fn package_of(file: &Path) -> PathBuf {
 
 pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let (root, cache) = root_and_cache(&t.place)?;
+    // A shard writes a folder of its own, holding only what it tuned: shards never write the same file.
+    let cache = match t.shard {
+        Some(s) => cache::Cache::new(
+            t.place
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| s.default_dir(&root)),
+        )
+        .with_words(families::tuned_for),
+        None => cache,
+    };
     let devices = probe::devices().map_err(|e| anyhow::anyhow!("{e}"))?;
     let Some(device) = devices.into_iter().find(|d| d.ordinal == t.device) else {
         anyhow::bail!(
@@ -279,6 +297,53 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     if kernels.is_empty() {
         anyhow::bail!("no kernel to tune in `{}`", root.display());
     }
+    // Every job's name, the same on every host, for the shards' partition.
+    let mine = match t.shard {
+        Some(s) => {
+            let mut jobs = Vec::new();
+            for kernel in &kernels {
+                let settings = Settings::load(&package_of(&kernel.file))?;
+                let ks = settings
+                    .kernel(&kernel.name)
+                    .map_err(|e| anyhow::anyhow!(e))?;
+                let problems = families::of(&kernel.spec)
+                    .targets(&kernel.spec, &ks, cli_shapes.as_deref())
+                    .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
+                let generator = families::kernel_generator(kernel);
+                for &arch in &archs {
+                    let key = cache::KeyInputs::of(kernel, arch, &generator).key();
+                    jobs.extend(
+                        problems
+                            .iter()
+                            .map(|p| shard::job_name(&key, &p.to_string())),
+                    );
+                }
+            }
+            let mine = s.share(&jobs);
+            shard::Record {
+                shard: s.to_string(),
+                device: device.name.clone(),
+                device_arch: device.arch.to_string(),
+                date: tune::now_rfc3339(),
+                jobs: mine.iter().cloned().collect(),
+            }
+            .write(&cache.root)?;
+            eprintln!(
+                "shard {s}: {} of {} job(s), into `{}`",
+                mine.len(),
+                jobs.len(),
+                cache.root.display()
+            );
+            Some(mine)
+        }
+        None => None,
+    };
+    let takes = |kernel: &scan::FoundKernel, arch: Arch, shape: &str| {
+        mine.as_ref().is_none_or(|m| {
+            let key = cache::KeyInputs::of(kernel, arch, &families::kernel_generator(kernel)).key();
+            m.contains(&shard::job_name(&key, shape))
+        })
+    };
     let nvrtc = nvrtc::load()?;
     let worker = WorkerCommand::current_exe()?;
     eprintln!(
@@ -299,9 +364,16 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             .kernel(&kernel.name)
             .map_err(|e| anyhow::anyhow!(e))?;
         let family = families::of(&kernel.spec);
-        let problems = family
+        let all_problems = family
             .targets(&kernel.spec, &ks, cli_shapes.as_deref())
             .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
+        if !archs.iter().any(|&arch| {
+            all_problems
+                .iter()
+                .any(|p| takes(kernel, arch, &p.to_string()))
+        }) {
+            continue;
+        }
         let mut search = settings.search_config();
         if let Some(b) = t.budget {
             search.budget = b;
@@ -348,8 +420,15 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         };
         let roots = experts.as_ref().map_or_else(Vec::new, LlmExperts::roots);
         for &arch in &archs {
+            let problems: Vec<_> = all_problems
+                .iter()
+                .filter(|p| takes(kernel, arch, &p.to_string()))
+                .collect();
+            if problems.is_empty() {
+                continue;
+            }
             let mut buckets = Vec::new();
-            for problem in &problems {
+            for &problem in &problems {
                 let shape = problem.to_string();
                 let bar = ProgressBar::new(options.search.budget as u64);
                 bar.set_style(
@@ -424,9 +503,10 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             if buckets.len() == problems.len() {
                 let generator = families::kernel_generator(kernel);
                 // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
-                // shapes replaces the entry (buckets of shapes no longer configured go).
+                // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
+                // its entry holds what it tuned, and `merge` keeps the cache's other winners.
                 let kept = match (&cli_shapes, buckets.first()) {
-                    (Some(_), Some(first)) => {
+                    (Some(_), Some(first)) if t.shard.is_none() => {
                         let inputs = cache::KeyInputs::of(kernel, arch, &generator);
                         match cache.lookup(&inputs) {
                             cache::Lookup::Hit(entry) | cache::Lookup::Salvaged { entry, .. } => {
@@ -459,8 +539,8 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     entry.dir.display()
                 );
                 // Other crates on this machine find the winner there ([`crate::targets::user_cache_dir`]).
-                if let Some(user) =
-                    targets::user_cache_dir().filter(|d| !targets::same_folder(d, &cache.root))
+                if let Some(user) = targets::user_cache_dir()
+                    .filter(|d| t.shard.is_none() && !targets::same_folder(d, &cache.root))
                 {
                     let user = cache::Cache::new(user).with_words(families::tuned_for);
                     match user.adopt(&entry) {
@@ -478,10 +558,17 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         eprintln!("{failures} search(es) failed; their entries were left as they were");
         return Ok(false);
     }
-    eprintln!(
-        "Commit `{}`; `cargo optiml analyze <kernel>` shows each search.",
-        cache.root.display()
-    );
+    match t.shard {
+        Some(s) => eprintln!(
+            "shard {s} done: `cargo optiml merge` with every shard's folder (this one is `{}`) folds them into \
+             the cache",
+            cache.root.display()
+        ),
+        None => eprintln!(
+            "Commit `{}`; `cargo optiml analyze <kernel>` shows each search.",
+            cache.root.display()
+        ),
+    }
     Ok(true)
 }
 

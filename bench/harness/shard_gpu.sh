@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 18 on one GPU, for the mechanism: `cargo optiml tune --shard 1/2` and `--shard 2/2`, then `cargo optiml
+# merge`, against one unsharded run of the same jobs with the same seed; the merged cache must hold the same
+# entries, shapes and (within timing noise) winners. Stage here first:
+#
+#   ../shared/gpu/stage build --release -p optiml-build --bin cargo-optiml
+#   (device) OUT=$OUT bash bench/harness/shard_gpu.sh      # KERNELS=… to choose; SIDE=1 runs the shards side by side
+#
+# SIDE=1 runs both shards at once on the one GPU (two workers sharing it: the winners may then differ by noise,
+# the entries and shapes may not). $OUT gets each run's log, the three caches' variant tables and the comparison.
+set -uo pipefail
+OUT=${OUT:-/tmp/optiml-shard}
+mkdir -p "$OUT"
+KERNELS=${KERNELS:-bmm,gemm_nt,gemm_tn,bmm_shared_b}
+opt() { bash target/gpu/run.sh cargo-optiml optiml "$@"; }
+args=(--dir examples --arch sm_90 --kernel "$KERNELS" --budget 4 --time 30 --profile off --no-sanitize --seed 7)
+rm -rf "$OUT/whole" "$OUT/merged" "$OUT/s1" "$OUT/s2"
+cp -r .optiml "$OUT/whole"
+cp -r .optiml "$OUT/merged"
+start=$(date +%s)
+opt tune "${args[@]}" --cache-dir "$OUT/whole" > "$OUT/whole.log" 2>&1; echo "unsharded rc $? in $(( $(date +%s) - start )) s"
+start=$(date +%s)
+if [[ ${SIDE:-0} == 1 ]]; then
+    opt tune "${args[@]}" --shard 1/2 --cache-dir "$OUT/s1" > "$OUT/s1.log" 2>&1 &
+    opt tune "${args[@]}" --shard 2/2 --cache-dir "$OUT/s2" > "$OUT/s2.log" 2>&1
+    wait
+else
+    opt tune "${args[@]}" --shard 1/2 --cache-dir "$OUT/s1" > "$OUT/s1.log" 2>&1
+    opt tune "${args[@]}" --shard 2/2 --cache-dir "$OUT/s2" > "$OUT/s2.log" 2>&1
+fi
+echo "shards done in $(( $(date +%s) - start )) s"
+grep -h "^shard " "$OUT/s1.log" "$OUT/s2.log"
+opt merge "$OUT/s1" "$OUT/s2" --dir examples --cache-dir "$OUT/merged" > "$OUT/merge.log" 2>&1; echo "merge rc $?"
+tail -3 "$OUT/merge.log"
+opt merge "$OUT/s1" "$OUT/s2" --dir examples --cache-dir "$OUT/merged" 2>&1 | tail -1   # again: nothing written
+# Each entry's variant table (variant, tuned for, schedule), per key, for the entries either run changed.
+table() {
+    for r in "$1"/sm_90/*/report.md; do
+        key=$(basename "$(dirname "$r")")
+        cmp -s "$r" ".optiml/sm_90/$key/report.md" && continue
+        awk -v k="$key" -F'|' '/^\| v[0-9]+ \|/ { print k, $3, "|", $4 }' "$r"
+    done | sort
+}
+table "$OUT/whole" > "$OUT/whole.txt"
+table "$OUT/merged" > "$OUT/merged.txt"
+if diff -u "$OUT/whole.txt" "$OUT/merged.txt" > "$OUT/diff.txt"; then
+    echo "same entries, shapes and winners ($(wc -l < "$OUT/whole.txt") variants)"
+else
+    shapes() { awk -F'|' '{ print $1 }' "$1" | sort; }
+    if diff -q <(shapes "$OUT/whole.txt") <(shapes "$OUT/merged.txt") > /dev/null; then
+        echo "same entries and shapes; winners differ (timing noise?): $OUT/diff.txt"
+    else
+        echo "DIFFERENT entries or shapes: $OUT/diff.txt"; exit 1
+    fi
+fi
