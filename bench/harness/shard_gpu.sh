@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18 on one GPU, for the mechanism: `cargo optiml tune --shard 1/2` and `--shard 2/2`, then `cargo optiml
-# merge`, against one unsharded run of the same jobs with the same seed; the merged cache must hold the same
-# entries, shapes and (within timing noise) winners. Stage here first:
+# merge`, and `--devices 0,0` (two workers sharing the GPU), each against one plain run of the same jobs with the
+# same seed; each cache must hold the same entries, shapes and (within timing noise) winners. Stage here first:
 #
 #   ../shared/gpu/stage build --release -p optiml-build --bin cargo-optiml
 #   (device) OUT=$OUT bash bench/harness/shard_gpu.sh      # KERNELS=… to choose; SIDE=1 runs the shards side by side
@@ -14,9 +14,10 @@ mkdir -p "$OUT"
 KERNELS=${KERNELS:-bmm,gemm_nt,gemm_tn,bmm_shared_b}
 opt() { bash target/gpu/run.sh cargo-optiml optiml "$@"; }
 args=(--dir examples --arch sm_90 --kernel "$KERNELS" --budget 4 --time 30 --profile off --no-sanitize --seed 7)
-rm -rf "$OUT/whole" "$OUT/merged" "$OUT/s1" "$OUT/s2"
+rm -rf "$OUT/whole" "$OUT/merged" "$OUT/pair" "$OUT/s1" "$OUT/s2"
 cp -r .optiml "$OUT/whole"
 cp -r .optiml "$OUT/merged"
+cp -r .optiml "$OUT/pair"
 start=$(date +%s)
 opt tune "${args[@]}" --cache-dir "$OUT/whole" > "$OUT/whole.log" 2>&1; echo "unsharded rc $? in $(( $(date +%s) - start )) s"
 start=$(date +%s)
@@ -33,6 +34,8 @@ grep -h "^shard " "$OUT/s1.log" "$OUT/s2.log"
 opt merge "$OUT/s1" "$OUT/s2" --dir examples --cache-dir "$OUT/merged" > "$OUT/merge.log" 2>&1; echo "merge rc $?"
 tail -3 "$OUT/merge.log"
 opt merge "$OUT/s1" "$OUT/s2" --dir examples --cache-dir "$OUT/merged" 2>&1 | tail -1   # again: nothing written
+start=$(date +%s)
+opt tune "${args[@]}" --devices 0,0 --cache-dir "$OUT/pair" > "$OUT/pair.log" 2>&1; echo "two workers rc $? in $(( $(date +%s) - start )) s"
 # Each entry's variant table (variant, tuned for, schedule), per key, for the entries either run changed.
 table() {
     for r in "$1"/sm_90/*/report.md; do
@@ -42,14 +45,18 @@ table() {
     done | sort
 }
 table "$OUT/whole" > "$OUT/whole.txt"
-table "$OUT/merged" > "$OUT/merged.txt"
-if diff -u "$OUT/whole.txt" "$OUT/merged.txt" > "$OUT/diff.txt"; then
-    echo "same entries, shapes and winners ($(wc -l < "$OUT/whole.txt") variants)"
-else
-    shapes() { awk -F'|' '{ print $1 }' "$1" | sort; }
-    if diff -q <(shapes "$OUT/whole.txt") <(shapes "$OUT/merged.txt") > /dev/null; then
-        echo "same entries and shapes; winners differ (timing noise?): $OUT/diff.txt"
+status=0
+for run in merged pair; do
+    table "$OUT/$run" > "$OUT/$run.txt"
+    if diff -u "$OUT/whole.txt" "$OUT/$run.txt" > "$OUT/$run.diff"; then
+        echo "$run: same entries, shapes and winners ($(wc -l < "$OUT/whole.txt") variants)"
     else
-        echo "DIFFERENT entries or shapes: $OUT/diff.txt"; exit 1
+        shapes() { awk -F'|' '{ print $1 }' "$1" | sort; }
+        if diff -q <(shapes "$OUT/whole.txt") <(shapes "$OUT/$run.txt") > /dev/null; then
+            echo "$run: same entries and shapes; winners differ (timing noise?): $OUT/$run.diff"
+        else
+            echo "$run: DIFFERENT entries or shapes: $OUT/$run.diff"; status=1
+        fi
     fi
-fi
+done
+exit $status

@@ -55,6 +55,7 @@ pub mod llm;
 pub mod measure;
 pub mod migrate;
 pub mod nvrtc;
+pub mod pool;
 pub mod scan;
 pub mod search;
 pub mod targets;

@@ -118,6 +118,19 @@ pub enum TuneError {
         #[source]
         source: crate::eval::SanitizeError,
     },
+    /// The device gave up under the search (its worker faulted or hung on every candidate, many in a row):
+    /// another device may run the same search.
+    #[error("`{kernel}` on {arch} at {shape}: the device failed: {reason}")]
+    Device {
+        /// The kernel.
+        kernel: String,
+        /// The architecture.
+        arch: Arch,
+        /// The problem size.
+        shape: String,
+        /// The search's own error.
+        reason: String,
+    },
     /// The search log did not serialize.
     #[error("the search log of `{kernel}`: {source}")]
     Log {
@@ -127,6 +140,14 @@ pub enum TuneError {
         #[source]
         source: search::LogError,
     },
+}
+
+impl TuneError {
+    /// Whether the device failed rather than the search: its worker or evaluator could not start, or gave up
+    /// under the search. Another device may then run the same search (`cargo optiml tune --devices`).
+    pub fn is_device_failure(&self) -> bool {
+        matches!(self, TuneError::Evaluator { .. } | TuneError::Device { .. })
+    }
 }
 
 /// The winner for one shape bucket.
@@ -411,7 +432,18 @@ pub fn search_with_roots<S: Evaluable>(
             search::exhaustive(&options.search, &judge, root, &space, &mut watched)
         }
     }
-    .map_err(&failed)?;
+    .map_err(|reason| {
+        if evaluator.device_failing() {
+            TuneError::Device {
+                kernel: kernel.name.clone(),
+                arch,
+                shape: label.clone(),
+                reason,
+            }
+        } else {
+            failed(reason)
+        }
+    })?;
     let mut signals =
         if options.profiling == Profiling::Every && evaluator.profile_error().is_none() {
             Signals::Ncu

@@ -4,11 +4,12 @@ use super::shard::{self, Shard};
 use super::{optiml_packages, root_and_cache};
 use crate::config::{Dims, Settings, parse_dims};
 use crate::eval::{TimingPlan, WorkerCommand};
+use crate::pool;
 use crate::search::Method;
 use crate::tune::{self, Profiling, TuneOptions};
 use crate::{cache, families, nvrtc, scan, targets};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use optiml_runtime::{Arch, probe};
 use optiml_spec::env;
 use std::path::{Path, PathBuf};
@@ -50,8 +51,13 @@ pub struct Tune {
     #[arg(long)]
     pub no_sanitize: bool,
     /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "devices")]
     pub device: usize,
+    /// Tune on several GPUs of this host at once, `all` or ordinals (`0,1,3`; one twice runs two workers on
+    /// it, for testing only: they disturb each other's timing): one job (kernel, architecture, shape) at a time
+    /// per GPU, a job whose GPU fails goes to another, and a GPU that fails twice in a row is retired.
+    #[arg(long, value_name = "all|0,1,…")]
+    pub devices: Option<String>,
     /// Also copy every search log into this folder (`<kernel>-<arch>-<shape>.jsonl`).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
@@ -89,7 +95,7 @@ struct LlmExperts<'a> {
     /// Repair rounds, and the seed of the router's Gumbel noise.
     rounds: usize,
     seed: u64,
-    compile: &'a dyn Fn(&str) -> Result<nvrtc::Compiled, String>,
+    compile: &'a (dyn Fn(&str) -> Result<nvrtc::Compiled, String> + Sync),
 }
 
 impl<'a> LlmExperts<'a> {
@@ -100,7 +106,7 @@ impl<'a> LlmExperts<'a> {
         kernel: &'a scan::FoundKernel,
         settings: &'a Settings,
         (arch, rounds, seed): (Arch, usize, u64),
-        compile: &'a dyn Fn(&str) -> Result<nvrtc::Compiled, String>,
+        compile: &'a (dyn Fn(&str) -> Result<nvrtc::Compiled, String> + Sync),
     ) -> Option<Self> {
         let llm_settings = settings.llm.as_ref()?;
         let optiml_spec::Family::Tensor(program) = &kernel.spec.family else {
@@ -202,6 +208,52 @@ impl crate::experts::Rewriter for LlmExperts<'_> {
     }
 }
 
+/// What one kernel is tuned with (the jobs name it by index).
+struct KernelPlan<'a> {
+    kernel: &'a scan::FoundKernel,
+    ks: crate::config::KernelSettings,
+    family: &'static dyn families::Family,
+    targets: Vec<crate::tune::Target>,
+    options: TuneOptions,
+    roots: Vec<crate::experts::Root>,
+    experts: Option<LlmExperts<'a>>,
+}
+
+/// One search: a kernel's plan, an architecture and one of the plan's targets (a shape).
+struct Job {
+    plan: usize,
+    arch: Arch,
+    target: usize,
+}
+
+/// `--devices`: `all` (every GPU the driver lists) or comma-separated ordinals, each listed by the driver.
+fn parse_devices(text: &str, devices: &[probe::Device]) -> anyhow::Result<Vec<usize>> {
+    if text.trim() == "all" {
+        if devices.is_empty() {
+            anyhow::bail!("--devices all: the driver lists no GPU");
+        }
+        return Ok(devices.iter().map(|d| d.ordinal).collect());
+    }
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let n: usize = part.trim().parse().map_err(|_| {
+            anyhow::anyhow!("--devices: `{part}` is not a device ordinal (`all`, or like `0,1`)")
+        })?;
+        if !devices.iter().any(|d| d.ordinal == n) {
+            anyhow::bail!(
+                "--devices: there is no device {n} (the driver lists {})",
+                devices
+                    .iter()
+                    .map(|d| d.ordinal.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
 /// `--method`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MethodArg {
@@ -245,11 +297,15 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         None => cache,
     };
     let devices = probe::devices().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let Some(device) = devices.into_iter().find(|d| d.ordinal == t.device) else {
+    let ordinals = match &t.devices {
+        Some(text) => parse_devices(text, &devices)?,
+        None => vec![t.device],
+    };
+    let Some(device) = devices.iter().find(|d| d.ordinal == ordinals[0]).cloned() else {
         anyhow::bail!(
             "`cargo optiml tune` measures candidates on a CUDA GPU, and device {} is not there{}; \
              on a machine without one, `cargo optiml prepare` fills the cache with the default kernels",
-            t.device,
+            ordinals[0],
             if probe::driver_present() {
                 ""
             } else {
@@ -257,6 +313,20 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             }
         );
     };
+    // Times of one search compare only on one GPU model, and the cache records one per variant.
+    if let Some(other) = devices
+        .iter()
+        .find(|d| ordinals.contains(&d.ordinal) && d.name != device.name)
+    {
+        anyhow::bail!(
+            "--devices takes GPUs of one model, and {} is {} where {} is {}: tune each model on its own \
+             (`--device`, or `--shard` per machine)",
+            other.ordinal,
+            other.name,
+            device.ordinal,
+            device.name
+        );
+    }
     let archs: Vec<Arch> = match t.arch.clone().or_else(|| env::var(env::OPTIML_ARCH)) {
         Some(text) => targets::parse_archs(&text, "--arch")?,
         None => vec![device.arch],
@@ -347,7 +417,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let nvrtc = nvrtc::load()?;
     let worker = WorkerCommand::current_exe()?;
     eprintln!(
-        "tuning {} kernel(s) for {} on {} (device {})",
+        "tuning {} kernel(s) for {} on {} (device{} {})",
         kernels.len(),
         archs
             .iter()
@@ -355,23 +425,50 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             .collect::<Vec<_>>()
             .join(","),
         device.name,
-        device.ordinal
+        if ordinals.len() > 1 { "s" } else { "" },
+        ordinals
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
     );
-    let mut failures = 0;
-    for kernel in &kernels {
-        let settings = Settings::load(&package_of(&kernel.file))?;
+    // What each kernel is tuned with, then one job per kernel, architecture and shape (this shard's).
+    let all_settings: Vec<Settings> = kernels
+        .iter()
+        .map(|k| Settings::load(&package_of(&k.file)))
+        .collect::<Result<_, _>>()?;
+    let slots = ordinals.len();
+    // NVRTC runs ahead of every slot's search: the cores are shared between the slots.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let compile_threads = (cores / slots.max(1)).max(1);
+    // The LLM experts' kernels are written for the first architecture and compiled again for each.
+    let llm_arch = archs.first().copied().unwrap_or(device.arch);
+    let compile_for_llm = |source: &str| {
+        nvrtc::compile(nvrtc, "llm.cu", source, llm_arch)
+            .map_err(|e| format!("{}\n{}", e.status, e.log))
+    };
+    let mut plans: Vec<KernelPlan<'_>> = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    for (kernel, settings) in kernels.iter().zip(&all_settings) {
         let ks = settings
             .kernel(&kernel.name)
             .map_err(|e| anyhow::anyhow!(e))?;
         let family = families::of(&kernel.spec);
-        let all_problems = family
+        let targets = family
             .targets(&kernel.spec, &ks, cli_shapes.as_deref())
             .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
-        if !archs.iter().any(|&arch| {
-            all_problems
-                .iter()
-                .any(|p| takes(kernel, arch, &p.to_string()))
-        }) {
+        let plan = plans.len();
+        let mine: Vec<Job> = archs
+            .iter()
+            .flat_map(|&arch| {
+                targets
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, p)| takes(kernel, arch, &p.to_string()))
+                    .map(move |(target, _)| Job { plan, arch, target })
+            })
+            .collect();
+        if mine.is_empty() {
             continue;
         }
         let mut search = settings.search_config();
@@ -392,7 +489,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             seed: t.seed.or(settings.search.seed).unwrap_or(0x0971_1111),
             timing: TimingPlan::default(),
             device: device.ordinal,
-            compile_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            compile_threads,
             worker: worker.clone(),
             profiling: match t.profile {
                 ProfileArg::Off => Profiling::Off,
@@ -401,155 +498,208 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             },
             sanitize: !t.no_sanitize,
         };
-        // The LLM experts' kernels are written for the first architecture and compiled again for each.
-        let llm_arch = archs.first().copied().unwrap_or(device.arch);
-        let compile_for_llm = |source: &str| {
-            nvrtc::compile(nvrtc, "llm.cu", source, llm_arch)
-                .map_err(|e| format!("{}\n{}", e.status, e.log))
-        };
         let experts = if t.no_llm {
             None
         } else {
             LlmExperts::new(
                 &root,
                 kernel,
-                &settings,
+                settings,
                 (llm_arch, t.llm_rounds, options.seed),
                 &compile_for_llm,
             )
         };
         let roots = experts.as_ref().map_or_else(Vec::new, LlmExperts::roots);
-        for &arch in &archs {
-            let problems: Vec<_> = all_problems
-                .iter()
-                .filter(|p| takes(kernel, arch, &p.to_string()))
-                .collect();
-            if problems.is_empty() {
-                continue;
+        jobs.extend(mine);
+        plans.push(KernelPlan {
+            kernel,
+            ks,
+            family,
+            targets,
+            options,
+            roots,
+            experts,
+        });
+    }
+    let multi = MultiProgress::new();
+    let style =
+        ProgressStyle::with_template("{prefix:>40} [{bar:30}] {pos:>3}/{len} {elapsed:>4} {msg}")
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .progress_chars("=> ");
+    let work = |job: &Job, slot: usize| -> Result<tune::Bucket, pool::Failure> {
+        let plan = &plans[job.plan];
+        let (kernel, arch, problem) = (plan.kernel, job.arch, &plan.targets[job.target]);
+        let ordinal = ordinals[slot];
+        let options = TuneOptions {
+            device: ordinal,
+            ..plan.options.clone()
+        };
+        let shape = problem.to_string();
+        let bar = multi.add(ProgressBar::new(options.search.budget as u64));
+        bar.set_style(style.clone());
+        bar.set_prefix(if slots > 1 {
+            format!("gpu {ordinal}: {} {arch} {shape}", kernel.name)
+        } else {
+            format!("{} {arch} {shape}", kernel.name)
+        });
+        let mut report = |p: tune::Progress| {
+            bar.set_position(p.evaluations as u64);
+            if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
+                bar.set_message(format!(
+                    "best {best:.4} ms ({:.2}× default)",
+                    default / best
+                ));
             }
-            let mut buckets = Vec::new();
-            for &problem in &problems {
-                let shape = problem.to_string();
-                let bar = ProgressBar::new(options.search.budget as u64);
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:>32} [{bar:30}] {pos:>3}/{len} {elapsed:>4} {msg}",
-                    )
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
-                    .progress_chars("=> "),
-                );
-                bar.set_prefix(format!("{} {arch} {shape}", kernel.name));
-                let mut report = |p: tune::Progress| {
-                    bar.set_position(p.evaluations as u64);
-                    if let (Some(best), Some(default)) = (p.best_ms, p.default_ms) {
-                        bar.set_message(format!(
-                            "best {best:.4} ms ({:.2}× default)",
-                            default / best
-                        ));
-                    }
+        };
+        let request = tune::Request {
+            nvrtc,
+            kernel,
+            arch,
+            target: problem,
+            settings: &plan.ks,
+            options: &options,
+            roots: &plan.roots,
+            rewriter: plan
+                .experts
+                .as_ref()
+                .map(|e| e as &dyn crate::experts::Rewriter),
+        };
+        match plan.family.tune(&request, &mut report) {
+            Ok(b) => {
+                let m = &b.best;
+                bar.finish_with_message(format!(
+                    "{:.4} ms, {}, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",
+                    m.time_ms,
+                    problem.rate.show(m),
+                    b.default.time_ms / m.time_ms,
+                    b.evaluations,
+                    b.wall_s,
+                    b.evaluations as f64 / b.wall_s.max(1e-9),
+                    b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
+                ));
+                let say = |line: String| {
+                    let _ = multi.println(line);
                 };
-                let request = tune::Request {
-                    nvrtc,
-                    kernel,
-                    arch,
-                    target: problem,
-                    settings: &ks,
-                    options: &options,
-                    roots: &roots,
-                    rewriter: experts.as_ref().map(|e| e as &dyn crate::experts::Rewriter),
-                };
-                match family.tune(&request, &mut report) {
-                    Ok(b) => {
-                        let m = &b.best;
-                        let rate = problem.rate.show(m);
-                        bar.finish_with_message(format!(
-                            "{:.4} ms, {rate}, {:.2}× the default; {} candidates in {:.1} s ({:.1}/s), {} rejected",
-                            m.time_ms,
-                            b.default.time_ms / m.time_ms,
-                            b.evaluations,
-                            b.wall_s,
-                            b.evaluations as f64 / b.wall_s.max(1e-9),
-                            b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
+                say(format!("{} {arch} {shape}: {}", kernel.name, b.sanitized));
+                for root in &b.roots {
+                    say(format!("{} {arch} {shape}: {root}", kernel.name));
+                }
+                if bar.is_hidden() {
+                    eprintln!(
+                        "{} {arch} {shape}: {:.4} ms ({:.2}× the default), path: {}",
+                        kernel.name,
+                        m.time_ms,
+                        b.default.time_ms / m.time_ms,
+                        b.path.join(" → ")
+                    );
+                }
+                if let Some(dir) = &t.log_dir {
+                    let written = std::fs::create_dir_all(dir).and_then(|()| {
+                        std::fs::write(
+                            dir.join(format!("{}-{arch}-{shape}.jsonl", kernel.name)),
+                            &b.jsonl,
+                        )
+                    });
+                    if let Err(e) = written {
+                        say(format!(
+                            "warning: the search log was not copied into `{}`: {e}",
+                            dir.display()
                         ));
-                        eprintln!("{} {arch} {shape}: {}", kernel.name, b.sanitized);
-                        for root in &b.roots {
-                            eprintln!("{} {arch} {shape}: {root}", kernel.name);
-                        }
-                        if bar.is_hidden() {
-                            eprintln!(
-                                "{} {arch} {shape}: {:.4} ms ({:.2}× the default), path: {}",
-                                kernel.name,
-                                m.time_ms,
-                                b.default.time_ms / m.time_ms,
-                                b.path.join(" → ")
-                            );
-                        }
-                        if let Some(dir) = &t.log_dir {
-                            std::fs::create_dir_all(dir)?;
-                            std::fs::write(
-                                dir.join(format!("{}-{arch}-{shape}.jsonl", kernel.name)),
-                                &b.jsonl,
-                            )?;
-                        }
-                        buckets.push(b);
-                    }
-                    Err(e) => {
-                        bar.abandon_with_message("failed");
-                        eprintln!("error: {e}");
-                        failures += 1;
                     }
                 }
+                Ok(b)
             }
-            if buckets.len() == problems.len() {
-                let generator = families::kernel_generator(kernel);
-                // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
-                // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
-                // its entry holds what it tuned, and `merge` keeps the cache's other winners.
-                let kept = match (&cli_shapes, buckets.first()) {
-                    (Some(_), Some(first)) if t.shard.is_none() => {
-                        let inputs = cache::KeyInputs::of(kernel, arch, &generator);
-                        match cache.lookup(&inputs) {
-                            cache::Lookup::Hit(entry) | cache::Lookup::Salvaged { entry, .. } => {
-                                let retuned: Vec<[u64; 4]> =
-                                    buckets.iter().filter_map(|b| b.shape).collect();
-                                tune::kept_variants(&entry, &retuned, first.winner.0.entry)?
-                            }
-                            cache::Lookup::Miss | cache::Lookup::Corrupt { .. } => Vec::new(),
+            Err(e) if e.is_device_failure() && slots > 1 => {
+                bar.abandon_with_message(format!("gpu {ordinal} failed; moving"));
+                Err(pool::Failure::Device(format!("gpu {ordinal}: {e}")))
+            }
+            Err(e) => {
+                bar.abandon_with_message("failed");
+                Err(pool::Failure::Job(e.to_string()))
+            }
+        }
+    };
+    let event = |e: pool::Event| {
+        if let pool::Event::Retired { slot, why } = e {
+            let _ = multi.println(format!(
+                "gpu {} retired, no more jobs go to it: {why}",
+                ordinals[slot]
+            ));
+        }
+    };
+    let report = pool::run(&jobs, slots, &work, &event);
+    let mut failures = 0;
+    for (job, result) in jobs.iter().zip(&report.results) {
+        if let Err(e) = result {
+            let plan = &plans[job.plan];
+            eprintln!(
+                "error: {} {} {}: {e}",
+                plan.kernel.name, job.arch, plan.targets[job.target]
+            );
+            failures += 1;
+        }
+    }
+    // One entry per kernel and architecture whose jobs all succeeded.
+    for (p, plan) in plans.iter().enumerate() {
+        let kernel = plan.kernel;
+        for &arch in &archs {
+            let mine: Vec<usize> = (0..jobs.len())
+                .filter(|&j| jobs[j].plan == p && jobs[j].arch == arch)
+                .collect();
+            let buckets: Vec<tune::Bucket> = mine
+                .iter()
+                .filter_map(|&j| report.results[j].as_ref().ok().cloned())
+                .collect();
+            if mine.is_empty() || buckets.len() != mine.len() {
+                continue;
+            }
+            let generator = families::kernel_generator(kernel);
+            // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
+            // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
+            // its entry holds what it tuned, and `merge` keeps the cache's other winners.
+            let kept = match (&cli_shapes, buckets.first()) {
+                (Some(_), Some(first)) if t.shard.is_none() => {
+                    let inputs = cache::KeyInputs::of(kernel, arch, &generator);
+                    match cache.lookup(&inputs) {
+                        cache::Lookup::Hit(entry) | cache::Lookup::Salvaged { entry, .. } => {
+                            let retuned: Vec<[u64; 4]> =
+                                buckets.iter().filter_map(|b| b.shape).collect();
+                            tune::kept_variants(&entry, &retuned, first.winner.0.entry)?
                         }
+                        cache::Lookup::Miss | cache::Lookup::Corrupt { .. } => Vec::new(),
                     }
-                    _ => Vec::new(),
-                };
-                let taken: Vec<Option<[u64; 4]>> = buckets
-                    .iter()
-                    .map(|b| b.shape)
-                    .chain(kept.iter().map(|k| Some(k.shape)))
-                    .collect();
-                let defaults = crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken)?;
-                let entry =
-                    tune::store(&cache, kernel, arch, &generator, &buckets, &kept, &defaults)?;
-                eprintln!(
-                    "stored `{}` for {arch}: {} variant(s){} in `{}`",
-                    kernel.name,
-                    buckets.len(),
-                    if kept.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" and {} kept from the earlier entry", kept.len())
-                    },
-                    entry.dir.display()
-                );
-                // Other crates on this machine find the winner there ([`crate::targets::user_cache_dir`]).
-                if let Some(user) = targets::user_cache_dir()
-                    .filter(|d| t.shard.is_none() && !targets::same_folder(d, &cache.root))
-                {
-                    let user = cache::Cache::new(user).with_words(families::tuned_for);
-                    match user.adopt(&entry) {
-                        Ok(copy) => eprintln!(
-                            "  and a copy in the per-user cache: `{}`",
-                            copy.dir.display()
-                        ),
-                        Err(e) => eprintln!("warning: not copied into the per-user cache: {e}"),
-                    }
+                }
+                _ => Vec::new(),
+            };
+            let taken: Vec<Option<[u64; 4]>> = buckets
+                .iter()
+                .map(|b| b.shape)
+                .chain(kept.iter().map(|k| Some(k.shape)))
+                .collect();
+            let defaults = crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken)?;
+            let entry = tune::store(&cache, kernel, arch, &generator, &buckets, &kept, &defaults)?;
+            eprintln!(
+                "stored `{}` for {arch}: {} variant(s){} in `{}`",
+                kernel.name,
+                buckets.len(),
+                if kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} kept from the earlier entry", kept.len())
+                },
+                entry.dir.display()
+            );
+            // Other crates on this machine find the winner there ([`crate::targets::user_cache_dir`]).
+            if let Some(user) = targets::user_cache_dir()
+                .filter(|d| t.shard.is_none() && !targets::same_folder(d, &cache.root))
+            {
+                let user = cache::Cache::new(user).with_words(families::tuned_for);
+                match user.adopt(&entry) {
+                    Ok(copy) => eprintln!(
+                        "  and a copy in the per-user cache: `{}`",
+                        copy.dir.display()
+                    ),
+                    Err(e) => eprintln!("warning: not copied into the per-user cache: {e}"),
                 }
             }
         }
@@ -575,6 +725,39 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_are_all_or_ordinals_the_driver_lists() {
+        let gpu = |ordinal| probe::Device {
+            ordinal,
+            name: "NVIDIA H100".into(),
+            arch: Arch::new(9, 0),
+        };
+        let four: Vec<probe::Device> = (0..4).map(gpu).collect();
+        assert_eq!(parse_devices("all", &four).unwrap(), [0, 1, 2, 3]);
+        assert_eq!(parse_devices("2, 0", &four).unwrap(), [2, 0]);
+        // One GPU twice: two workers on it (the mechanism, on a one-GPU machine).
+        assert_eq!(parse_devices("0,0", &four).unwrap(), [0, 0]);
+        let err = parse_devices("0,7", &four).unwrap_err().to_string();
+        assert!(
+            err.contains("no device 7 (the driver lists 0, 1, 2, 3)"),
+            "{err}"
+        );
+        let err = parse_devices("0,x", &four).unwrap_err().to_string();
+        assert!(err.contains("`x` is not a device ordinal"), "{err}");
+        assert!(parse_devices("all", &[]).is_err());
+        use clap::Parser;
+        let both = crate::cli::CargoCli::try_parse_from([
+            "cargo",
+            "optiml",
+            "tune",
+            "--device",
+            "1",
+            "--devices",
+            "all",
+        ]);
+        assert!(both.is_err(), "--device and --devices together");
+    }
     use crate::llm::Replay;
     use crate::llm::tests::{Server, learner, scratch, settings};
 

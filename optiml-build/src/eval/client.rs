@@ -122,6 +122,11 @@ impl Client {
         self.restarts
     }
 
+    /// Whether it has given up ([`ClientError::Failing`]): its device, not a candidate, is the likely cause.
+    pub fn is_failing(&self) -> bool {
+        self.faults_in_a_row.0 >= MAX_FAULTS_IN_A_ROW
+    }
+
     /// The device, starting the worker if needed.
     ///
     /// # Errors
@@ -316,15 +321,15 @@ impl Drop for Client {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::eval::plan::{TestPlan, Tolerance};
     use crate::eval::protocol::{Ceilings, Problem, TimingPlan};
     use optiml_runtime::{Arch, Launch};
 
-    /// A worker that sets up (answers `Ready`), then dies on the first byte of every job: a shell script
-    /// printing a real `Ready` frame after reading the `Setup` one.
-    fn dying_worker() -> WorkerCommand {
+    /// A worker that sets up (answers `Ready`), then runs the shell commands `then`: a shell script printing a
+    /// real `Ready` frame after reading the `Setup` one.
+    fn scripted_worker(then: &str) -> WorkerCommand {
         let mut ready = Vec::new();
         protocol::write(
             &mut ready,
@@ -354,7 +359,7 @@ mod tests {
             args: vec![
                 "-c".into(),
                 format!(
-                    "head -c {} >/dev/null; printf '{octal}'; head -c 1 >/dev/null; exit 1",
+                    "head -c {} >/dev/null; printf '{octal}'; {then}",
                     setup.len()
                 )
                 .into(),
@@ -362,10 +367,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn workers_that_die_on_every_job_are_restarted_a_bounded_number_of_times() {
-        let mut client = Client::new(dying_worker(), Vec::new(), 0);
-        let job = Job {
+    /// A worker that sets up, then dies on the first byte of every job.
+    pub(crate) fn dying_worker() -> WorkerCommand {
+        scripted_worker("head -c 1 >/dev/null; exit 1")
+    }
+
+    /// A worker that sets up, then never answers (as one stuck in a kernel); `exec`, so killing it ends it.
+    pub(crate) fn hanging_worker() -> WorkerCommand {
+        scripted_worker("exec sleep 60")
+    }
+
+    /// A job for a fake worker (it never looks inside).
+    pub(crate) fn sample_job() -> Job {
+        Job {
             name: "doomed".into(),
             cubin: Vec::new(),
             entry: "k".into(),
@@ -383,7 +397,13 @@ mod tests {
             plan: TestPlan::new(Vec::new(), Tolerance::F32),
             timing: TimingPlan::default(),
             seed: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn workers_that_die_on_every_job_are_restarted_a_bounded_number_of_times() {
+        let mut client = Client::new(dying_worker(), Vec::new(), 0);
+        let job = sample_job();
         let deadline = Duration::from_secs(20);
         for i in 0..MAX_FAULTS_IN_A_ROW {
             let result = client.evaluate(&job, deadline).unwrap();

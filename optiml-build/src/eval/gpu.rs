@@ -273,6 +273,12 @@ impl<S: Evaluable> GpuEvaluator<S> {
         self.client.restarts()
     }
 
+    /// Whether the worker client gave up on the device (too many faults in a row): what failed is then the GPU
+    /// or its driver, and another device may run the same search.
+    pub fn device_failing(&self) -> bool {
+        self.client.is_failing()
+    }
+
     fn enqueue(&self, schedule: S) {
         let (lock, _) = &*self.shelf;
         let Ok(mut map) = lock.lock() else { return };
