@@ -243,7 +243,7 @@ pub(super) fn run(m: &Merge) -> anyhow::Result<bool> {
             } => {
                 written += 1;
                 eprintln!(
-                    "{what}: {from_shards} shape(s) from {} shard entr(ies), {tuned} tuned in all: `{}`",
+                    "{what}: {from_shards} shape(s) from {} shard(s), {tuned} tuned variant(s) in all: `{}`",
                     entries.len(),
                     dir.display()
                 );
@@ -252,7 +252,7 @@ pub(super) fn run(m: &Merge) -> anyhow::Result<bool> {
         }
     }
     eprintln!(
-        "merged {} shard folder(s) into `{}`: {written} entr(ies) written, {unchanged} already as merged",
+        "merged {} shard folder(s) into `{}`: entries written: {written}, already up to date: {unchanged}",
         m.shards.len(),
         cache.root.display()
     );
