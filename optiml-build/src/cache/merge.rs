@@ -202,8 +202,9 @@ impl Cache {
     /// the module says, swapped in whole. Nothing is written where the result is what is already here.
     ///
     /// # Errors
-    /// [`CacheError::Shards`] when `shards` is empty or its entries are for different keys or were written
-    /// with different entry points or NVRTC options; [`CacheError`] when the entry cannot be written.
+    /// [`CacheError::Shards`] when `shards` is empty, holds no tuned variant, or its entries are for different
+    /// keys or were written with different entry points or NVRTC options; [`CacheError`] when the entry cannot
+    /// be written.
     pub fn merge(&self, shards: &[Entry]) -> Result<Merged, CacheError> {
         let Some(first) = shards.first() else {
             return Err(CacheError::Shards("no entry to merge".into()));
@@ -228,6 +229,13 @@ impl Cache {
         let Some((manifest, files, from_shards)) = merged(existing.as_ref(), shards) else {
             return Err(CacheError::Shards("no entry to merge".into()));
         };
+        if from_shards == 0 {
+            // Nothing tuned to bring in; merging would only drop the cache's any-shape default.
+            return Err(CacheError::Shards(format!(
+                "`{}` holds no tuned variant",
+                first.dir.display()
+            )));
+        }
         let dir = self.entry_dir(inputs);
         if let Some(e) = &existing
             && e.manifest.variants == manifest.variants
@@ -497,6 +505,11 @@ pub(crate) mod tests {
             "{err}"
         );
         assert!(dest.merge(&[]).is_err());
+        let untuned = temp_cache("diff-untuned");
+        let plain = store(&untuned, &[default(A, 5)]);
+        let err = dest.merge(&[plain]).unwrap_err();
+        assert!(err.to_string().contains("holds no tuned variant"), "{err}");
+        let _ = std::fs::remove_dir_all(&untuned.root);
         assert!(!dest.root.exists(), "nothing was written");
         for c in [x, y] {
             let _ = std::fs::remove_dir_all(&c.root);

@@ -185,6 +185,15 @@ pub fn gather(shards: &[PathBuf]) -> Result<BTreeMap<String, Vec<cache::Entry>>,
                 ));
                 continue;
             }
+            if !entry.manifest.variants.iter().any(|v| v.tuning.is_some()) {
+                // A shard stores only what it tuned; an untuned entry (a copied cache's default) would replace
+                // the cache's any-shape default with nothing.
+                problems.push(format!(
+                    "`{}` holds no tuned variant: `cargo optiml tune --shard` did not write it",
+                    entry_dir.display()
+                ));
+                continue;
+            }
             let other_gpu = entry.manifest.variants.iter().find_map(|v| {
                 v.tuning
                     .as_ref()
@@ -262,7 +271,7 @@ pub(super) fn run(m: &Merge) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::merge::tests::{A, store, tuned};
+    use crate::cache::merge::tests::{A, default, store, tuned};
     use crate::cache::tests::temp_cache;
 
     #[test]
@@ -380,6 +389,8 @@ mod tests {
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0xff;
         std::fs::write(&pack, bytes).unwrap();
+        let untuned = shard_dir("gather-untuned", "H200", "sm_90", date);
+        store(&Cache::new(&untuned), &[default(A, 7)]);
         let moved = shard_dir("gather-moved", "H200", "sm_90", date);
         let entry = Cache::new(&moved).entry_dirs().remove(0);
         std::fs::rename(&entry, entry.with_file_name("0".repeat(64))).unwrap();
@@ -390,11 +401,13 @@ mod tests {
             other_arch.clone(),
             other_gpu.clone(),
             damaged.clone(),
+            untuned.clone(),
             moved.clone(),
         ];
         let problems = gather(&all).unwrap_err();
         let said = |what: &str| problems.iter().filter(|p| p.contains(what)).count();
-        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert_eq!(problems.len(), 6, "{problems:#?}");
+        assert_eq!(said("holds no tuned variant"), 1, "{problems:#?}");
         assert_eq!(said("is not a shard's folder"), 1, "{problems:#?}");
         assert_eq!(said("its times say nothing of sm_90"), 1, "{problems:#?}");
         assert_eq!(said("but its shard ran on H100"), 1, "{problems:#?}");
