@@ -1,4 +1,5 @@
-//! `cargo optiml tune`: the search outside a build, with a progress bar per kernel and shape.
+//! `cargo optiml tune`: the search outside a build, one job per kernel, architecture and shape, with a progress bar
+//! each; spread over the host's GPUs (`--devices`, [`crate::pool`]) and over machines (`--shard`, [`super::shard`]).
 
 use super::shard::{self, Shard};
 use super::{optiml_packages, root_and_cache};
@@ -13,6 +14,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use optiml_runtime::{Arch, probe};
 use optiml_spec::env;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// `cargo optiml tune`.
@@ -221,6 +223,8 @@ struct KernelPlan<'a> {
 
 /// One search: a kernel's plan, an architecture and one of the plan's targets (a shape).
 struct Job {
+    /// Its place in the run's list.
+    index: usize,
     plan: usize,
     arch: Arch,
     target: usize,
@@ -367,53 +371,6 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     if kernels.is_empty() {
         anyhow::bail!("no kernel to tune in `{}`", root.display());
     }
-    // Every job's name, the same on every host, for the shards' partition.
-    let mine = match t.shard {
-        Some(s) => {
-            let mut jobs = Vec::new();
-            for kernel in &kernels {
-                let settings = Settings::load(&package_of(&kernel.file))?;
-                let ks = settings
-                    .kernel(&kernel.name)
-                    .map_err(|e| anyhow::anyhow!(e))?;
-                let problems = families::of(&kernel.spec)
-                    .targets(&kernel.spec, &ks, cli_shapes.as_deref())
-                    .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
-                let generator = families::kernel_generator(kernel);
-                for &arch in &archs {
-                    let key = cache::KeyInputs::of(kernel, arch, &generator).key();
-                    jobs.extend(
-                        problems
-                            .iter()
-                            .map(|p| shard::job_name(&key, &p.to_string())),
-                    );
-                }
-            }
-            let mine = s.share(&jobs);
-            shard::Record {
-                shard: s.to_string(),
-                device: device.name.clone(),
-                device_arch: device.arch.to_string(),
-                date: tune::now_rfc3339(),
-                jobs: mine.iter().cloned().collect(),
-            }
-            .write(&cache.root)?;
-            eprintln!(
-                "shard {s}: {} of {} job(s), into `{}`",
-                mine.len(),
-                jobs.len(),
-                cache.root.display()
-            );
-            Some(mine)
-        }
-        None => None,
-    };
-    let takes = |kernel: &scan::FoundKernel, arch: Arch, shape: &str| {
-        mine.as_ref().is_none_or(|m| {
-            let key = cache::KeyInputs::of(kernel, arch, &families::kernel_generator(kernel)).key();
-            m.contains(&shard::job_name(&key, shape))
-        })
-    };
     let nvrtc = nvrtc::load()?;
     let worker = WorkerCommand::current_exe()?;
     eprintln!(
@@ -432,11 +389,59 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             .collect::<Vec<_>>()
             .join(",")
     );
-    // What each kernel is tuned with, then one job per kernel, architecture and shape (this shard's).
     let all_settings: Vec<Settings> = kernels
         .iter()
         .map(|k| Settings::load(&package_of(&k.file)))
         .collect::<Result<_, _>>()?;
+    // One job per kernel, architecture and shape; a shard keeps its share of them, named the same on every host.
+    let mut drafts = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for (plan, (kernel, settings)) in kernels.iter().zip(&all_settings).enumerate() {
+        let ks = settings
+            .kernel(&kernel.name)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let family = families::of(&kernel.spec);
+        let targets = family
+            .targets(&kernel.spec, &ks, cli_shapes.as_deref())
+            .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
+        let generator = families::kernel_generator(kernel);
+        for &arch in &archs {
+            let key = cache::KeyInputs::of(kernel, arch, &generator).key();
+            for (target, t) in targets.iter().enumerate() {
+                jobs.push(Job {
+                    index: jobs.len(),
+                    plan,
+                    arch,
+                    target,
+                });
+                names.push(shard::job_name(&key, &t.to_string()));
+            }
+        }
+        drafts.push((ks, family, targets));
+    }
+    if let Some(s) = t.shard {
+        let mine = s.share(&names);
+        shard::Record {
+            shard: s.to_string(),
+            device: device.name.clone(),
+            device_arch: device.arch.to_string(),
+            date: tune::now_rfc3339(),
+            jobs: mine.iter().cloned().collect(),
+        }
+        .write(&cache.root)?;
+        eprintln!(
+            "shard {s}: {} of {} job(s), into `{}`",
+            mine.len(),
+            jobs.len(),
+            cache.root.display()
+        );
+        let mut taken = names.iter().map(|n| mine.contains(n));
+        jobs.retain(|_| taken.next().unwrap_or(false));
+        for (index, job) in jobs.iter_mut().enumerate() {
+            job.index = index;
+        }
+    }
     let slots = ordinals.len();
     // NVRTC runs ahead of every slot's search: the cores are shared between the slots.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -448,29 +453,9 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             .map_err(|e| format!("{}\n{}", e.status, e.log))
     };
     let mut plans: Vec<KernelPlan<'_>> = Vec::new();
-    let mut jobs: Vec<Job> = Vec::new();
-    for (kernel, settings) in kernels.iter().zip(&all_settings) {
-        let ks = settings
-            .kernel(&kernel.name)
-            .map_err(|e| anyhow::anyhow!(e))?;
-        let family = families::of(&kernel.spec);
-        let targets = family
-            .targets(&kernel.spec, &ks, cli_shapes.as_deref())
-            .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
-        let plan = plans.len();
-        let mine: Vec<Job> = archs
-            .iter()
-            .flat_map(|&arch| {
-                targets
-                    .iter()
-                    .enumerate()
-                    .filter(move |(_, p)| takes(kernel, arch, &p.to_string()))
-                    .map(move |(target, _)| Job { plan, arch, target })
-            })
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
+    for (p, ((kernel, settings), (ks, family, targets))) in
+        kernels.iter().zip(&all_settings).zip(drafts).enumerate()
+    {
         let mut search = settings.search_config();
         if let Some(b) = t.budget {
             search.budget = b;
@@ -498,7 +483,8 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             },
             sanitize: !t.no_sanitize,
         };
-        let experts = if t.no_llm {
+        // Only a kernel this run tunes asks its LLM experts.
+        let experts = if t.no_llm || !jobs.iter().any(|j| j.plan == p) {
             None
         } else {
             LlmExperts::new(
@@ -510,7 +496,6 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             )
         };
         let roots = experts.as_ref().map_or_else(Vec::new, LlmExperts::roots);
-        jobs.extend(mine);
         plans.push(KernelPlan {
             kernel,
             ks,
@@ -526,6 +511,65 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         ProgressStyle::with_template("{prefix:>40} [{bar:30}] {pos:>3}/{len} {elapsed:>4} {msg}")
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .progress_chars("=> ");
+    // A kernel's entry for one architecture, stored as soon as every job of it has a winner.
+    let store_entry =
+        |plan: &KernelPlan<'_>, arch: Arch, buckets: &[tune::Bucket]| -> anyhow::Result<()> {
+            let kernel = plan.kernel;
+            let say = |line: String| {
+                let _ = multi.println(line);
+            };
+            let generator = families::kernel_generator(kernel);
+            // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
+            // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
+            // its entry holds what it tuned, and `merge` keeps the cache's other winners.
+            let kept = match (&cli_shapes, buckets.first()) {
+                (Some(_), Some(first)) if t.shard.is_none() => {
+                    let inputs = cache::KeyInputs::of(kernel, arch, &generator);
+                    match cache.lookup(&inputs) {
+                        cache::Lookup::Hit(entry) | cache::Lookup::Salvaged { entry, .. } => {
+                            let retuned: Vec<[u64; 4]> =
+                                buckets.iter().filter_map(|b| b.shape).collect();
+                            tune::kept_variants(&entry, &retuned, first.winner.0.entry)?
+                        }
+                        cache::Lookup::Miss | cache::Lookup::Corrupt { .. } => Vec::new(),
+                    }
+                }
+                _ => Vec::new(),
+            };
+            let taken: Vec<Option<[u64; 4]>> = buckets
+                .iter()
+                .map(|b| b.shape)
+                .chain(kept.iter().map(|k| Some(k.shape)))
+                .collect();
+            let defaults = crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken)?;
+            let entry = tune::store(&cache, kernel, arch, &generator, buckets, &kept, &defaults)?;
+            say(format!(
+                "stored `{}` for {arch}: {} variant(s){} in `{}`",
+                kernel.name,
+                buckets.len(),
+                if kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} kept from the earlier entry", kept.len())
+                },
+                entry.dir.display()
+            ));
+            // Other crates on this machine find the winner there ([`crate::targets::user_cache_dir`]).
+            if let Some(user) = targets::user_cache_dir()
+                .filter(|d| t.shard.is_none() && !targets::same_folder(d, &cache.root))
+            {
+                let user = cache::Cache::new(user).with_words(families::tuned_for);
+                match user.adopt(&entry) {
+                    Ok(copy) => say(format!(
+                        "  and a copy in the per-user cache: `{}`",
+                        copy.dir.display()
+                    )),
+                    Err(e) => say(format!("warning: not copied into the per-user cache: {e}")),
+                }
+            }
+            Ok(())
+        };
+    let finished: Mutex<Vec<Option<tune::Bucket>>> = Mutex::new(vec![None; jobs.len()]);
     let work = |job: &Job, slot: usize| -> Result<tune::Bucket, pool::Failure> {
         let plan = &plans[job.plan];
         let (kernel, arch, problem) = (plan.kernel, job.arch, &plan.targets[job.target]);
@@ -607,6 +651,20 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                         ));
                     }
                 }
+                // The last job of its kernel and architecture to finish stores their entry.
+                let group: Option<Vec<tune::Bucket>> = {
+                    let mut done = finished.lock().unwrap_or_else(PoisonError::into_inner);
+                    done[job.index] = Some(b.clone());
+                    jobs.iter()
+                        .filter(|j| j.plan == job.plan && j.arch == arch)
+                        .map(|j| done[j.index].clone())
+                        .collect()
+                };
+                if let Some(buckets) = group
+                    && let Err(e) = store_entry(plan, arch, &buckets)
+                {
+                    return Err(pool::Failure::Job(format!("nothing stored: {e:#}")));
+                }
                 Ok(b)
             }
             Err(e) if e.is_device_failure() && slots > 1 => {
@@ -637,71 +695,6 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                 plan.kernel.name, job.arch, plan.targets[job.target]
             );
             failures += 1;
-        }
-    }
-    // One entry per kernel and architecture whose jobs all succeeded.
-    for (p, plan) in plans.iter().enumerate() {
-        let kernel = plan.kernel;
-        for &arch in &archs {
-            let mine: Vec<usize> = (0..jobs.len())
-                .filter(|&j| jobs[j].plan == p && jobs[j].arch == arch)
-                .collect();
-            let buckets: Vec<tune::Bucket> = mine
-                .iter()
-                .filter_map(|&j| report.results[j].as_ref().ok().cloned())
-                .collect();
-            if mine.is_empty() || buckets.len() != mine.len() {
-                continue;
-            }
-            let generator = families::kernel_generator(kernel);
-            // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
-            // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
-            // its entry holds what it tuned, and `merge` keeps the cache's other winners.
-            let kept = match (&cli_shapes, buckets.first()) {
-                (Some(_), Some(first)) if t.shard.is_none() => {
-                    let inputs = cache::KeyInputs::of(kernel, arch, &generator);
-                    match cache.lookup(&inputs) {
-                        cache::Lookup::Hit(entry) | cache::Lookup::Salvaged { entry, .. } => {
-                            let retuned: Vec<[u64; 4]> =
-                                buckets.iter().filter_map(|b| b.shape).collect();
-                            tune::kept_variants(&entry, &retuned, first.winner.0.entry)?
-                        }
-                        cache::Lookup::Miss | cache::Lookup::Corrupt { .. } => Vec::new(),
-                    }
-                }
-                _ => Vec::new(),
-            };
-            let taken: Vec<Option<[u64; 4]>> = buckets
-                .iter()
-                .map(|b| b.shape)
-                .chain(kept.iter().map(|k| Some(k.shape)))
-                .collect();
-            let defaults = crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken)?;
-            let entry = tune::store(&cache, kernel, arch, &generator, &buckets, &kept, &defaults)?;
-            eprintln!(
-                "stored `{}` for {arch}: {} variant(s){} in `{}`",
-                kernel.name,
-                buckets.len(),
-                if kept.is_empty() {
-                    String::new()
-                } else {
-                    format!(" and {} kept from the earlier entry", kept.len())
-                },
-                entry.dir.display()
-            );
-            // Other crates on this machine find the winner there ([`crate::targets::user_cache_dir`]).
-            if let Some(user) = targets::user_cache_dir()
-                .filter(|d| t.shard.is_none() && !targets::same_folder(d, &cache.root))
-            {
-                let user = cache::Cache::new(user).with_words(families::tuned_for);
-                match user.adopt(&entry) {
-                    Ok(copy) => eprintln!(
-                        "  and a copy in the per-user cache: `{}`",
-                        copy.dir.display()
-                    ),
-                    Err(e) => eprintln!("warning: not copied into the per-user cache: {e}"),
-                }
-            }
         }
     }
     if failures > 0 {
