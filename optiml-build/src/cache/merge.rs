@@ -221,11 +221,14 @@ impl Cache {
                 other.dir.display()
             )));
         }
-        let existing = match self.lookup(inputs) {
-            Lookup::Hit(entry) | Lookup::Salvaged { entry, .. } => Some(*entry),
-            Lookup::Miss | Lookup::Corrupt { .. } => None,
-        }
-        .filter(|e| !self.is_legacy(e));
+        // The entry here, of either format (a previous-format one's winners are kept too; `prepare` removes
+        // its old folder once this one is written).
+        let (existing, intact) = match self.lookup(inputs) {
+            Lookup::Hit(entry) => (Some(*entry), true),
+            // Damaged: its intact variants count, and the entry is rewritten whatever the merge gives.
+            Lookup::Salvaged { entry, .. } => (Some(*entry), false),
+            Lookup::Miss | Lookup::Corrupt { .. } => (None, false),
+        };
         let Some((manifest, files, from_shards)) = merged(existing.as_ref(), shards) else {
             return Err(CacheError::Shards("no entry to merge".into()));
         };
@@ -238,6 +241,8 @@ impl Cache {
         }
         let dir = self.entry_dir(inputs);
         if let Some(e) = &existing
+            && intact
+            && !self.is_legacy(e)
             && e.manifest.variants == manifest.variants
             && e.files == files
         {
@@ -481,6 +486,52 @@ pub(crate) mod tests {
             Some(&b"{\"log\":2}\n"[..])
         );
         for c in [x, y, z, dest] {
+            let _ = std::fs::remove_dir_all(&c.root);
+        }
+    }
+
+    /// A damaged destination keeps its intact winners and is written whole again, even where the merge changes
+    /// nothing else.
+    #[test]
+    fn a_damaged_destination_is_rewritten_with_its_intact_winners() {
+        let (shard, dest) = (temp_cache("damaged-shard"), temp_cache("damaged-dest"));
+        let date = "2026-12-07T10:00:00Z";
+        let theirs = store(&shard, &[tuned(A, 1, "H200", date, 1.0)]);
+        let before = store(
+            &dest,
+            &[
+                tuned(C, 3, "H200", date, 1.0),
+                tuned(B, 2, "H200", date, 1.0),
+            ],
+        );
+        // B's pack goes missing.
+        let b = before
+            .manifest
+            .variants
+            .iter()
+            .find(|v| v.shape == Some(B))
+            .unwrap();
+        std::fs::remove_file(
+            before
+                .dir
+                .join(super::super::pack_of(&format!("{}.cu", b.stem))),
+        )
+        .unwrap();
+        assert!(matches!(dest.lookup(&sample().0), Lookup::Salvaged { .. }));
+        assert!(matches!(
+            dest.merge(std::slice::from_ref(&theirs)).unwrap(),
+            Merged::Written { .. }
+        ));
+        let shapes: Vec<_> = seen(&lookup(&dest))
+            .into_iter()
+            .map(|v| (v.0, v.1))
+            .collect();
+        assert_eq!(shapes, [(C, 3), (A, 1)]);
+        assert!(matches!(
+            dest.merge(&[theirs]).unwrap(),
+            Merged::Unchanged { .. }
+        ));
+        for c in [shard, dest] {
             let _ = std::fs::remove_dir_all(&c.root);
         }
     }
