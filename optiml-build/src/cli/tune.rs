@@ -291,13 +291,27 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let (root, cache) = root_and_cache(&t.place)?;
     // A shard writes a folder of its own, holding only what it tuned: shards never write the same file.
     let cache = match t.shard {
-        Some(s) => cache::Cache::new(
-            t.place
+        Some(s) => {
+            let dir = t
+                .place
                 .cache_dir
                 .clone()
-                .unwrap_or_else(|| s.default_dir(&root)),
-        )
-        .with_words(families::tuned_for),
+                .unwrap_or_else(|| s.default_dir(&root));
+            // The committed cache, as `--cache-dir` left out would name it.
+            let (_, committed) = root_and_cache(&super::Place {
+                dir: t.place.dir.clone(),
+                cache_dir: None,
+            })?;
+            if targets::same_folder(&dir, &committed.root) {
+                anyhow::bail!(
+                    "--shard {s} writes only what it tunes, so it takes a folder of its own, not the cache `{}`: \
+                     leave --cache-dir out (it then writes `{}`), and `cargo optiml merge` folds the shards in",
+                    dir.display(),
+                    s.default_dir(&root).display()
+                );
+            }
+            cache::Cache::new(dir).with_words(families::tuned_for)
+        }
         None => cache,
     };
     let devices = probe::devices().map_err(|e| anyhow::anyhow!("{e}"))?;
