@@ -521,6 +521,15 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         });
     }
     let multi = MultiProgress::new();
+    // A line above the bars; where they are hidden (output not a terminal: a log), a plain line, which
+    // `MultiProgress::println` would drop.
+    let say = |line: String| {
+        if multi.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            let _ = multi.println(line);
+        }
+    };
     let style =
         ProgressStyle::with_template("{prefix:>40} [{bar:30}] {pos:>3}/{len} {elapsed:>4} {msg}")
             .map_err(|e| anyhow::anyhow!("{e}"))?
@@ -529,9 +538,6 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let store_entry =
         |plan: &KernelPlan<'_>, arch: Arch, buckets: &[tune::Bucket]| -> anyhow::Result<()> {
             let kernel = plan.kernel;
-            let say = |line: String| {
-                let _ = multi.println(line);
-            };
             let generator = families::kernel_generator(kernel);
             // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
             // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
@@ -635,9 +641,6 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
                     b.evaluations as f64 / b.wall_s.max(1e-9),
                     b.stats.compile_failures + b.stats.gate_failures + b.stats.faults,
                 ));
-                let say = |line: String| {
-                    let _ = multi.println(line);
-                };
                 say(format!("{} {arch} {shape}: {}", kernel.name, b.sanitized));
                 for root in &b.roots {
                     say(format!("{} {arch} {shape}: {root}", kernel.name));
@@ -693,7 +696,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     };
     let event = |e: pool::Event| {
         if let pool::Event::Retired { slot, why } = e {
-            let _ = multi.println(format!(
+            say(format!(
                 "gpu {} retired, no more jobs go to it: {why}",
                 ordinals[slot]
             ));
