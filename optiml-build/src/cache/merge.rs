@@ -12,7 +12,8 @@ use std::path::PathBuf;
 /// What [`Cache::merge`] did with one key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Merged {
-    /// The entry was written: `tuned` variants, `from_shards` of them taken from the shards.
+    /// The entry was written (or would be, in a preview): `tuned` variants, `from_shards` of them taken from the
+    /// shards.
     Written {
         /// The entry's folder.
         dir: PathBuf,
@@ -206,6 +207,18 @@ impl Cache {
     /// keys or were written with different entry points or NVRTC options; [`CacheError`] when the entry cannot
     /// be written.
     pub fn merge(&self, shards: &[Entry]) -> Result<Merged, CacheError> {
+        self.merge_or_preview(shards, true)
+    }
+
+    /// What [`Cache::merge`] would do with `shards`, writing nothing (`cargo optiml merge --dry-run`).
+    ///
+    /// # Errors
+    /// As [`Cache::merge`], less the writing.
+    pub fn merge_preview(&self, shards: &[Entry]) -> Result<Merged, CacheError> {
+        self.merge_or_preview(shards, false)
+    }
+
+    fn merge_or_preview(&self, shards: &[Entry], write: bool) -> Result<Merged, CacheError> {
         let Some(first) = shards.first() else {
             return Err(CacheError::Shards("no entry to merge".into()));
         };
@@ -253,9 +266,13 @@ impl Cache {
             .iter()
             .filter(|v| v.tuning.is_some())
             .count();
-        let entry = self.write(&manifest, &files, true)?;
+        let dir = if write {
+            self.write(&manifest, &files, true)?.dir
+        } else {
+            dir
+        };
         Ok(Merged::Written {
-            dir: entry.dir,
+            dir,
             tuned,
             from_shards,
         })
@@ -401,7 +418,13 @@ pub(crate) mod tests {
                 default(FREE, 9),
             ],
         );
+        // A preview says what a merge will do and writes nothing.
+        let preview = dest
+            .merge_preview(&[shard1.clone(), shard2.clone()])
+            .unwrap();
+        assert!(!dest.root.exists(), "a preview wrote something");
         let written = dest.merge(&[shard1.clone(), shard2.clone()]).unwrap();
+        assert_eq!(preview, written);
         assert!(
             matches!(
                 written,

@@ -127,6 +127,9 @@ pub struct Merge {
     /// Where to scan and which cache to merge into.
     #[command(flatten)]
     pub place: Place,
+    /// Verify the shards and say what would be written, writing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Every entry of the shard folders, verified and grouped by key; or every reason one cannot be merged.
@@ -244,7 +247,12 @@ pub(super) fn run(m: &Merge) -> anyhow::Result<bool> {
             .first()
             .map(|e| format!("{} ({})", e.manifest.inputs.spec, e.manifest.inputs.arch))
             .unwrap_or_default();
-        match cache.merge(entries)? {
+        let merged = if m.dry_run {
+            cache.merge_preview(entries)?
+        } else {
+            cache.merge(entries)?
+        };
+        match merged {
             Merged::Written {
                 dir,
                 tuned,
@@ -261,9 +269,11 @@ pub(super) fn run(m: &Merge) -> anyhow::Result<bool> {
         }
     }
     eprintln!(
-        "merged {} shard folder(s) into `{}`: entries written: {written}, already up to date: {unchanged}",
+        "{} {} shard folder(s) into `{}`: entries {}: {written}, already up to date: {unchanged}",
+        if m.dry_run { "would merge" } else { "merged" },
         m.shards.len(),
-        cache.root.display()
+        cache.root.display(),
+        if m.dry_run { "to write" } else { "written" },
     );
     Ok(true)
 }
@@ -309,6 +319,10 @@ mod tests {
                 assert_eq!(m.shards, [PathBuf::from("a"), PathBuf::from("b")]);
                 assert_eq!(m.place.cache_dir, Some(PathBuf::from("c")));
             }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["merge", "a", "--dry-run"]) {
+            Ok(Command::Merge(m)) => assert!(m.dry_run),
             other => panic!("{other:?}"),
         }
         assert!(parse(&["merge"]).is_err());
@@ -423,6 +437,7 @@ mod tests {
                     dir: Some(good.clone()),
                     cache_dir: Some(dest.root.clone()),
                 },
+                dry_run: false,
             })
             .unwrap()
         };
