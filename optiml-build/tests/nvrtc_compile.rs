@@ -302,7 +302,8 @@ fn every_tf32_variant_compiles_without_spills() {
         ));
     }
     // The 3xTF32 root of a plain f32 spec: its default in every layout, the full epilogue in two of them, and
-    // every schedule of its space in one layout and epilogue in turn.
+    // every schedule of its space in every layout (its register use differs by layout: a schedule once spilled in
+    // three of the four), the epilogue alternating.
     let default = matmul_tf32x3::Schedule::default_for(hopper);
     for (t, e) in transposes.into_iter().zip([plain, full, full, plain]) {
         let spec = spec(t, e);
@@ -313,12 +314,14 @@ fn every_tf32_variant_compiles_without_spills() {
         ));
     }
     for (i, s) in matmul_tf32x3::Schedule::space().into_iter().enumerate() {
-        let spec = spec(transposes[i % 4], [plain, full][i / 4 % 2]);
-        jobs.push((
-            format!("3xtf32 {} {spec:?}", s.describe()),
-            s.candidate(&spec),
-            hopper,
-        ));
+        for (j, t) in transposes.into_iter().enumerate() {
+            let spec = spec(t, [plain, full][(i + j) % 2]);
+            jobs.push((
+                format!("3xtf32 {} {spec:?}", s.describe()),
+                s.candidate(&spec),
+                hopper,
+            ));
+        }
     }
     assert_compiled(&jobs, started);
 }
