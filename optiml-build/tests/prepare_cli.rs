@@ -1,5 +1,6 @@
-//! `cargo optiml prepare` on a crate of its own, as a user runs it: it fills the cache, `--check` accepts it and
-//! refuses a hand-edited report, and `--check --rebuild` re-derives every variant with NVRTC.
+//! `cargo optiml` on a crate of its own, as a user runs it: `prepare` fills the cache, `--check` accepts it and
+//! refuses a hand-edited report, and `--check --rebuild` re-derives every variant with NVRTC; `tune --shard` never
+//! writes the committed cache, and `merge` refuses what no shard wrote, writing nothing (no GPU needed for either).
 
 #![allow(clippy::unwrap_used)]
 
@@ -29,16 +30,24 @@ fn user_crate(name: &str) -> PathBuf {
     dir
 }
 
-fn prepare(dir: &Path, args: &[&str]) -> Output {
+/// `cargo optiml ARGS` in `dir`.
+fn optiml(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cargo-optiml"))
-        .args(["optiml", "prepare", "--arch", "sm_90", "--dir"])
-        .arg(dir)
+        .arg("optiml")
         .args(args)
+        .current_dir(dir)
         .env_remove("OPTIML_CACHE_DIR")
         // What this crate's cache holds, nothing copied from this machine's per-user cache.
         .env("OPTIML_USER_CACHE", "off")
         .output()
         .unwrap()
+}
+
+fn prepare(dir: &Path, args: &[&str]) -> Output {
+    let d = dir.to_str().unwrap();
+    let mut all = vec!["prepare", "--arch", "sm_90", "--dir", d];
+    all.extend(args);
+    optiml(dir, &all)
 }
 
 fn text(out: &Output) -> String {
@@ -85,5 +94,52 @@ fn prepare_fills_the_cache_and_check_refuses_a_stale_report_and_rebuild_rederive
         "{}",
         text(&out)
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_shard_never_writes_the_committed_cache_and_merge_takes_only_shard_folders() {
+    let dir = user_crate("cli");
+    let d = dir.to_str().unwrap();
+    // Into the committed cache: refused before anything else (no GPU needed to say so).
+    let out = optiml(
+        &dir,
+        &[
+            "tune",
+            "--dir",
+            d,
+            "--shard",
+            "1/2",
+            "--cache-dir",
+            &format!("{d}/.optiml"),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("takes a folder of its own"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.join(".optiml").exists());
+    // A bad share is the command line's error.
+    let out = optiml(&dir, &["tune", "--shard", "3/2"]);
+    assert!(
+        text(&out).contains("`3/2` is not a share like 1/4"),
+        "{}",
+        text(&out)
+    );
+
+    // A folder no shard wrote: named, and nothing merged.
+    let stray = dir.join("stray");
+    std::fs::create_dir_all(&stray).unwrap();
+    let out = optiml(&dir, &["merge", stray.to_str().unwrap(), "--dir", d]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("is not a shard's folder"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("nothing merged"), "{}", text(&out));
+    assert!(!dir.join(".optiml").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

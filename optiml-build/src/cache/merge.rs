@@ -6,7 +6,9 @@
 //! tuned variant holds its shape. Where several shards tuned one shape, the faster measurement wins among
 //! those taken on one GPU model (their times compare), then the newest tuning among models (they do not).
 
-use super::{Cache, CacheError, Entry, Files, Lookup, Manifest, Tuning, VariantRecord};
+use super::{
+    Cache, CacheError, Entry, Files, Lookup, Manifest, Tuning, VariantParts, VariantRecord, layout,
+};
 use std::path::PathBuf;
 
 /// What [`Cache::merge`] did with one key.
@@ -145,50 +147,21 @@ fn merged(existing: Option<&Entry>, shards: &[Entry]) -> Option<(Manifest, Files
         let from = offers(&all, shape, false);
         picks.extend(from.first().copied());
     }
-    let mut files = Files::new();
-    let mut records: Vec<VariantRecord> = Vec::new();
-    for (i, pick) in picks.iter().enumerate() {
-        let read = |ext: &str| {
-            pick.entry
-                .files
-                .get(&format!("{}.{ext}", pick.variant.stem))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let (source, cubin) = (read("cu"), read("cubin"));
-        // Variants of one kernel share its files, as `Cache::store` writes them.
-        let same = records.iter().find(|r| {
-            files.get(&format!("{}.cu", r.stem)) == Some(&source)
-                && files.get(&format!("{}.cubin", r.stem)) == Some(&cubin)
-        });
-        let stem = match same {
-            Some(r) => r.stem.clone(),
-            None => {
-                let stem = format!("v{i}");
-                files.insert(format!("{stem}.ptx"), read("ptx"));
-                files.insert(format!("{stem}.cu"), source);
-                files.insert(format!("{stem}.cubin"), cubin);
-                stem
-            }
-        };
-        let tuning = pick.variant.tuning.as_ref().map(|t| {
-            let log = pick.entry.files.get(&t.log).filter(|_| !t.log.is_empty());
-            let name = log.map_or_else(String::new, |bytes| {
-                let name = format!("search-v{i}.jsonl");
-                files.insert(name.clone(), bytes.clone());
-                name
-            });
-            Tuning {
-                log: name,
-                ..t.clone()
-            }
-        });
-        records.push(VariantRecord {
-            stem,
-            tuning,
-            ..pick.variant.clone()
-        });
-    }
+    // Every file a variant names is there: the entries were verified.
+    let (files, records) = layout(picks.iter().map(|pick| {
+        let file = |name: &str| pick.entry.files.get(name).map(Vec::as_slice);
+        let part = |ext: &str| file(&format!("{}.{ext}", pick.variant.stem)).unwrap_or_default();
+        VariantParts {
+            source: part("cu"),
+            ptx: part("ptx"),
+            cubin: part("cubin"),
+            log: pick
+                .tuning()
+                .filter(|t| !t.log.is_empty())
+                .and_then(|t| file(&t.log)),
+            record: pick.variant.clone(),
+        }
+    }));
     let manifest = Manifest {
         variants: records,
         files: Vec::new(),

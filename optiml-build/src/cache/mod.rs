@@ -476,47 +476,21 @@ impl Cache {
         variants: &[NewVariant<'_>],
         replace: bool,
     ) -> Result<Entry, CacheError> {
-        let mut files = Files::new();
-        let mut records: Vec<VariantRecord> = Vec::new();
-        for (i, v) in variants.iter().enumerate() {
-            // Shape buckets that chose the same kernel share its files (and its CUBIN in the program).
-            let same = variants[..i].iter().position(|w| {
-                w.candidate.source == v.candidate.source && w.compiled.cubin == v.compiled.cubin
-            });
-            let stem = match same {
-                Some(j) => records[j].stem.clone(),
-                None => {
-                    let stem = format!("v{i}");
-                    files.insert(
-                        format!("{stem}.cu"),
-                        v.candidate.source.clone().into_bytes(),
-                    );
-                    files.insert(format!("{stem}.ptx"), v.compiled.ptx.clone().into_bytes());
-                    files.insert(format!("{stem}.cubin"), v.compiled.cubin.clone());
-                    stem
-                }
-            };
-            let tuning = match (v.tuning, v.log) {
-                (Some(t), Some(log)) => {
-                    let name = format!("search-v{i}.jsonl");
-                    files.insert(name.clone(), log.to_vec());
-                    Some(Tuning {
-                        log: name,
-                        ..t.clone()
-                    })
-                }
-                (t, _) => t.cloned(),
-            };
-            records.push(VariantRecord {
-                stem,
+        let (files, records) = layout(variants.iter().map(|v| VariantParts {
+            source: v.candidate.source.as_bytes(),
+            ptx: v.compiled.ptx.as_bytes(),
+            cubin: &v.compiled.cubin,
+            log: v.log,
+            record: VariantRecord {
+                stem: String::new(),
                 launch: v.candidate.launch,
                 schedule: v.candidate.schedule.clone(),
                 resources: v.compiled.resources,
                 nvrtc_log: v.compiled.log.clone(),
                 shape: v.shape,
-                tuning,
-            });
-        }
+                tuning: v.tuning.cloned(),
+            },
+        }));
         let manifest = Manifest {
             format: FORMAT,
             key: inputs.key(),
@@ -773,6 +747,52 @@ impl Cache {
         })?;
         Ok(file)
     }
+}
+
+/// One variant's bytes and its record (stem and log name left to [`layout`]).
+struct VariantParts<'a> {
+    source: &'a [u8],
+    ptx: &'a [u8],
+    cubin: &'a [u8],
+    /// The search log, for a tuned variant that has one.
+    log: Option<&'a [u8]>,
+    record: VariantRecord,
+}
+
+/// An entry's files and variant records, in order: variant `i` is stored as `v<i>.cu`, `.ptx`, `.cubin` and its
+/// log as `search-v<i>.jsonl`, except that variants of the same kernel (same source and CUBIN) share the first
+/// one's files (and its CUBIN in the program). [`Cache::store`] and [`Cache::merge`] both lay entries out so.
+fn layout<'a>(variants: impl Iterator<Item = VariantParts<'a>>) -> (Files, Vec<VariantRecord>) {
+    let mut files = Files::new();
+    let mut records: Vec<VariantRecord> = Vec::new();
+    let mut kernels: Vec<(&[u8], &[u8])> = Vec::new();
+    for (i, v) in variants.enumerate() {
+        let stem = match kernels.iter().position(|&k| k == (v.source, v.cubin)) {
+            Some(j) => records[j].stem.clone(),
+            None => {
+                let stem = format!("v{i}");
+                files.insert(format!("{stem}.cu"), v.source.to_vec());
+                files.insert(format!("{stem}.ptx"), v.ptx.to_vec());
+                files.insert(format!("{stem}.cubin"), v.cubin.to_vec());
+                stem
+            }
+        };
+        kernels.push((v.source, v.cubin));
+        let tuning = match (v.record.tuning, v.log) {
+            (Some(t), Some(log)) => {
+                let name = format!("search-v{i}.jsonl");
+                files.insert(name.clone(), log.to_vec());
+                Some(Tuning { log: name, ..t })
+            }
+            (t, _) => t,
+        };
+        records.push(VariantRecord {
+            stem,
+            tuning,
+            ..v.record
+        });
+    }
+    (files, records)
 }
 
 /// The pack a file is stored in: a variant's files and its search log go in the variant's pack (`v1.cu`,
