@@ -23,13 +23,6 @@ pub enum Failure {
 /// What the pool tells its caller while it runs (for the progress display and the log).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A job went to a slot, for the first time or after another failed it.
-    Started {
-        /// The job's index.
-        job: usize,
-        /// The slot.
-        slot: usize,
-    },
     /// A job's device failed; the job goes back into the queue unless no other slot can take it.
     Moved {
         /// The job's index.
@@ -144,7 +137,6 @@ pub fn run<J: Sync, R: Send>(
                             s = changed.wait(s).unwrap_or_else(PoisonError::into_inner);
                         }
                     };
-                    event(Event::Started { job, slot });
                     let outcome = work(&jobs[job], slot);
                     let mut s = lock();
                     match outcome {
