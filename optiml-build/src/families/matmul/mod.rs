@@ -3,7 +3,7 @@
 //!
 //! | spec | sm_90 | sm_80–89 | older | searched |
 //! |---|---|---|---|---|
-//! | `f32` | [`simt_f32`] (SIMT, split-K), or [`tf32x3`] where faster and as accurate | [`simt_f32`] | the same | [`simt_f32::Schedule`] (+ a [`tf32x3`] root on sm_90) |
+//! | `f32` | [`simt_f32`] (SIMT, split-K), or [`tf32x3`] where faster and as accurate | [`simt_f32`] | the same | [`simt_f32::Schedule`] (+ [`tf32x3`] roots on sm_90) |
 //! | `f32, tf32` | [`tf32`] `wgmma` + TMA | [`tf32`] `mma.sync` | — | [`tf32::Schedule`] (sm_90) |
 //! | `bf16` / `f16` | [`half`] `wgmma` + TMA | [`half`] `mma.sync` | [`half`] SIMT | [`half::Schedule`] (sm_90) |
 //!
@@ -307,7 +307,7 @@ impl Family for Matmul {
                     && m.triangle.is_none()
                     && m.precision != Precision::Fma =>
             {
-                // The 3xTF32 kernel joins as a root, and every candidate is held to twice the exact SIMT
+                // The 3xTF32 kernel joins as roots ([`tf32x3::roots`]), and every candidate is held to twice the exact SIMT
                 // kernel's error on each check's inputs: the root may win only where it is as accurate.
                 plan.bound = Some(exact_bound(request.nvrtc, &m, request.arch).map_err(|e| {
                     TuneError::Search {
@@ -319,7 +319,10 @@ impl Family for Matmul {
                         ),
                     }
                 })?);
-                let roots = [tf32x3::Schedule::default_for(request.arch).root(&m)];
+                let roots: Vec<_> = tf32x3::roots(request.arch)
+                    .iter()
+                    .map(|s| s.root(&m))
+                    .collect();
                 tune::search_with_roots::<simt_f32::Schedule>(
                     request,
                     (m, at, plan),

@@ -123,6 +123,21 @@ impl Schedule {
     }
 }
 
+/// The schedules a plain `f32` search on `arch` evaluates as roots beside its SIMT schedules: the default first,
+/// then every other schedule that promotes every 4 k-tiles (the ring depth and the consumers, which decide the
+/// speed at a shape; promoting every 2 only trades speed for error the gate already accepts at 4). Five
+/// evaluations, not a search: the space is too small to need one.
+pub fn roots(arch: Arch) -> Vec<Schedule> {
+    let default = Schedule::default_for(arch);
+    std::iter::once(default)
+        .chain(
+            Schedule::space()
+                .into_iter()
+                .filter(|s| *s != default && s.promote_kt == default.promote_kt),
+        )
+        .collect()
+}
+
 /// Whether the template keeps P in shared memory for `spec` (the SS form): where P is K-major in memory, `NT`.
 fn p_in_smem(spec: &MatmulSpec) -> bool {
     !spec.trans_a && spec.trans_b
@@ -320,6 +335,17 @@ mod tests {
             }
             .is_valid()
         );
+    }
+
+    #[test]
+    fn the_roots_are_the_default_then_the_other_rings_and_consumers() {
+        let roots = roots(Arch::new(9, 0));
+        assert_eq!(roots[0], Schedule::default_for(Arch::new(9, 0)));
+        assert_eq!(roots.len(), 5, "{roots:?}");
+        assert!(roots.iter().all(|s| s.is_valid() && s.promote_kt == 4));
+        let distinct: std::collections::HashSet<_> = roots.iter().collect();
+        assert_eq!(distinct.len(), roots.len());
+        assert!(roots.iter().any(|s| s.consumers == 1) && roots.iter().any(|s| s.stages == 4));
     }
 
     #[test]
