@@ -36,6 +36,18 @@ pub trait Evaluator<S> {
     /// A hint: these schedules are likely to be evaluated next (a freshly expanded node's children), so an
     /// evaluator may compile them ahead, in parallel. The default does nothing.
     fn prepare(&mut self, _upcoming: &[S]) {}
+
+    /// How many candidates it evaluates at once (one per GPU it times on): the search gathers that many new
+    /// schedules before it asks. 1 by default.
+    fn width(&self) -> usize {
+        1
+    }
+
+    /// Evaluates `schedules` (at most [`Evaluator::width`], distinct), at once where it can; the outcomes in
+    /// their order. The default evaluates them one after another.
+    fn evaluate_batch(&mut self, schedules: &[S]) -> Vec<Outcome> {
+        schedules.iter().map(|s| self.evaluate(s)).collect()
+    }
 }
 
 /// One line of the search log.
@@ -97,6 +109,16 @@ struct Node<S> {
     measurement: Option<Measurement>,
     negatives: usize,
     pruned: bool,
+    /// Children gathered into the batch being evaluated, not yet nodes: they count as children for
+    /// progressive widening and as visits on their path, so the next selection of the batch goes elsewhere.
+    pending: u32,
+}
+
+/// A new schedule gathered for the batch: where it hangs and what made it.
+struct Gathered<S> {
+    leaf: usize,
+    transform: Transform<S>,
+    schedule: S,
 }
 
 /// What each transformation has done so far, anywhere in the tree: the mean log speed-up of its edits (parent
@@ -148,6 +170,30 @@ impl History {
     }
 }
 
+/// The tree as it grows, with what the search keeps beside it.
+struct Tree<S> {
+    nodes: Vec<Node<S>>,
+    steps: Vec<Step<S>>,
+    history: History,
+    seen: HashMap<S, Outcome>,
+    /// The default schedule's measurement.
+    base: Measurement,
+    started: Instant,
+}
+
+impl<S> Tree<S> {
+    /// Adds (`+1`) or takes back (`-1`) a child of `leaf` gathered for the batch: one pending child at the leaf,
+    /// one visit on its path.
+    fn visit_pending(&mut self, leaf: usize, by: i32) {
+        self.nodes[leaf].pending = self.nodes[leaf].pending.saturating_add_signed(by);
+        let mut at = Some(leaf);
+        while let Some(n) = at {
+            self.nodes[n].visits = self.nodes[n].visits.saturating_add_signed(by);
+            at = self.nodes[n].parent;
+        }
+    }
+}
+
 /// A Monte Carlo tree search over schedules.
 pub struct Search<'a, S> {
     config: Config,
@@ -173,7 +219,7 @@ impl<'a, S: Tunable> Search<'a, S> {
         let started = Instant::now();
         let c = &self.config;
         let mut seen: HashMap<S, Outcome> = HashMap::new();
-        let mut history = History::default();
+        let history = History::default();
         let root_outcome = evaluator.evaluate(&root);
         let mut evaluations = 1;
         seen.insert(root, root_outcome.clone());
@@ -186,7 +232,7 @@ impl<'a, S: Tunable> Search<'a, S> {
         let bottleneck = Bottleneck::classify(&base, c.bottleneck_delta);
         let untried = self.proposer.propose(&root, bottleneck);
         Self::hint(evaluator, &root, &untried, &seen);
-        let mut nodes = vec![Node {
+        let nodes = vec![Node {
             schedule: root,
             parent: None,
             transform: None,
@@ -201,8 +247,9 @@ impl<'a, S: Tunable> Search<'a, S> {
             measurement: Some(base),
             negatives: 0,
             pruned: false,
+            pending: 0,
         }];
-        let mut steps = vec![Step {
+        let steps = vec![Step {
             node: 0,
             parent: None,
             transform: None,
@@ -216,111 +263,87 @@ impl<'a, S: Tunable> Search<'a, S> {
             elapsed_s: started.elapsed().as_secs_f64(),
         }];
 
+        // Each round gathers up to the evaluator's width of new schedules, each from its own selection (a
+        // schedule seen before is answered at once, as a reused node), evaluates them together, then attaches
+        // them in the order gathered. With a width of 1 this is the one-at-a-time search exactly.
+        let width = evaluator.width().max(1);
+        let mut tree = Tree {
+            nodes,
+            steps,
+            history,
+            seen,
+            base,
+            started,
+        };
         while evaluations < c.budget && started.elapsed() < c.time_limit {
-            let Some(leaf) = self.select(&nodes) else {
+            let room = width.min(c.budget - evaluations);
+            let mut batch: Vec<Gathered<S>> = Vec::new();
+            while batch.len() < room {
+                let Some(leaf) = self.select(&tree.nodes) else {
+                    break;
+                };
+                let node = &mut tree.nodes[leaf];
+                let pick = tree.history.pick(&node.untried, node.bottleneck);
+                let transform = node.untried.remove(pick);
+                let Some(schedule) = transform.apply_to(&node.schedule) else {
+                    continue;
+                };
+                // A transformation that undoes one on the path (widen then narrow, grow then shrink) only adds a
+                // cycle: on the H200, 100 of 148 nodes of a search were such repeats.
+                let mut ancestor = Some(leaf);
+                let mut cycle = false;
+                while let Some(a) = ancestor {
+                    cycle |= tree.nodes[a].schedule == schedule;
+                    ancestor = tree.nodes[a].parent;
+                }
+                if cycle || batch.iter().any(|g| g.schedule == schedule) {
+                    continue;
+                }
+                if let Some(outcome) = tree.seen.get(&schedule).cloned() {
+                    self.attach(
+                        &mut tree,
+                        evaluator,
+                        (leaf, transform, schedule),
+                        outcome,
+                        true,
+                        evaluations,
+                    );
+                    continue;
+                }
+                tree.visit_pending(leaf, 1);
+                batch.push(Gathered {
+                    leaf,
+                    transform,
+                    schedule,
+                });
+            }
+            if batch.is_empty() {
                 break;
-            };
-            let pick = history.pick(&nodes[leaf].untried, nodes[leaf].bottleneck);
-            let transform = nodes[leaf].untried.remove(pick);
-            let Some(schedule) = transform.apply_to(&nodes[leaf].schedule) else {
-                continue;
-            };
-            // A transformation that undoes one on the path (widen then narrow, grow then shrink) only adds a cycle:
-            // on the H200, 100 of 148 nodes of a search were such repeats.
-            let mut ancestor = Some(leaf);
-            let mut cycle = false;
-            while let Some(a) = ancestor {
-                cycle |= nodes[a].schedule == schedule;
-                ancestor = nodes[a].parent;
             }
-            if cycle {
-                continue;
+            let schedules: Vec<S> = batch.iter().map(|g| g.schedule).collect();
+            let outcomes = evaluator.evaluate_batch(&schedules);
+            if outcomes.len() != schedules.len() {
+                return Err(format!(
+                    "the evaluator answered {} of {} candidates",
+                    outcomes.len(),
+                    schedules.len()
+                ));
             }
-            let (outcome, reused) = match seen.get(&schedule) {
-                Some(o) => (o.clone(), true),
-                None => {
-                    let o = evaluator.evaluate(&schedule);
-                    evaluations += 1;
-                    seen.insert(schedule, o.clone());
-                    (o, false)
-                }
-            };
-            let parent_m = nodes[leaf].measurement.unwrap_or(base);
-            history.record(transform.name, &parent_m, outcome.measured());
-            let (r, verdict, measurement, bottleneck) = match &outcome {
-                Outcome::Measured(m) => {
-                    // The judge sees the edit (parent → child); the time and proxy rewards are against the
-                    // default schedule, as the seed's T0.
-                    let (from, to) = (nodes[leaf].schedule.describe(), schedule.describe());
-                    let edit = Edit {
-                        transform: transform.name,
-                        from: &from,
-                        to: &to,
-                    };
-                    let v = self.judge.judge_edit(&edit, &parent_m, m);
-                    (
-                        reward(c, &base, m, v),
-                        Some(v),
-                        Some(*m),
-                        Some(Bottleneck::classify(m, c.bottleneck_delta)),
-                    )
-                }
-                Outcome::Rejected(_) => (-1.0, None, None, None),
-            };
-            let id = nodes.len();
-            let depth = nodes[leaf].depth + 1;
-            let untried = match (measurement, bottleneck) {
-                (Some(_), Some(b)) if depth < c.max_depth => self.proposer.propose(&schedule, b),
-                _ => Vec::new(),
-            };
-            Self::hint(evaluator, &schedule, &untried, &seen);
-            nodes.push(Node {
-                schedule,
-                parent: Some(leaf),
-                transform: Some(transform.name),
-                depth,
-                visits: 0,
-                total: 0.0,
-                best: f64::NEG_INFINITY,
-                reward: r,
-                children: Vec::new(),
-                untried,
-                bottleneck: bottleneck.unwrap_or(Bottleneck::Mixed),
-                measurement,
-                negatives: 0,
-                pruned: measurement.is_none(),
-            });
-            nodes[leaf].children.push(id);
-            steps.push(Step {
-                node: id,
-                parent: Some(leaf),
-                transform: Some(transform.name),
-                schedule,
-                outcome,
-                bottleneck,
-                verdict,
-                reward: r,
-                reused,
-                evaluations,
-                elapsed_s: started.elapsed().as_secs_f64(),
-            });
-            // Backpropagate.
-            let mut at = Some(id);
-            while let Some(n) = at {
-                nodes[n].visits += 1;
-                nodes[n].total += r;
-                nodes[n].best = nodes[n].best.max(r);
-                at = nodes[n].parent;
-            }
-            // Prune a parent whose last expansions all lost. Never the root: pruning it would end the search
-            // after its first few children, however much budget is left (measured on the H200: an MCTS run
-            // stopped after 11 of 32 evaluations).
-            let p = &mut nodes[leaf];
-            p.negatives = if r < 0.0 { p.negatives + 1 } else { 0 };
-            if p.negatives >= c.prune_after && leaf != 0 {
-                p.pruned = true;
+            for (g, outcome) in batch.into_iter().zip(outcomes) {
+                tree.visit_pending(g.leaf, -1);
+                evaluations += 1;
+                tree.seen.insert(g.schedule, outcome.clone());
+                self.attach(
+                    &mut tree,
+                    evaluator,
+                    (g.leaf, g.transform, g.schedule),
+                    outcome,
+                    false,
+                    evaluations,
+                );
             }
         }
+        let Tree { nodes, steps, .. } = tree;
 
         let best = (0..nodes.len())
             .filter_map(|i| nodes[i].measurement.map(|m| (i, m)))
@@ -341,6 +364,98 @@ impl<'a, S: Tunable> Search<'a, S> {
             path,
             evaluations,
         })
+    }
+
+    /// Hangs `schedule`, made by `transform` from `leaf`, under it with its outcome: reward, judge, bottleneck,
+    /// backpropagation, pruning, and the log's step.
+    fn attach(
+        &self,
+        tree: &mut Tree<S>,
+        evaluator: &mut dyn Evaluator<S>,
+        (leaf, transform, schedule): (usize, Transform<S>, S),
+        outcome: Outcome,
+        reused: bool,
+        evaluations: usize,
+    ) {
+        let c = &self.config;
+        let nodes = &mut tree.nodes;
+        let parent_m = nodes[leaf].measurement.unwrap_or(tree.base);
+        tree.history
+            .record(transform.name, &parent_m, outcome.measured());
+        let (r, verdict, measurement, bottleneck) = match &outcome {
+            Outcome::Measured(m) => {
+                // The judge sees the edit (parent → child); the time and proxy rewards are against the
+                // default schedule, as the seed's T0.
+                let (from, to) = (nodes[leaf].schedule.describe(), schedule.describe());
+                let edit = Edit {
+                    transform: transform.name,
+                    from: &from,
+                    to: &to,
+                };
+                let v = self.judge.judge_edit(&edit, &parent_m, m);
+                (
+                    reward(c, &tree.base, m, v),
+                    Some(v),
+                    Some(*m),
+                    Some(Bottleneck::classify(m, c.bottleneck_delta)),
+                )
+            }
+            Outcome::Rejected(_) => (-1.0, None, None, None),
+        };
+        let id = nodes.len();
+        let depth = nodes[leaf].depth + 1;
+        let untried = match (measurement, bottleneck) {
+            (Some(_), Some(b)) if depth < c.max_depth => self.proposer.propose(&schedule, b),
+            _ => Vec::new(),
+        };
+        Self::hint(evaluator, &schedule, &untried, &tree.seen);
+        nodes.push(Node {
+            schedule,
+            parent: Some(leaf),
+            transform: Some(transform.name),
+            depth,
+            visits: 0,
+            total: 0.0,
+            best: f64::NEG_INFINITY,
+            reward: r,
+            children: Vec::new(),
+            untried,
+            bottleneck: bottleneck.unwrap_or(Bottleneck::Mixed),
+            measurement,
+            negatives: 0,
+            pruned: measurement.is_none(),
+            pending: 0,
+        });
+        nodes[leaf].children.push(id);
+        tree.steps.push(Step {
+            node: id,
+            parent: Some(leaf),
+            transform: Some(transform.name),
+            schedule,
+            outcome,
+            bottleneck,
+            verdict,
+            reward: r,
+            reused,
+            evaluations,
+            elapsed_s: tree.started.elapsed().as_secs_f64(),
+        });
+        // Backpropagate.
+        let mut at = Some(id);
+        while let Some(n) = at {
+            nodes[n].visits += 1;
+            nodes[n].total += r;
+            nodes[n].best = nodes[n].best.max(r);
+            at = nodes[n].parent;
+        }
+        // Prune a parent whose last expansions all lost. Never the root: pruning it would end the search
+        // after its first few children, however much budget is left (measured on the H200: an MCTS run
+        // stopped after 11 of 32 evaluations).
+        let p = &mut nodes[leaf];
+        p.negatives = if r < 0.0 { p.negatives + 1 } else { 0 };
+        if p.negatives >= c.prune_after && leaf != 0 {
+            p.pruned = true;
+        }
     }
 
     /// Tells the evaluator which new schedules `node`'s expansion may ask for.
@@ -398,7 +513,8 @@ impl<'a, S: Tunable> Search<'a, S> {
             // search goes deep before it has tried every one of a dozen or more transformations at each level.
             let limit =
                 (c.widening * f64::from(node.visits.max(1)).powf(c.widening_exponent)).ceil();
-            if expandable(node) && ((node.children.len() as f64) < limit || children.is_empty()) {
+            let grown = node.children.len() + node.pending as usize;
+            if expandable(node) && ((grown as f64) < limit || children.is_empty()) {
                 return Some(at);
             }
             let ln_n = (node.visits.max(1) as f64).ln();
@@ -595,6 +711,117 @@ mod tests {
                 .any(|s| matches!(s.outcome, Outcome::Rejected(_))),
             "the landscape's rejections were never hit"
         );
+    }
+
+    /// The landscape behind an evaluator that takes `width` candidates at a time (as several GPUs would),
+    /// recording each batch.
+    struct Batched {
+        landscape: Landscape,
+        width: usize,
+        batches: Vec<Vec<Tile>>,
+    }
+
+    impl Evaluator<Tile> for Batched {
+        fn evaluate(&mut self, s: &Tile) -> Outcome {
+            self.batches.push(vec![*s]);
+            self.landscape.evaluate(s)
+        }
+        fn width(&self) -> usize {
+            self.width
+        }
+        fn evaluate_batch(&mut self, schedules: &[Tile]) -> Vec<Outcome> {
+            self.batches.push(schedules.to_vec());
+            schedules
+                .iter()
+                .map(|s| self.landscape.evaluate(s))
+                .collect()
+        }
+    }
+
+    /// A search of `budget` evaluations `width` at a time: its log, its batches, and the round (batch) in which
+    /// it first measured a schedule within 5% of the landscape's best.
+    fn batched(width: usize, budget: usize) -> (SearchLog<Tile>, Vec<Vec<Tile>>, Option<usize>) {
+        let (proposer, judge) = (RoutedProposer::new(tile_catalog()), DeterministicJudge);
+        let config = Config {
+            budget,
+            ..Config::default()
+        };
+        let mut eval = Batched {
+            landscape: Landscape { calls: 0 },
+            width,
+            batches: Vec::new(),
+        };
+        let log = Search::new(config, &proposer, &judge)
+            .run(DEFAULT, &mut eval)
+            .unwrap();
+        assert_eq!(eval.landscape.calls, log.evaluations);
+        let best_t = exhaustive_best().1;
+        let near = log
+            .steps
+            .iter()
+            .find(|s| {
+                s.outcome
+                    .measured()
+                    .is_some_and(|m| m.time_ms <= best_t * 1.05)
+            })
+            .map(|s| s.evaluations);
+        let round = near.map(|e| {
+            let mut done = 0;
+            eval.batches
+                .iter()
+                .position(|b| {
+                    done += b.len();
+                    done >= e
+                })
+                .unwrap()
+                + 1
+        });
+        (log, eval.batches, round)
+    }
+
+    /// Several GPUs evaluate a batch in the time one evaluates a candidate, so what a batched search costs is
+    /// its rounds. On the landscape (rounds until within 5% of the best, evaluations then):
+    /// width 1: 28 (28), 2: 15 (28), 4: 8 (26), 8: 7 (39). Wider batches know less when they choose, and spend
+    /// a few more evaluations for far fewer rounds.
+    #[test]
+    fn batches_hold_distinct_new_schedules_and_need_fewer_rounds() {
+        let (plain, _, one_round) = batched(1, 32);
+        let sequential = Search::new(
+            Config::default(),
+            &RoutedProposer::new(tile_catalog()),
+            &DeterministicJudge,
+        )
+        .run(DEFAULT, &mut Landscape { calls: 0 })
+        .unwrap();
+        // A width of 1 is the one-at-a-time search, step for step.
+        let order = |l: &SearchLog<Tile>| l.steps.iter().map(|s| s.schedule).collect::<Vec<_>>();
+        assert_eq!(order(&plain), order(&sequential));
+        let one_round = one_round.expect("the one-at-a-time search found the best");
+        for (width, budget, most_rounds) in [
+            (2, 32, one_round * 3 / 5),
+            (4, 32, one_round / 3),
+            (8, 48, one_round / 4),
+        ] {
+            let (log, batches, round) = batched(width, budget);
+            assert!(log.evaluations <= budget);
+            let mut evaluated = std::collections::HashSet::new();
+            for batch in &batches {
+                assert!(batch.len() <= width, "{batch:?}");
+                for s in batch {
+                    assert!(evaluated.insert(*s), "{s:?} evaluated twice");
+                }
+            }
+            let round =
+                round.unwrap_or_else(|| panic!("width {width}: never within 5% ({:?})", log.best));
+            assert!(
+                round <= most_rounds,
+                "width {width}: {round} rounds against {one_round} one at a time"
+            );
+            assert!(!spills(&log.best));
+            for step in &log.steps[1..] {
+                assert!(step.parent.unwrap() < step.node);
+            }
+        }
     }
 
     #[test]
