@@ -124,17 +124,14 @@ impl Schedule {
 }
 
 /// The schedules a plain `f32` search on `arch` evaluates as roots beside its SIMT schedules: the default first,
-/// then every other schedule that promotes every 4 k-tiles (the ring depth and the consumers, which decide the
-/// speed at a shape; promoting every 2 only trades speed for error the gate already accepts at 4). Five
-/// evaluations, not a search: the space is too small to need one.
+/// then the rest of the space. Eight evaluations, not a search: the space is too small to need one. The gate
+/// decides between the promotion intervals: on an H100 (2026-12-07) promoting every 4 k-tiles was rejected at
+/// its small-K checks (K = 65 and 257, heavy-tailed inputs: up to 2.8× the SIMT kernel's relative L2 error,
+/// where the bound is 2×), promoting every 2 passed.
 pub fn roots(arch: Arch) -> Vec<Schedule> {
     let default = Schedule::default_for(arch);
     std::iter::once(default)
-        .chain(
-            Schedule::space()
-                .into_iter()
-                .filter(|s| *s != default && s.promote_kt == default.promote_kt),
-        )
+        .chain(Schedule::space().into_iter().filter(|s| *s != default))
         .collect()
 }
 
@@ -338,11 +335,12 @@ mod tests {
     }
 
     #[test]
-    fn the_roots_are_the_default_then_the_other_rings_and_consumers() {
+    fn the_roots_are_the_default_then_the_rest_of_the_space() {
         let roots = roots(Arch::new(9, 0));
         assert_eq!(roots[0], Schedule::default_for(Arch::new(9, 0)));
-        assert_eq!(roots.len(), 5, "{roots:?}");
-        assert!(roots.iter().all(|s| s.is_valid() && s.promote_kt == 4));
+        assert_eq!(roots.len(), Schedule::space().len(), "{roots:?}");
+        assert!(roots.iter().all(|s| s.is_valid()));
+        assert!(roots.iter().any(|s| s.promote_kt == 2));
         let distinct: std::collections::HashSet<_> = roots.iter().collect();
         assert_eq!(distinct.len(), roots.len());
         assert!(roots.iter().any(|s| s.consumers == 1) && roots.iter().any(|s| s.stages == 4));
