@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 18 on one GPU, for the mechanism: `cargo optiml tune --shard 1/2` and `--shard 2/2`, then `cargo optiml
 # merge`, and `--devices 0,0` (two workers sharing the GPU), each against one plain run of the same jobs with the
-# same seed; each cache must hold the same entries, shapes and (within timing noise) winners. Stage here first:
+# same seed; each cache must hold the same entries, shapes and (within timing noise) winners. Last, one job on
+# two workers, whose search times its candidates two at a time. Stage here first:
 #
 #   ../shared/gpu/stage build --release -p optiml-build --bin cargo-optiml
 #   (device) OUT=$OUT bash bench/harness/shard_gpu.sh      # KERNELS=… to choose; SIDE=1 runs the shards side by side
@@ -36,6 +37,13 @@ tail -3 "$OUT/merge.log"
 opt merge "$OUT/s1" "$OUT/s2" --dir examples --cache-dir "$OUT/merged" 2>&1 | tail -1   # again: nothing written
 start=$(date +%s)
 opt tune "${args[@]}" --devices 0,0 --cache-dir "$OUT/pair" > "$OUT/pair.log" 2>&1; echo "two workers rc $? in $(( $(date +%s) - start )) s"
+# One job on two workers: its search times two candidates at a time (a batch per round), against the same job
+# alone in the unsharded run.
+one=(--dir examples --arch sm_90 --kernel bmm --budget 8 --time 30 --profile off --no-sanitize --seed 7)
+rm -rf "$OUT/spread"; cp -r .optiml "$OUT/spread"
+start=$(date +%s)
+opt tune "${one[@]}" --devices 0,0 --cache-dir "$OUT/spread" > "$OUT/spread.log" 2>&1; echo "one job, two workers rc $? in $(( $(date +%s) - start )) s"
+grep -E "^gpu 0\+0|bmm sm_90" "$OUT/spread.log" | tail -4
 # Each entry's variant table (variant, tuned for, schedule), per key, for the entries either run changed.
 table() {
     for r in "$1"/sm_90/*/report.md; do

@@ -128,6 +128,7 @@ pub(crate) fn run(
             seed: settings.search.seed.unwrap_or(0x0971_1111),
             timing: TimingPlan::default(),
             device: device.ordinal,
+            also_on: Vec::new(),
             compile_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),

@@ -3,7 +3,8 @@
 //! whose device failed under it (its worker could not start, or died or hung on every candidate) goes to another
 //! slot; a slot that fails [`RETIRE_AFTER`] jobs in a row is retired with its reason, so one bad GPU costs the
 //! retries of its jobs, never the run. A job that fails on its own account (the search found nothing) is not
-//! retried.
+//! retried. With fewer jobs than GPUs, a slot holds several GPUs ([`slots`]) and its search times a batch of
+//! candidates at once, one per GPU.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -39,6 +40,20 @@ pub enum Event {
         /// Its last failure.
         why: String,
     },
+}
+
+/// The pool's slots for `jobs` jobs on the GPUs `ordinals`: a GPU per slot where there are at least as many
+/// jobs as GPUs; otherwise one slot per job, the GPUs dealt out in turn, so a job's search times a batch of
+/// candidates on all of its slot's GPUs at once ([`crate::search::Evaluator::width`]) rather than leaving
+/// GPUs idle. A slot's first GPU is its own; the others join its searches.
+pub fn slots(ordinals: &[usize], jobs: usize) -> Vec<Vec<usize>> {
+    let n = jobs.clamp(1, ordinals.len().max(1));
+    let mut groups = vec![Vec::new(); n.min(ordinals.len())];
+    for (i, &o) in ordinals.iter().enumerate() {
+        let g = i % groups.len();
+        groups[g].push(o);
+    }
+    groups
 }
 
 /// What a run of the pool gives: each job's result, in job order, and the slots it retired.
@@ -185,6 +200,22 @@ pub fn run<J: Sync, R: Send>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fewer_jobs_than_gpus_share_the_gpus_out() {
+        assert_eq!(slots(&[0, 1, 2, 3], 9), [[0], [1], [2], [3]]);
+        assert_eq!(slots(&[0, 1, 2, 3], 4), [[0], [1], [2], [3]]);
+        assert_eq!(slots(&[0, 1, 2, 3], 1), [vec![0, 1, 2, 3]]);
+        assert_eq!(slots(&[0, 1, 2, 3, 4, 5, 6, 7], 3), [vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+        assert_eq!(slots(&[0, 0], 1), [vec![0, 0]]);
+        assert_eq!(slots(&[2], 0), [vec![2]]);
+        // Every GPU in exactly one slot.
+        for jobs in 0..10 {
+            let mut all: Vec<usize> = slots(&[0, 1, 2, 3, 4, 5], jobs).concat();
+            all.sort_unstable();
+            assert_eq!(all, [0, 1, 2, 3, 4, 5]);
+        }
+    }
+
     use super::*;
     use crate::eval::Client;
     use crate::eval::client::tests::{dying_worker, hanging_worker, sample_job};

@@ -31,6 +31,9 @@ pub struct TuneOptions {
     pub timing: TimingPlan,
     /// CUDA device ordinal.
     pub device: usize,
+    /// Further GPUs (of `device`'s model) that time candidates of the same search: the tree search then
+    /// evaluates a batch of `1 + also_on.len()` candidates at a time, one per GPU.
+    pub also_on: Vec<usize>,
     /// NVRTC threads.
     pub compile_threads: usize,
     /// How to start the evaluation worker.
@@ -226,19 +229,38 @@ struct Watched<'a, S: Evaluable> {
 impl<S: Evaluable> Evaluator<S> for Watched<'_, S> {
     fn evaluate(&mut self, schedule: &S) -> Outcome {
         let outcome = self.inner.evaluate(schedule);
+        self.note(&outcome);
+        outcome
+    }
+
+    fn prepare(&mut self, upcoming: &[S]) {
+        self.inner.prepare(upcoming);
+    }
+
+    fn width(&self) -> usize {
+        self.inner.width()
+    }
+
+    fn evaluate_batch(&mut self, schedules: &[S]) -> Vec<Outcome> {
+        let outcomes = self.inner.evaluate_batch(schedules);
+        for outcome in &outcomes {
+            self.note(outcome);
+        }
+        outcomes
+    }
+}
+
+impl<S: Evaluable> Watched<'_, S> {
+    /// Counts an evaluation and reports the progress.
+    fn note(&mut self, outcome: &Outcome) {
         self.progress.evaluations += 1;
-        if let Outcome::Measured(m) = &outcome {
+        if let Outcome::Measured(m) = outcome {
             self.progress.default_ms.get_or_insert(m.time_ms);
             if self.progress.best_ms.is_none_or(|b| m.time_ms < b) {
                 self.progress.best_ms = Some(m.time_ms);
             }
         }
         (self.report)(self.progress);
-        outcome
-    }
-
-    fn prepare(&mut self, upcoming: &[S]) {
-        self.inner.prepare(upcoming);
     }
 }
 
@@ -394,6 +416,7 @@ pub fn search_with_roots<S: Evaluable>(
             },
         },
     )
+    .and_then(|mut e| e.spread_over(&options.also_on).map(|()| e))
     .map_err(|source| TuneError::Evaluator {
         kernel: kernel.name.clone(),
         arch,

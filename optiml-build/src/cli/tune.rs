@@ -57,7 +57,8 @@ pub struct Tune {
     pub device: usize,
     /// Tune on several GPUs of this host at once, `all` or ordinals (`0,1,3`; one twice runs two workers on
     /// it, for testing only: they disturb each other's timing): one job (kernel, architecture, shape) at a time
-    /// per GPU, a job whose GPU fails goes to another, and a GPU that fails twice in a row is retired.
+    /// per GPU, a job whose GPU fails goes to another, and a GPU that fails twice in a row is retired. With
+    /// fewer jobs than GPUs, each job's search times a batch of candidates at once, one on each of its GPUs.
     #[arg(long, value_name = "all|0,1,…")]
     pub devices: Option<String>,
     /// Also copy every search log into this folder (`<kernel>-<arch>-<shape>.jsonl`).
@@ -228,6 +229,15 @@ struct Job {
     plan: usize,
     arch: Arch,
     target: usize,
+}
+
+/// A slot's GPUs as the progress display names them: `0`, or `0+2` for a search spread over two.
+fn gpus(group: &[usize]) -> String {
+    group
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 /// `--devices`: `all` (every GPU the driver lists) or comma-separated ordinals, each listed by the driver.
@@ -456,7 +466,8 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             job.index = index;
         }
     }
-    let slots = ordinals.len();
+    let groups = pool::slots(&ordinals, jobs.len());
+    let slots = groups.len();
     // NVRTC runs ahead of every slot's search: the cores are shared between the slots.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let compile_threads = (cores / slots.max(1)).max(1);
@@ -488,6 +499,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
             seed: t.seed.or(settings.search.seed).unwrap_or(0x0971_1111),
             timing: TimingPlan::default(),
             device: device.ordinal,
+            also_on: Vec::new(),
             compile_threads,
             worker: worker.clone(),
             profiling: match t.profile {
@@ -593,15 +605,17 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let work = |job: &Job, slot: usize| -> Result<tune::Bucket, pool::Failure> {
         let plan = &plans[job.plan];
         let (kernel, arch, problem) = (plan.kernel, job.arch, &plan.targets[job.target]);
-        let ordinal = ordinals[slot];
+        let group = &groups[slot];
+        let ordinal = gpus(group);
         let options = TuneOptions {
-            device: ordinal,
+            device: group[0],
+            also_on: group[1..].to_vec(),
             ..plan.options.clone()
         };
         let shape = problem.to_string();
         let bar = multi.add(ProgressBar::new(options.search.budget as u64));
         bar.set_style(style.clone());
-        bar.set_prefix(if slots > 1 {
+        bar.set_prefix(if ordinals.len() > 1 {
             format!("gpu {ordinal}: {} {arch} {shape}", kernel.name)
         } else {
             format!("{} {arch} {shape}", kernel.name)
@@ -698,7 +712,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         if let pool::Event::Retired { slot, why } = e {
             say(format!(
                 "gpu {} retired, no more jobs go to it: {why}",
-                ordinals[slot]
+                gpus(&groups[slot])
             ));
         }
     };

@@ -43,6 +43,14 @@ pub enum GpuEvaluatorError {
         /// The architecture asked for.
         arch: Arch,
     },
+    /// A search spread over GPUs of different models, whose times would not compare.
+    #[error("one search's candidates are timed on GPUs of one model, and {first} is not {other}")]
+    Mixed {
+        /// The search's first GPU.
+        first: String,
+        /// The other one.
+        other: String,
+    },
 }
 
 type Built = Result<Arc<(Candidate, Compiled)>, String>;
@@ -168,6 +176,9 @@ pub struct GpuEvaluator<S: Evaluable> {
     plan: TestPlan,
     timing: TimingPlan,
     client: Client,
+    /// Workers on further GPUs of the same model ([`GpuEvaluator::spread_over`]), each timing its share of a
+    /// batch while the others time theirs.
+    helpers: Vec<Client>,
     device: Device,
     shelf: Shelf<S>,
     queue: Option<Sender<S>>,
@@ -242,6 +253,7 @@ impl<S: Evaluable> GpuEvaluator<S> {
             plan,
             timing,
             client,
+            helpers: Vec::new(),
             device,
             shelf,
             queue: Some(queue),
@@ -270,13 +282,38 @@ impl<S: Evaluable> GpuEvaluator<S> {
 
     /// Workers restarted after faults.
     pub fn restarts(&self) -> usize {
-        self.client.restarts()
+        self.clients().map(Client::restarts).sum()
     }
 
-    /// Whether the worker client gave up on the device (too many faults in a row): what failed is then the GPU
-    /// or its driver, and another device may run the same search.
+    /// Whether a worker client gave up on its device (too many faults in a row): what failed is then a GPU or
+    /// its driver, and other devices may run the same search.
     pub fn device_failing(&self) -> bool {
-        self.client.is_failing()
+        self.clients().any(Client::is_failing)
+    }
+
+    fn clients(&self) -> impl Iterator<Item = &Client> {
+        std::iter::once(&self.client).chain(&self.helpers)
+    }
+
+    /// Also times candidates on `ordinals` (GPUs of this one's model): a batch of candidates
+    /// ([`Evaluator::evaluate_batch`]) is then timed on all of them at once, one worker per GPU, each GPU
+    /// timing one candidate at a time. Compiles stay shared.
+    ///
+    /// # Errors
+    /// A worker that does not start, or a GPU of another model than this evaluator's.
+    pub fn spread_over(&mut self, ordinals: &[usize]) -> Result<(), GpuEvaluatorError> {
+        for &ordinal in ordinals {
+            let mut helper = Client::new(self.worker.clone(), self.support.clone(), ordinal);
+            let device = helper.device()?;
+            if device.name != self.device.name || device.arch != self.device.arch {
+                return Err(GpuEvaluatorError::Mixed {
+                    first: format!("GPU {} ({})", self.ordinal, self.device.name),
+                    other: format!("GPU {ordinal} ({})", device.name),
+                });
+            }
+            self.helpers.push(helper);
+        }
+        Ok(())
     }
 
     fn enqueue(&self, schedule: S) {
@@ -539,7 +576,16 @@ impl<S: Evaluable> GpuEvaluator<S> {
         let job = self.job(candidate, compiled);
         let started = Instant::now();
         let answer = self.client.evaluate(&job, self.deadline);
-        let took = started.elapsed();
+        self.settle(built, answer, started.elapsed())
+    }
+
+    /// The outcome of a candidate's job from its worker's answer, which took `took`.
+    fn settle(
+        &mut self,
+        (candidate, compiled): &(Candidate, Compiled),
+        answer: Result<JobResult, super::client::ClientError>,
+        took: Duration,
+    ) -> Outcome {
         self.stats.worker_s += took.as_secs_f64();
         match answer {
             Ok(JobResult::Measured(t)) => {
@@ -595,6 +641,75 @@ impl<S: Evaluable> Evaluator<S> for GpuEvaluator<S> {
         for s in upcoming {
             self.enqueue(*s);
         }
+    }
+
+    fn width(&self) -> usize {
+        1 + self.helpers.len()
+    }
+
+    /// Compiles the batch (in parallel, on the shared pool), then times it on every worker at once: worker
+    /// `i` takes candidates `i`, `i + width`, … in turn. The jobs are numbered and seeded in batch order, as
+    /// one-at-a-time evaluation would seed them.
+    fn evaluate_batch(&mut self, schedules: &[S]) -> Vec<Outcome> {
+        if self.helpers.is_empty() || schedules.len() < 2 {
+            return schedules.iter().map(|s| self.evaluate(s)).collect();
+        }
+        self.prepare(schedules);
+        let built: Vec<Built> = schedules.iter().map(|s| self.built(s)).collect();
+        self.stats.evaluated += schedules.len();
+        let jobs: Vec<Option<Job>> = built
+            .iter()
+            .map(|b| b.as_ref().ok().map(|b| self.job(&b.0, &b.1)))
+            .collect();
+        let (width, deadline) = (self.width(), self.deadline);
+        type Answer = (Result<JobResult, super::client::ClientError>, Duration);
+        let mut answers: Vec<Option<Answer>> = (0..jobs.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = std::iter::once(&mut self.client)
+                .chain(self.helpers.iter_mut())
+                .enumerate()
+                .map(|(w, client)| {
+                    let mine: Vec<(usize, &Job)> = jobs
+                        .iter()
+                        .enumerate()
+                        .skip(w)
+                        .step_by(width)
+                        .filter_map(|(i, j)| Some((i, j.as_ref()?)))
+                        .collect();
+                    scope.spawn(move || {
+                        mine.into_iter()
+                            .map(|(i, job)| {
+                                let started = Instant::now();
+                                let answer = client.evaluate(job, deadline);
+                                (i, answer, started.elapsed())
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                // A worker thread only talks to its process; were it to panic, its candidates stay unanswered
+                // and are rejected below.
+                for (i, answer, took) in worker.join().unwrap_or_default() {
+                    answers[i] = Some((answer, took));
+                }
+            }
+        });
+        built
+            .into_iter()
+            .zip(answers)
+            .map(|(b, answer)| match (b, answer) {
+                (Ok(b), Some((answer, took))) => self.settle(&b, answer, took),
+                (Ok(_), None) => {
+                    self.stats.faults += 1;
+                    Outcome::Rejected("worker: its thread ended without an answer".into())
+                }
+                (Err(e), _) => {
+                    self.stats.compile_failures += 1;
+                    Outcome::Rejected(e)
+                }
+            })
+            .collect()
     }
 }
 
