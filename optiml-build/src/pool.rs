@@ -205,7 +205,10 @@ mod tests {
         assert_eq!(slots(&[0, 1, 2, 3], 9), [[0], [1], [2], [3]]);
         assert_eq!(slots(&[0, 1, 2, 3], 4), [[0], [1], [2], [3]]);
         assert_eq!(slots(&[0, 1, 2, 3], 1), [vec![0, 1, 2, 3]]);
-        assert_eq!(slots(&[0, 1, 2, 3, 4, 5, 6, 7], 3), [vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+        assert_eq!(
+            slots(&[0, 1, 2, 3, 4, 5, 6, 7], 3),
+            [vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]
+        );
         assert_eq!(slots(&[0, 0], 1), [vec![0, 0]]);
         assert_eq!(slots(&[2], 0), [vec![2]]);
         // Every GPU in exactly one slot.

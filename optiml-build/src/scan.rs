@@ -100,6 +100,40 @@ impl Scan {
             .cloned()
             .collect()
     }
+
+    /// [`Scan::unique_kernels`] among the functions named in `only` (every one where `None`): a name picks its
+    /// kernel even where an earlier function with another name declares the same one (`--kernel p3` where
+    /// `bmm` has p3's spec).
+    ///
+    /// # Errors
+    /// The names in `only` that no function has, with the names there are.
+    pub fn kernels_named(&self, only: Option<&[String]>) -> Result<Vec<FoundKernel>, String> {
+        let Some(only) = only else {
+            return Ok(self.unique_kernels());
+        };
+        let missing: Vec<&str> = only
+            .iter()
+            .filter(|n| !self.kernels.iter().any(|k| &k.name == *n))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            let mut names: Vec<&str> = self.kernels.iter().map(|k| k.name.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            return Err(format!(
+                "no kernel function named {} (there are: {})",
+                missing.join(", "),
+                names.join(", ")
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        Ok(self
+            .kernels
+            .iter()
+            .filter(|k| only.contains(&k.name) && seen.insert(k.id))
+            .cloned()
+            .collect())
+    }
 }
 
 /// The `.rs` files under `root`, skipping `target/`, hidden folders and nested packages (folders with their own
@@ -289,6 +323,36 @@ mod tests {
             "{:?}",
             scan.skipped
         );
+    }
+
+    /// A kernel is found by any of its functions' names, not only by the first one's.
+    #[test]
+    fn a_kernel_is_named_by_any_function_that_declares_it() {
+        let text = r#"
+            use optiml::cudarc::driver::CudaSlice;
+            #[optiml::kernel("batched matmul, f32")]
+            pub fn bmm(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);
+            #[optiml::kernel("batched matmul, f32")]
+            pub fn p3(a: &CudaSlice<f32>, b: &CudaSlice<f32>, c: &mut CudaSlice<f32>, batch: usize, m: usize, n: usize, k: usize);
+            #[optiml::kernel("y = relu(x)")]
+            fn relu(x: &CudaSlice<f32>, out: &mut CudaSlice<f32>);
+        "#;
+        let mut scan = Scan::default();
+        scan_source(Path::new("lib.rs"), text, &mut scan);
+        let names = |only: &[&str]| {
+            let only: Vec<String> = only.iter().map(|s| s.to_string()).collect();
+            scan.kernels_named(Some(&only))
+                .map(|ks| ks.into_iter().map(|k| k.name).collect::<Vec<_>>())
+        };
+        assert_eq!(scan.unique_kernels().len(), 2);
+        assert_eq!(names(&["p3"]).unwrap(), ["p3"]);
+        assert_eq!(names(&["bmm", "p3", "relu"]).unwrap(), ["bmm", "relu"]);
+        let err = names(&["p3", "gemm"]).unwrap_err();
+        assert!(
+            err.contains("named gemm") && err.contains("bmm, p3, relu"),
+            "{err}"
+        );
+        assert_eq!(scan.kernels_named(None).unwrap().len(), 2);
     }
 
     /// A seed is read from the package root at scan time: the kernel holds its text, the file is watched, and

@@ -184,10 +184,8 @@ pub(super) fn run(g: &Generate) -> anyhow::Result<bool> {
     let packages = optiml_packages(&root)?;
     let found = scan::scan(&packages)?;
     let kernels: Vec<FoundKernel> = found
-        .unique_kernels()
-        .into_iter()
-        .filter(|k| only.as_ref().is_none_or(|o| o.contains(&k.name)))
-        .collect();
+        .kernels_named(only.as_deref())
+        .map_err(|e| anyhow::anyhow!("--kernel: {e}"))?;
     if kernels.is_empty() {
         anyhow::bail!("no kernel to generate in `{}`", root.display());
     }

@@ -387,11 +387,9 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let packages = optiml_packages(&root)?;
     let mut found = scan::scan(&packages)?;
     families::skip_unsupported(&mut found);
-    let kernels: Vec<_> = found
-        .unique_kernels()
-        .into_iter()
-        .filter(|k| only.as_ref().is_none_or(|o| o.contains(&k.name)))
-        .collect();
+    let kernels = found
+        .kernels_named(only.as_deref())
+        .map_err(|e| anyhow::anyhow!("--kernel: {e}"))?;
     if kernels.is_empty() {
         anyhow::bail!("no kernel to tune in `{}`", root.display());
     }
