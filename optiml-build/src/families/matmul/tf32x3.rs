@@ -125,9 +125,11 @@ impl Schedule {
 
 /// The schedules a plain `f32` search on `arch` evaluates as roots beside its SIMT schedules: the default first,
 /// then the rest of the space. Eight evaluations, not a search: the space is too small to need one. The gate
-/// decides between the promotion intervals: on an H100 (2026-12-07) promoting every 4 k-tiles was rejected at
-/// its small-K checks (K = 65 and 257, heavy-tailed inputs: up to 2.8× the SIMT kernel's relative L2 error,
-/// where the bound is 2×), promoting every 2 passed.
+/// decides between the promotion intervals: in the H100 tunes of 2026-12-07
+/// (`bench/results/2026-12-07-h100-tf32x3-tune.md`) it refused every schedule promoting every 4 k-tiles at its
+/// small-K checks (K = 65 and 257: up to 2.9× the SIMT kernel's relative L2 error, where the bound is 2×) and
+/// passed those promoting every 2 on 14 draws of 21. Where K is small, promotion does not shorten the tensor
+/// core's truncating accumulation, and the exact kernel's own error is small.
 pub fn roots(arch: Arch) -> Vec<Schedule> {
     let default = Schedule::default_for(arch);
     std::iter::once(default)
