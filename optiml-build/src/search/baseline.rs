@@ -92,6 +92,18 @@ impl<'a, S: Tunable> Recorder<'a, S> {
             return seen;
         }
         let outcome = evaluator.evaluate(&schedule);
+        self.record(schedule, parent, transform, outcome)
+    }
+
+    /// Adds the node of `schedule` (new: not seen before) with its evaluation's `outcome`; returns its node
+    /// and measurement.
+    fn record(
+        &mut self,
+        schedule: S,
+        parent: usize,
+        transform: Option<&'static str>,
+        outcome: Outcome,
+    ) -> (usize, Option<Measurement>) {
         self.evaluations += 1;
         let id = self.schedules.len();
         let parent_m = self.steps[parent]
@@ -157,7 +169,8 @@ impl<'a, S: Tunable> Recorder<'a, S> {
 
 /// Random search: walks of up to `max_depth` uniformly chosen applicable transformations from the default,
 /// evaluating every schedule not seen before, until the budget is spent. A walk stops early at a rejected
-/// schedule (there is nothing to transform further).
+/// schedule (there is nothing to transform further). One schedule at a time: each step of a walk starts from
+/// the last one's.
 ///
 /// # Errors
 /// The rejection of the root.
@@ -229,7 +242,8 @@ pub fn random_search<S: Tunable>(
     Ok(r.finish())
 }
 
-/// Exhaustive enumeration: evaluates every schedule of `space` (the default first), within the budget.
+/// Exhaustive enumeration: evaluates every schedule of `space` (the default first), within the budget, as many
+/// at a time as the evaluator takes ([`Evaluator::width`]).
 ///
 /// # Errors
 /// The rejection of the root.
@@ -247,11 +261,22 @@ pub fn exhaustive<S: Tunable>(
         .collect();
     evaluator.prepare(&ahead);
     let mut r = Recorder::start(config, judge, root, evaluator)?;
-    for &s in space {
-        if r.out_of_budget() {
-            break;
+    // As many at a time as the evaluator takes (one per GPU), in the space's order.
+    let width = evaluator.width().max(1);
+    let mut rest = space.iter().copied().peekable();
+    while rest.peek().is_some() && !r.out_of_budget() {
+        let room = width.min(config.budget - r.evaluations);
+        let mut batch: Vec<S> = Vec::new();
+        while batch.len() < room {
+            let Some(s) = rest.next() else { break };
+            if !r.nodes.contains_key(&s) && !batch.contains(&s) {
+                batch.push(s);
+            }
         }
-        r.visit(evaluator, s, 0, None);
+        let outcomes = evaluator.evaluate_batch(&batch);
+        for (s, outcome) in batch.into_iter().zip(outcomes) {
+            r.record(s, 0, None, outcome);
+        }
     }
     Ok(r.finish())
 }
@@ -310,6 +335,52 @@ mod tests {
         .unwrap();
         assert_eq!(a.best, b.best);
         assert!(a.best_measurement.time_ms <= a.steps[0].outcome.measured().unwrap().time_ms);
+    }
+
+    /// The hashed landscape behind an evaluator of `width`, recording its batches.
+    struct Wide(Hashed, usize, Vec<usize>);
+    impl Evaluator<Tile> for Wide {
+        fn evaluate(&mut self, s: &Tile) -> Outcome {
+            self.2.push(1);
+            self.0.evaluate(s)
+        }
+        fn width(&self) -> usize {
+            self.1
+        }
+        fn evaluate_batch(&mut self, schedules: &[Tile]) -> Vec<Outcome> {
+            self.2.push(schedules.len());
+            schedules.iter().map(|s| self.0.evaluate(s)).collect()
+        }
+    }
+
+    #[test]
+    fn exhaustive_takes_the_space_in_batches_of_the_evaluators_width() {
+        let space = Tile::space();
+        let config = Config {
+            budget: 50,
+            time_limit: std::time::Duration::from_secs(600),
+            ..Config::default()
+        };
+        let one = exhaustive(
+            &config,
+            &DeterministicJudge,
+            space[0],
+            &space,
+            &mut Hashed(0),
+        )
+        .unwrap();
+        let mut wide = Wide(Hashed(0), 4, Vec::new());
+        let four = exhaustive(&config, &DeterministicJudge, space[0], &space, &mut wide).unwrap();
+        // The same schedules in the same order, the budget kept, in batches of 4 after the root.
+        let order = |l: &SearchLog<Tile>| l.steps.iter().map(|s| s.schedule).collect::<Vec<_>>();
+        assert_eq!(order(&one), order(&four));
+        assert_eq!(four.evaluations, 50);
+        assert_eq!(wide.0.0, 50);
+        // The root alone, then 49 = 12 × 4 + 1.
+        let mut expected = vec![1];
+        expected.extend([4; 12]);
+        expected.push(1);
+        assert_eq!(wide.2, expected);
     }
 
     #[test]
