@@ -479,17 +479,13 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         bound: Some(exact_bound(nvrtc, spec, arch).expect("the SIMT kernel compiles")),
         ..test_plan(spec, &[])
     };
-    let default = tf32x3::Schedule::default_for(arch);
     // The bound is tight where K is small: there the exact kernel's own error is small, and the split's (the
-    // dropped small·small products, the tensor core's truncating accumulation) is not. On an H100 (2026-12-07)
-    // it refused every schedule promoting every 4 k-tiles at K = 65 or 257, and schedules promoting every 2 on
-    // about half of the gate's draws. So a schedule may be refused, by the bound only, and each spec must have
-    // schedules the bound accepts.
-    let accurate = tf32x3::Schedule {
-        consumers: 1,
-        promote_kt: 2,
-        ..default
-    };
+    // dropped small·small products, the tensor core's truncating accumulation) is not. In the H100 tunes of
+    // 2026-12-07 it refused every schedule promoting every 4 k-tiles at K = 65 or 257, and schedules promoting
+    // every 2 on a third of the gate's draws. So a schedule may be refused, by the bound only, and each spec must
+    // have schedules the bound accepts. The default promotes every 2.
+    let accurate = tf32x3::Schedule::default_for(arch);
+    assert_eq!(accurate.promote_kt, 2);
     let (mut refused, mut fastest) = (0, f64::INFINITY);
     for text in [
         "batched matmul, f32",
