@@ -736,6 +736,32 @@ fn trees_across_launch_shapes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// KernelBench 40 whole (a layer norm over rows of 4M elements, 16 rows sharing an affine weight and bias of
+/// 4M elements each: a tree) in both block orders: item-major, the 132 blocks resident at once span two rows
+/// and the weight comes from DRAM again for every other row; slice-major, they hold one slice of every row and
+/// it comes once. Every schedule must pass the gate; the lines give the times side by side.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn layer_norm_trees_in_both_block_orders() {
+    let text = "layer norm over the last 3 axes of a 4-D tensor with affine weight and bias";
+    let Shape::Rows(rows) = shape_of(text) else {
+        panic!("{text} is not a row program");
+    };
+    let shape = codegen::TreeShape::for_long_rows(&rows, 1 << 22, arch()).expect("a tree");
+    let lowered = shape.program.clone();
+    let extents = lowered.extents(&[16, 64, 256, 256]).unwrap();
+    let schedules: Vec<TreeSchedule> = TreeSchedule::space()
+        .into_iter()
+        .filter(|s| {
+            [256, 512].contains(&s.threads) && s.unroll >= 2 && [1056, 2112].contains(&s.blocks)
+        })
+        .collect();
+    assert!(schedules.iter().any(|s| s.interleave) && schedules.iter().any(|s| !s.interleave));
+    let mut failures = Vec::new();
+    sweep(text, shape, &lowered, schedules, extents, &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The pointwise launch space at small KernelBench maps (12: diag(A)·B over 4096 × 4096; 88: minGPT gelu over
 /// 8192 × 8192, 256 MiB in and out), where a launch is tens of microseconds: the measurements behind the
 /// pointwise size buckets.

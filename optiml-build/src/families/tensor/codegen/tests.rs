@@ -1305,6 +1305,49 @@ fn every_row_schedule_compiles() {
     assert_compiles(jobs);
 }
 
+/// Tree schedules in both block orders, at the default and the largest block with the most loads in flight,
+/// for batch statistics and for a layer norm's long rows (the tree whose weight the items share).
+#[test]
+fn tree_schedules_in_both_orders_compile_without_spills() {
+    let hopper = Arch::new(9, 0);
+    let Ok(Shape::Tree(batch)) = classify(&batch_norm(DType::F32)) else {
+        panic!("tree")
+    };
+    let Ok(Shape::Rows(ln)) = classify(&layer_norm(DType::Bf16)) else {
+        panic!("rows")
+    };
+    let ln = TreeShape::for_long_rows(&ln, 1 << 23, hopper).expect("a tree");
+    let mut jobs = Vec::new();
+    for shape in [&batch, &ln] {
+        for base in [
+            TreeSchedule::default_for(hopper),
+            TreeSchedule {
+                threads: 1024,
+                unroll: 8,
+                blocks: 1056,
+                interleave: false,
+            },
+        ] {
+            for interleave in [false, true] {
+                let s = TreeSchedule { interleave, ..base };
+                assert!(s.is_valid(), "{}", s.describe());
+                let c = s.candidate(shape);
+                assert_eq!(
+                    c.source.contains("blockIdx.x / G"),
+                    interleave,
+                    "{}",
+                    c.schedule
+                );
+                jobs.push((
+                    format!("{:?} {}", shape.program.dtype, c.schedule),
+                    c.source,
+                ));
+            }
+        }
+    }
+    assert_compiles(jobs);
+}
+
 /// Column schedules: every thread geometry (threads, split), the cache sizes and unroll depths spread over them.
 #[test]
 fn covering_column_schedules_compile_without_spills() {

@@ -34,6 +34,13 @@ pub struct TreeSchedule {
     pub unroll: u32,
     /// Blocks per launch over all items (the runtime gives each item `blocks / items` of them, at least one).
     pub blocks: u32,
+    /// Which blocks run together: `false`, an item's slices are consecutive blocks (item-major); `true`, the
+    /// same slice of every item is (slice-major), so the blocks resident at once read the same part of an
+    /// input the items share (a layer norm's affine weight and bias: `w[c, h, w]` beside `x[n, c, h, w]`)
+    /// and it comes from DRAM once per launch rather than once per few items. The partials and their fold
+    /// order do not change: the bits do not either.
+    #[serde(default)]
+    pub interleave: bool,
 }
 
 const THREADS: [u32; 4] = [128, 256, 512, 1024];
@@ -88,6 +95,7 @@ impl TreeSchedule {
             shape,
             passes: &passes,
             warps: self.threads / 32,
+            interleave: self.interleave,
         };
         k.body(&mut c);
         c.close("}");
@@ -154,6 +162,8 @@ struct Kernel<'a> {
     shape: &'a TreeShape,
     passes: &'a Passes,
     warps: u32,
+    /// See [`TreeSchedule::interleave`].
+    interleave: bool,
 }
 
 impl Kernel<'_> {
@@ -253,8 +263,13 @@ impl Kernel<'_> {
         for k in 0..p.params.len() {
             c.line(format!("(void)p{k};"));
         }
-        c.line("const long long g = (long long)blockIdx.x / slices;");
-        c.line("const long long sl = (long long)blockIdx.x - g * slices;");
+        if self.interleave {
+            c.line("const long long sl = (long long)blockIdx.x / G;");
+            c.line("const long long g = (long long)blockIdx.x - sl * G;");
+        } else {
+            c.line("const long long g = (long long)blockIdx.x / slices;");
+            c.line("const long long sl = (long long)blockIdx.x - g * slices;");
+        }
         c.line("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;");
         c.line("(void)lane; (void)warp;");
         emit::coords(c, "g", &shape.items, &shape.items, "long long");
@@ -618,8 +633,11 @@ impl Tunable for TreeSchedule {
     /// `256 threads, unroll 4, 1056 blocks`.
     fn describe(&self) -> String {
         format!(
-            "{} threads, unroll {}, {} blocks",
-            self.threads, self.unroll, self.blocks
+            "{} threads, unroll {}, {} blocks{}",
+            self.threads,
+            self.unroll,
+            self.blocks,
+            if self.interleave { ", slice-major" } else { "" }
         )
     }
 
@@ -641,6 +659,7 @@ impl Tunable for TreeSchedule {
             threads: 256,
             unroll: 8,
             blocks: 1056,
+            interleave: false,
         }
     }
 
@@ -649,13 +668,16 @@ impl Tunable for TreeSchedule {
         for threads in THREADS {
             for unroll in UNROLL {
                 for blocks in BLOCKS {
-                    let s = TreeSchedule {
-                        threads,
-                        unroll,
-                        blocks,
-                    };
-                    if s.is_valid() {
-                        out.push(s);
+                    for interleave in [false, true] {
+                        let s = TreeSchedule {
+                            threads,
+                            unroll,
+                            blocks,
+                            interleave,
+                        };
+                        if s.is_valid() {
+                            out.push(s);
+                        }
                     }
                 }
             }
@@ -723,6 +745,19 @@ impl Tunable for TreeSchedule {
                     Some(TreeSchedule {
                         threads: s.threads * 2,
                         blocks: s.blocks / 2,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "interleave-tree-items",
+                rationale: "slice-major blocks: the blocks resident at once hold the same slice of every item, so an \
+                            input the items share (an affine weight) is read from DRAM once, not once per few items",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.1,
+                apply: |s| {
+                    (!s.interleave).then_some(TreeSchedule {
+                        interleave: true,
                         ..*s
                     })
                 },
