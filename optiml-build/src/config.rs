@@ -13,7 +13,7 @@
 //! [kernels.bmm]            # per kernel, by function name
 //! shapes = ["256x1024x1024x1024", "16x1024x1024x1024"]   # batch x m x n x k; one tuned variant each
 //! test_shapes = ["3x100x70x33"]                          # checked element by element too
-//! tolerance = { rel_l2 = 1e-5, scaled_abs = 1e-5 }
+//! tolerance = { rel_l2 = 1e-5, scaled_abs = 1e-5, forgive = 2.0 }   # forgive: see `Tolerance::forgive`
 //! ```
 
 use crate::eval::Tolerance;

@@ -68,6 +68,15 @@ pub struct Tolerance {
     /// anything measurable, so 0 leaves the smallest fp32 normal as the floor).
     #[serde(default)]
     pub abs: f64,
+    /// Units of fp32 rounding (2⁻²⁴) of each element's error scale that the relative L2 error forgives: an
+    /// element counts there with `max(0, |out − ref| − forgive · 2⁻²⁴ · scale)`. The scale is the float64
+    /// interpreter's first-order bound on an f32 evaluation's error, so an honest kernel lands within about one
+    /// rounding of it; where that is far above the element (a layer norm of near-constant rows divides the
+    /// rounding of an fp32 mean of 3.0 by a standard deviation of 0.003), the element's own rounding is not
+    /// the kernel's fault. Well-conditioned elements (scale near |ref|) are barely affected: 2 roundings is
+    /// 1.2e-7 of them against fp32's L2 bound of 1e-5. 0 (the default of a configured tolerance): nothing.
+    #[serde(default)]
+    pub forgive: f64,
 }
 
 impl Tolerance {
@@ -76,6 +85,7 @@ impl Tolerance {
         rel_l2: 1e-5,
         scaled_abs: 1e-5,
         abs: 0.0,
+        forgive: 2.0,
     };
 
     /// TF32 tensor cores with fp32 accumulation. Each product's operands are rounded to 10 mantissa bits, one
@@ -87,6 +97,7 @@ impl Tolerance {
         rel_l2: 2e-3,
         scaled_abs: 2e-3,
         abs: 0.0,
+        forgive: 0.0,
     };
 
     /// TF32 tensor cores on inputs TF32 holds exactly (10 mantissa bits): every product is then exact, so an
@@ -97,7 +108,13 @@ impl Tolerance {
         rel_l2: 1e-4,
         scaled_abs: 2e-3,
         abs: 0.0,
+        forgive: 0.0,
     };
+
+    /// [`Tolerance::forgive`] as a fraction of an element's scale (what the GPU comparisons take).
+    pub fn forgive_abs(&self) -> f64 {
+        self.forgive * Comparison::ROUNDING
+    }
 
     /// The tolerance of an fp32 output computed at `precision`.
     pub fn for_precision(precision: Precision) -> Tolerance {
@@ -115,6 +132,7 @@ impl Tolerance {
         rel_l2: 4e-3,
         scaled_abs: 8e-3,
         abs: 0.0,
+        forgive: 0.0,
     };
 
     /// fp16 operands and output: as [`Tolerance::BF16`] with 11 significant bits, 2⁻¹¹ ≈ 4.9e-4 of |out|
@@ -124,6 +142,7 @@ impl Tolerance {
         rel_l2: 5e-4,
         scaled_abs: 1e-3,
         abs: 1.0 / 16_777_216.0,
+        forgive: 0.0,
     };
 
     /// The tolerance of an output of `dtype` elements computed at `precision`.
@@ -142,6 +161,7 @@ impl Tolerance {
         rel_l2: 1e-6,
         scaled_abs: 2e-6,
         abs: 0.0,
+        forgive: 0.0,
     };
 }
 
@@ -197,10 +217,17 @@ impl ErrorBound {
     /// looser than `tol`.
     pub fn tighten(tol: &Tolerance, worst: f64, rel_l2: f64) -> Tolerance {
         let bound = |measured: f64, plan: f64| (Self::FACTOR * measured).max(Self::FLOOR).min(plan);
+        let rel_l2 = bound(rel_l2, tol.rel_l2);
         Tolerance {
-            rel_l2: bound(rel_l2, tol.rel_l2),
+            rel_l2,
             scaled_abs: bound(worst, tol.scaled_abs),
             abs: tol.abs,
+            // A measured L2 error is raw, so a bound built from it compares raw errors (forgiving nothing).
+            forgive: if rel_l2 < tol.rel_l2 {
+                0.0
+            } else {
+                tol.forgive
+            },
         }
     }
 }
@@ -233,7 +260,11 @@ impl TestPlan {
 /// Running comparison of outputs against references.
 #[derive(Clone, Debug, Default)]
 pub struct Comparison {
+    /// Σ (out − ref)² over the conditioned elements: what [`Comparison::rel_l2`] measures.
     diff2: f64,
+    /// Σ of the same errors less the tolerance's forgiven rounding ([`Tolerance::forgive`]): what
+    /// [`Comparison::finish`] judges.
+    excess2: f64,
     ref2: f64,
     checked: usize,
     /// The largest error relative to its element's magnitude (the scaled bound's measure).
@@ -246,6 +277,8 @@ impl Comparison {
     /// The smallest |reference| / magnitude for an element to count in the relative L2 error: 2⁻¹⁰, at least
     /// 10 of fp32's 24 bits left after cancellation.
     const CONDITIONED: f64 = 1.0 / 1024.0;
+    /// One fp32 rounding (2⁻²⁴), the unit of [`Tolerance::forgive`].
+    const ROUNDING: f64 = 1.0 / 16_777_216.0;
 
     /// Compares one element. NaN or infinity never passes; the scaled bound allows a few ulps of the largest
     /// term (plus the smallest normal, so an exact zero may come out as a denormal).
@@ -274,7 +307,9 @@ impl Comparison {
             && tol.scaled_abs * r.abs() >= tol.abs
             && r.abs() >= f32::MIN_POSITIVE as f64
         {
+            let excess = (d - tol.forgive * Self::ROUNDING * mag.max(r.abs())).max(0.0);
             self.diff2 += d * d;
+            self.excess2 += excess * excess;
             self.ref2 += r * r;
         }
         let scale = mag.max(r.abs());
@@ -290,10 +325,12 @@ impl Comparison {
         }
     }
 
-    /// Adds sums computed elsewhere (a GPU comparison of `checked` elements, none failing): the conditioned
-    /// elements' squared error and squared reference.
-    pub fn add_sums(&mut self, diff2: f64, ref2: f64, checked: usize) {
-        self.diff2 += diff2;
+    /// Adds sums computed elsewhere (a GPU comparison of `checked` elements, none failing, by the same rule
+    /// with the same tolerance): the conditioned elements' squared error less the forgiven rounding, and their
+    /// squared reference.
+    pub fn add_sums(&mut self, excess2: f64, ref2: f64, checked: usize) {
+        self.diff2 += excess2;
+        self.excess2 += excess2;
         self.ref2 += ref2;
         self.checked += checked;
     }
@@ -333,10 +370,18 @@ impl Comparison {
             return Err(f.clone());
         }
         if self.ref2 > 0.0 {
-            let rel = (self.diff2 / self.ref2).sqrt();
+            let rel = (self.excess2 / self.ref2).sqrt();
             if rel > tol.rel_l2 {
+                let beyond = if tol.forgive > 0.0 {
+                    format!(
+                        " (beyond {} roundings of each element's scale)",
+                        tol.forgive
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(format!(
-                    "relative L2 error {rel:.3e} over {} elements exceeds {:.1e}",
+                    "relative L2 error {rel:.3e}{beyond} over {} elements exceeds {:.1e}",
                     self.checked, tol.rel_l2
                 ));
             }
@@ -415,6 +460,48 @@ mod tests {
             drift.check(&tol, &at, 1.0 + 2e-5, 1.0, 3.0);
         }
         assert!(drift.finish(&tol).unwrap_err().contains("relative L2"));
+    }
+
+    /// KernelBench 40's failure on an H100 (2026-12-07): a layer norm of near-constant rows (3 + 1e-3·N(0, 1),
+    /// eps 1e-5, an affine weight near 3) scales the rounding of the fp32 mean by 3 / 0.0033, so an element
+    /// near 6 whose error scale is about 6000 is off by about 1e-4 when the mean is correctly rounded: a
+    /// relative L2 error near 1.7e-5, over fp32's 1e-5, from no fault of the kernel. Forgiving two roundings of
+    /// the scale passes it, and the measure (what an error bound is built from) still sees the raw error; a
+    /// kernel off by 2e-5 on well-conditioned elements, or by a hundred roundings of the scale, still fails.
+    #[test]
+    fn the_relative_l2_error_forgives_the_rounding_an_elements_scale_carries() {
+        let at = || "x".to_string();
+        let run = |tol: &Tolerance, out: f32, r: f64, mag: f64| {
+            let mut c = Comparison::default();
+            for _ in 0..100 {
+                c.check(tol, &at, out, r, mag);
+            }
+            c
+        };
+        let ln = run(&Tolerance::F32, 6.0001, 6.0, 6000.0);
+        assert!(ln.finish(&Tolerance::F32).is_ok());
+        assert!(ln.rel_l2() > 1.6e-5, "{}", ln.rel_l2());
+        let raw = Tolerance {
+            forgive: 0.0,
+            ..Tolerance::F32
+        };
+        assert!(run(&raw, 6.0001, 6.0, 6000.0).finish(&raw).is_err());
+        let far = run(&Tolerance::F32, 6.006, 6.0, 6000.0);
+        assert!(
+            far.finish(&Tolerance::F32)
+                .unwrap_err()
+                .contains("beyond 2 roundings")
+        );
+        assert!(
+            run(&Tolerance::F32, 3.00006, 3.0, 3.0)
+                .finish(&Tolerance::F32)
+                .is_err()
+        );
+        // Bounds measured from a trusted kernel compare raw errors.
+        assert_eq!(
+            ErrorBound::tighten(&Tolerance::F32, 1e-7, 1e-7).forgive,
+            0.0
+        );
     }
 
     /// A comparison measures what it judges: the largest error relative to its element's magnitude, and the

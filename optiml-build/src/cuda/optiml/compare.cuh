@@ -6,14 +6,16 @@
 
 // Whether output `o` fails against reference `r` whose error scale is `g` (the magnitude its terms carry): a
 // non-finite output fails; otherwise |o - r| may reach scaled_abs·max(g, |r|) plus an absolute floor. An element
-// whose reference is large enough against its scale and the floor also adds its squared error and squared
-// reference to *diff2 and *ref2 (the relative L2 condition).
+// whose reference is large enough against its scale and the floor also adds its squared error, less `forgive`
+// times max(g, |r|) (Tolerance::forgive in fp32 roundings, times 2^-24), and its squared reference to *diff2
+// and *ref2 (the relative L2 condition).
 __device__ __forceinline__ bool optiml_cmp_fails(float o, double r, double g, double scaled_abs, double abs_tol,
-                                                 double* diff2, double* ref2) {
+                                                 double forgive, double* diff2, double* ref2) {
     if (!isfinite(o)) return true;
     const double d = fabs((double)o - r);
     if (fabs(r) >= g / 1024.0 && scaled_abs * fabs(r) >= abs_tol && fabs(r) >= 1.1754943508222875e-38) {
-        *diff2 += d * d;
+        const double excess = fmax(d - forgive * fmax(g, fabs(r)), 0.0);
+        *diff2 += excess * excess;
         *ref2 += r * r;
     }
     return d > scaled_abs * fmax(g, fabs(r)) + fmax(abs_tol, 1.1754943508222875e-38);

@@ -487,6 +487,7 @@ fn bounded(
         rel_l2: f64::INFINITY,
         scaled_abs: f64::INFINITY,
         abs: tolerance.abs,
+        forgive: 0.0,
     };
     let (pa, pb, pc) = shape.per_item();
     Ok((0..shape.batch)

@@ -227,7 +227,12 @@ pub fn check_all(
         };
         b.arg(&item0).arg(&items).arg(&row0).arg(&rows);
         b.arg(&m).arg(&n).arg(&flags).arg(&alpha64).arg(&beta64);
-        b.arg(&act).arg(&tri).arg(&tol.scaled_abs).arg(&tol.abs);
+        let forgive = tol.forgive_abs();
+        b.arg(&act)
+            .arg(&tri)
+            .arg(&tol.scaled_abs)
+            .arg(&tol.abs)
+            .arg(&forgive);
         b.arg(&mut partial).arg(&mut first);
         let cfg = LaunchConfig {
             grid_dim: (COMPARE_BLOCKS, 1, 1),
@@ -235,8 +240,8 @@ pub fn check_all(
             shared_mem_bytes: 0,
         };
         // SAFETY: `optiml_matmul_compare(const float*, const double*, const double*, const float*, const
-        // float*, long long, int, int, int, int, int, int, double, double, int, int, double, double, double*,
-        // u64*)` reads the chunk's elements of C (and of the old C and the bias where the flags say so, which
+        // float*, long long, int, int, int, int, int, int, double, double, int, int, double, double, double,
+        // double*, u64*)` reads the chunk's elements of C (and of the old C and the bias where the flags say so, which
         // is exactly when they are passed), the chunk's reference, and writes two sums per block and the index.
         unsafe { b.launch(cfg) }.map_err(fault("comparing with the float64 reference"))?;
         let sums = s

@@ -839,7 +839,8 @@ impl Device {
             .arg(&out.kind)
             .arg(&v.values[step])
             .arg(&v.scales[step]);
-        b.arg(&n).arg(&tol.scaled_abs).arg(&tol.abs);
+        let forgive = tol.forgive_abs();
+        b.arg(&n).arg(&tol.scaled_abs).arg(&tol.abs).arg(&forgive);
         b.arg(&mut v.partial).arg(&mut v.first);
         let cfg = LaunchConfig {
             grid_dim: (COMPARE_BLOCKS, 1, 1),
@@ -847,7 +848,7 @@ impl Device {
             shared_mem_bytes: 0,
         };
         // SAFETY: `optiml_ref_compare(const void*, int, const double*, const double*, i64, double, double,
-        // double*, u64*)` reads `n` elements of the output as `kind` (its buffer holds them) and of the step's
+        // double, double*, u64*)` reads `n` elements of the output as `kind` (its buffer holds them) and of the step's
         // two buffers (sized from the same extents), and writes two sums per block and the index.
         unsafe { b.launch(cfg) }.map_err(fault("comparing with the float64 reference"))?;
         let sums = s

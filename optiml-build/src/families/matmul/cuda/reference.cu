@@ -97,7 +97,7 @@ __device__ __forceinline__ double optiml_ref_act(int act, double v) {
 extern "C" __global__ void __launch_bounds__(256) optiml_matmul_compare(
     const float* out, const double* acc, const double* mag, const float* c0, const float* bias,
     long long item0, int items, int row0, int rows, int m, int n, int flags, double alpha, double beta, int act,
-    int tri, double scaled_abs, double abs_tol, double* partial, u64* first) {
+    int tri, double scaled_abs, double abs_tol, double forgive, double* partial, u64* first) {
     double diff2 = 0.0, ref2 = 0.0;
     const long long len = (long long)items * rows * n;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < len;
@@ -125,7 +125,7 @@ extern "C" __global__ void __launch_bounds__(256) optiml_matmul_compare(
                 g += fabs((double)bias[j]);
             }
             r = optiml_ref_act(act, r);
-            bad = optiml_cmp_fails(o, r, g, scaled_abs, abs_tol, &diff2, &ref2);
+            bad = optiml_cmp_fails(o, r, g, scaled_abs, abs_tol, forgive, &diff2, &ref2);
         }
         if (bad) atomicMin(first, (u64)at);
     }

@@ -223,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(256) optiml_ref_scan(double* v, dou
 // partial[2·block] and partial[2·block + 1], summed by the host in block order. Launched with 256 threads.
 extern "C" __global__ void __launch_bounds__(256) optiml_ref_compare(
     const void* out, int kind, const double* val, const double* scl, i64 n, double scaled_abs, double abs_tol,
-    double* partial, u64* first) {
+    double forgive, double* partial, u64* first) {
     double diff2 = 0.0, ref2 = 0.0;
     for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         const double r = val[e];
@@ -242,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(256) optiml_ref_compare(
                 if (kind == 1) o = __uint_as_float((unsigned)h << 16);
                 else asm("cvt.f32.f16 %0, %1;" : "=f"(o) : "h"(h));
             }
-            bad = optiml_cmp_fails(o, r, scl[e], scaled_abs, abs_tol, &diff2, &ref2);
+            bad = optiml_cmp_fails(o, r, scl[e], scaled_abs, abs_tol, forgive, &diff2, &ref2);
         }
         if (bad) atomicMin(first, (u64)e);
     }
