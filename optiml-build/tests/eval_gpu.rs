@@ -454,8 +454,9 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
 /// producer), with the full epilogue and a shared operand, and is faster than the SIMT kernel. The bound bites:
 /// a kernel off by 4e-6 of each output passes fp32's tolerance alone, not the bound; so does the kernel that
 /// never promotes its accumulator (first run on an H100, 2026-12-07: rejected at the 65-term check by 6.9
-/// units of fp32 rounding against the SIMT kernel's 2.9, before the bound's floor of 8 units). A schedule may
-/// be refused by the bound alone (see the body), and every spec keeps schedules it accepts.
+/// units of fp32 rounding against the SIMT kernel's 2.9, before the bound's floor of 8 units). A schedule that
+/// keeps the small products in one accumulator may be refused by the bound (see the body); one that keeps them
+/// apart may not, and the fastest accepted schedule beats the SIMT kernel.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
@@ -479,11 +480,13 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         bound: Some(exact_bound(nvrtc, spec, arch).expect("the SIMT kernel compiles")),
         ..test_plan(spec, &[])
     };
-    // The bound is tight where K is small: there the exact kernel's own error is small, and the split's (the
-    // dropped small·small products, the tensor core's truncating accumulation) is not. In the H100 tunes of
-    // 2026-12-07 it refused every schedule promoting every 4 k-tiles at K = 65 or 257, and schedules promoting
-    // every 2 on a third of the gate's draws. So a schedule may be refused, by the bound only, and each spec must
-    // have schedules the bound accepts. The default promotes every 2.
+    // The bound is tight where K is small: there the exact kernel's own error is small, and the tensor core's
+    // truncating accumulation is not. In the H100 tunes of 2026-12-07 it refused every schedule promoting every
+    // 4 k-tiles at K = 65 or 257 and schedules promoting every 2 on a third of the gate's draws, all with the
+    // three products in one accumulator. With the small products apart the big products' accumulator truncates
+    // at a third of the k8 steps: on the H100 the bound accepted all 30 such evaluations of this test
+    // (`bench/results/2026-12-07-h100-tf32x3-split-acc/`). So a schedule with one accumulator may be refused, by
+    // the bound only; one with two may not.
     let accurate = tf32x3::Schedule::default_for(arch);
     assert_eq!(accurate.promote_kt, 2);
     let (mut refused, mut fastest) = (0, f64::INFINITY);
@@ -512,7 +515,7 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
                         square.flops() / m.time_ms / 1e9
                     )
                 }
-                Outcome::Rejected(why) if why.contains("the exact SIMT kernel") => {
+                Outcome::Rejected(why) if why.contains("the exact SIMT kernel") && !s.split_acc => {
                     refused += 1;
                     eprintln!("{text}, {}: refused by the bound: {why}", s.describe());
                 }
@@ -563,7 +566,9 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         "2048³: SIMT {simt_ms:.4} ms, 3xTF32 {x3_ms:.4} ms ({:.2}x)",
         simt_ms / x3_ms
     );
-    assert!(x3_ms * 1.3 < simt_ms, "{x3_ms} ms vs {simt_ms} ms");
+    // On the H100: 1.30× where the bound accepted the one-accumulator default, 1.09× where it accepted only the
+    // schedules with the small products apart (their P goes through shared memory, transposed by the producer).
+    assert!(x3_ms * 1.05 < simt_ms, "{x3_ms} ms vs {simt_ms} ms");
 }
 
 fn evaluator16(

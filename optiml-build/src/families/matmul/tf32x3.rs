@@ -13,7 +13,11 @@
 //! same inputs ([`crate::eval::plan::ErrorBound`]). That bound refuses the fast tile at the gate's small-K checks
 //! (K = 65, 257), where promotion does not shorten the truncating accumulation and the exact kernel's error is
 //! small; the one-consumer tile promoting every 2 passes most draws, at 1.13–1.40× the SIMT kernels
-//! (`bench/results/2026-12-07-h100-tf32x3-tune.md`).
+//! (`bench/results/2026-12-07-h100-tf32x3-tune.md`). Keeping the two small products in an accumulator of their
+//! own ([`Schedule::split_acc`]) cuts the big accumulator's truncations to a third: on an H100 the bound accepted
+//! every such schedule on every draw (30 of 30), at 0.77–0.98× the speed of the same tile with one accumulator
+//! (`bench/results/2026-12-07-h100-tf32x3-split-acc.md`), so a plain-f32 search always has 3xTF32 roots the gate
+//! lets through.
 
 use super::MatmulShape;
 use super::tf32::{WGMMA_TEMPLATE, epilogue};
@@ -52,6 +56,10 @@ pub struct Schedule {
     pub stages: u32,
     /// k-tiles between promotions of the accumulator into the fp32 sum.
     pub promote_kt: u32,
+    /// The two small products in an accumulator of their own (`OPTIML_X3_SPLIT_ACC`): the big products'
+    /// accumulator then truncates at a third of the k8 steps, which is what limits the error at small K.
+    #[serde(default)]
+    pub split_acc: bool,
 }
 
 impl Schedule {
@@ -68,19 +76,26 @@ impl Schedule {
     /// Dynamic shared memory for `spec`: the ring of both operands, the ring of Q's small parts, and P's where P
     /// is in shared memory (`NT`: the SS form), plus 1024 bytes of alignment.
     pub fn smem_bytes(&self, spec: &MatmulSpec) -> u32 {
-        let small_p = if p_in_smem(spec) { self.p_rows() } else { 0 };
+        let small_p = if self.p_in_smem(spec) {
+            self.p_rows()
+        } else {
+            0
+        };
         self.stages * (2 * self.qn + self.p_rows() + small_p) * 128 + 1024
     }
 
     /// The candidate computing `spec` (a plain `f32` matmul) with this schedule.
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
-        let tma = !spec.trans_a || spec.trans_b;
+        // TMA loads a K-major Q, and P where it lands as it is stored: in registers' boxes, or K-major (`NT`).
+        let tma = p_kmajor(spec) || (!self.split_acc && (!spec.trans_a || spec.trans_b));
         let swap = !(spec.trans_a && spec.trans_b);
         let pw = self.p_rows();
         let (tile_m, tile_n) = if swap { (self.qn, pw) } else { (pw, self.qn) };
         let mut macros: Vec<(&str, Def)> = vec![
             ("OPTIML_TF32X3", true.into()),
             ("OPTIML_PROMOTE_KT", self.promote_kt.into()),
+            ("OPTIML_X3_SPLIT_ACC", self.split_acc.into()),
+            ("OPTIML_SS", self.p_in_smem(spec).into()),
             ("OPTIML_QN", self.qn.into()),
             ("OPTIML_CONSUMERS", self.consumers.into()),
             ("OPTIML_STAGES", self.stages.into()),
@@ -132,7 +147,8 @@ impl Schedule {
 /// (`bench/results/2026-12-07-h100-tf32x3-tune.md`) it refused every schedule promoting every 4 k-tiles at its
 /// small-K checks (K = 65 and 257: up to 2.9× the SIMT kernel's relative L2 error, where the bound is 2×) and
 /// passed those promoting every 2 on 14 draws of 21. Where K is small, promotion does not shorten the tensor
-/// core's truncating accumulation, and the exact kernel's own error is small.
+/// core's truncating accumulation, and the exact kernel's own error is small. The schedules with the small
+/// products apart pass it (30 of 30 on an H100), at 0.77–0.98× the speed.
 pub fn roots(arch: Arch) -> Vec<Schedule> {
     let default = Schedule::default_for(arch);
     std::iter::once(default)
@@ -140,9 +156,18 @@ pub fn roots(arch: Arch) -> Vec<Schedule> {
         .collect()
 }
 
-/// Whether the template keeps P in shared memory for `spec` (the SS form): where P is K-major in memory, `NT`.
-fn p_in_smem(spec: &MatmulSpec) -> bool {
+/// Whether P is K-major in memory (`NT`): the template keeps it in shared memory as it is (the SS form).
+fn p_kmajor(spec: &MatmulSpec) -> bool {
     !spec.trans_a && spec.trans_b
+}
+
+impl Schedule {
+    /// Whether the kernel keeps P in shared memory for `spec` (the SS form): where P is K-major in memory, and
+    /// with the small products apart in every layout (the producer transposes an MN-major P), since the second
+    /// accumulator leaves no registers for P's fragments.
+    fn p_in_smem(&self, spec: &MatmulSpec) -> bool {
+        p_kmajor(spec) || self.split_acc
+    }
 }
 
 impl Tunable for Schedule {
@@ -153,11 +178,16 @@ impl Tunable for Schedule {
             n => format!("promoted every {n} k-tiles"),
         };
         format!(
-            "3xtf32 wgmma {}x{}, {} consumers, {} stages, {promoted}",
+            "3xtf32 wgmma {}x{}, {} consumers, {} stages, {promoted}{}",
             self.qn,
             self.p_rows(),
             self.consumers,
-            self.stages
+            self.stages,
+            if self.split_acc {
+                ", small products apart"
+            } else {
+                ""
+            }
         )
     }
 
@@ -172,6 +202,9 @@ impl Tunable for Schedule {
             // stores at the 168-register cap, where the promotion runs after every pair); every 4 fits, and one
             // consumer fits either way (`nvrtc_compile` checks the whole space).
             && (self.consumers == 1 || self.promote_kt >= 4)
+            // A second accumulator fits one consumer's registers in the SS form only (NVRTC 13.0: with P's
+            // fragments in registers 230–380 spill stores in every layout; two consumers spill in SS too).
+            && (!self.split_acc || self.consumers == 1)
             && self.stages * (2 * self.qn + 2 * self.p_rows()) * 128 + 1024 <= MAX_SMEM
     }
 
@@ -185,6 +218,7 @@ impl Tunable for Schedule {
             consumers: 1,
             stages: 4,
             promote_kt: 2,
+            split_acc: false,
         }
     }
 
@@ -194,14 +228,17 @@ impl Tunable for Schedule {
             for consumers in CONSUMERS {
                 for stages in STAGES {
                     for promote_kt in PROMOTE_KT {
-                        let s = Schedule {
-                            qn,
-                            consumers,
-                            stages,
-                            promote_kt,
-                        };
-                        if s.is_valid() {
-                            out.push(s);
+                        for split_acc in [false, true] {
+                            let s = Schedule {
+                                qn,
+                                consumers,
+                                stages,
+                                promote_kt,
+                                split_acc,
+                            };
+                            if s.is_valid() {
+                                out.push(s);
+                            }
                         }
                     }
                 }
@@ -246,6 +283,34 @@ impl Tunable for Schedule {
                 apply: |s| {
                     (s.promote_kt == 2).then_some(Schedule {
                         promote_kt: 4,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "small-products-apart",
+                rationale: "an accumulator of their own for the two small products: the big products' accumulator \
+                            truncates at a third of the k8 steps (the error the gate's bound judges at small K), at \
+                            the cost of P's fragments (P goes through shared memory)",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.0,
+                apply: |s| {
+                    (!s.split_acc).then_some(Schedule {
+                        split_acc: true,
+                        consumers: 1,
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "one-accumulator",
+                rationale: "all three products in one accumulator: P's fragments back in registers where it is \
+                            MN-major (faster loads), at three times the truncations",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.1,
+                apply: |s| {
+                    s.split_acc.then_some(Schedule {
+                        split_acc: false,
                         ..*s
                     })
                 },

@@ -123,6 +123,15 @@
 //                      nearest, so its error grows with K faster than an FMA
 //                      loop's; 3xTF32 needs this to stay within fp32's error.
 //                      Costs QN / 2 registers (the sum). 0 (default): never.
+//   OPTIML_X3_SPLIT_ACC 1 (with OPTIML_TF32X3): the two small products go
+//                      into an accumulator of their own, the big one into
+//                      the other, added (round to nearest) at each promotion
+//                      and at the end. The big accumulator then takes 4 of
+//                      each k-tile's 12 truncating k8 additions, and the
+//                      small one's truncations are 2^-11 of the big's: at
+//                      small K, where promotion does not shorten the chain,
+//                      this is what keeps 3xTF32 near the SIMT kernel's
+//                      error. Costs QN / 2 registers more.
 //
 // Tile of C: OPTIML_TILE_M x OPTIML_TILE_N = QN x PW (SWAP) or PW x QN.
 // Shared memory: OPTIML_SMEM_BYTES = STAGES * (QN + PW) * 128 + 1024 (the
@@ -189,6 +198,23 @@
 #endif
 #ifndef OPTIML_PROMOTE_KT
 #define OPTIML_PROMOTE_KT 0
+#endif
+#ifndef OPTIML_X3_SPLIT_ACC
+#define OPTIML_X3_SPLIT_ACC 0
+#endif
+#if OPTIML_X3_SPLIT_ACC && !OPTIML_TF32X3
+#error "OPTIML_X3_SPLIT_ACC splits 3xTF32's products: needs OPTIML_TF32X3"
+#endif
+// The consumers' accumulators as the k-tile steps take them: the big products' `acc`, and with
+// OPTIML_X3_SPLIT_ACC the small products' `accs`.
+#if OPTIML_X3_SPLIT_ACC
+#define OPTIML_ACCS_PARAM , float (&accs)[QN / 2]
+#define OPTIML_ACCS , accs
+#define OPTIML_SMALL_ACC accs
+#else
+#define OPTIML_ACCS_PARAM
+#define OPTIML_ACCS
+#define OPTIML_SMALL_ACC acc
 #endif
 
 // orientation and operand storage (see the table above)
@@ -717,7 +743,7 @@ struct Consumer {
     // RS k-tile: load this thread's register-operand fragments (P rows from
     // the box layout) into `cur`, issue the 4 k8 wgmmas against the Q stage.
     // (restart 0: the first k8 step overwrites the accumulator, after a promotion.)
-    __device__ __forceinline__ void step_rs(float (&acc)[QN / 2], unsigned (&cur)[OPTIML_FRAGS],
+    __device__ __forceinline__ void step_rs(float (&acc)[QN / 2] OPTIML_ACCS_PARAM, unsigned (&cur)[OPTIML_FRAGS],
                                             const unsigned (&other)[OPTIML_FRAGS], bool first, int restart = 1) {
         const unsigned s = it % STAGES;
         const unsigned ph = (it / STAGES) & 1u;
@@ -753,15 +779,17 @@ struct Consumer {
         const unsigned long long descs = make_desc(sQs0 + s * Q_STAGE);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-            mma_k8(acc, cur[16 + 4 * ks + 0], cur[16 + 4 * ks + 1], cur[16 + 4 * ks + 2], cur[16 + 4 * ks + 3],
-                   desc + 2ull * ks, ks == 0 ? restart : 1);
+            mma_k8(OPTIML_SMALL_ACC, cur[16 + 4 * ks + 0], cur[16 + 4 * ks + 1], cur[16 + 4 * ks + 2],
+                   cur[16 + 4 * ks + 3], desc + 2ull * ks, ks == 0 ? restart : 1);
         wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], descs + 2ull * ks);
+            mma_k8(OPTIML_SMALL_ACC, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3],
+                   descs + 2ull * ks);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], desc + 2ull * ks);
+            mma_k8(acc, cur[4 * ks + 0], cur[4 * ks + 1], cur[4 * ks + 2], cur[4 * ks + 3], desc + 2ull * ks,
+                   OPTIML_X3_SPLIT_ACC && ks == 0 ? restart : 1);
 #else
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
@@ -780,7 +808,7 @@ struct Consumer {
     }
 
     // SS k-tile: off0 = this warpgroup's 64-row slice of the P stage.
-    __device__ __forceinline__ void step_ss(float (&acc)[QN / 2], bool first, int restart = 1) {
+    __device__ __forceinline__ void step_ss(float (&acc)[QN / 2] OPTIML_ACCS_PARAM, bool first, int restart = 1) {
         const unsigned s = it % STAGES;
         const unsigned ph = (it / STAGES) & 1u;
         mbar_wait(full0 + 8u * s, ph);
@@ -795,11 +823,13 @@ struct Consumer {
         const unsigned long long dqs = make_desc(sQs0 + s * Q_STAGE);
         const unsigned long long dps = make_desc(sPs0 + s * P_STAGE + off0);
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dps + 2ull * ks, dq + 2ull * ks, ks == 0 ? restart : 1);
+        for (int ks = 0; ks < 4; ++ks)
+            mma_ss_k8(OPTIML_SMALL_ACC, dps + 2ull * ks, dq + 2ull * ks, ks == 0 ? restart : 1);
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dqs + 2ull * ks);
+        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(OPTIML_SMALL_ACC, dp + 2ull * ks, dqs + 2ull * ks);
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dq + 2ull * ks);
+        for (int ks = 0; ks < 4; ++ks)
+            mma_ss_k8(acc, dp + 2ull * ks, dq + 2ull * ks, OPTIML_X3_SPLIT_ACC && ks == 0 ? restart : 1);
 #else
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) mma_ss_k8(acc, dp + 2ull * ks, dq + 2ull * ks, ks == 0 ? restart : 1);
@@ -992,6 +1022,13 @@ __device__ __forceinline__ void prefetch_c_tile(const float* C, long long stride
 
 }  // namespace optiml_wg
 
+// The tile's value at accumulator register i since the last restart: with OPTIML_X3_SPLIT_ACC the big products'
+// and the small products' accumulators, added (round to nearest).
+#if OPTIML_X3_SPLIT_ACC
+#define OPTIML_ACC_AT(i) __fadd_rn(acc[i], accs[i])
+#else
+#define OPTIML_ACC_AT(i) acc[i]
+#endif
 // Accumulator promotion (OPTIML_PROMOTE_KT) in the consumers' main loops: `sum` holds the promoted partial sums;
 // `restart` is 0 from a promotion until the next k-tile step has restarted `acc` (scale-d 0), so a promotion
 // right before the end leaves an `acc` that is already in `sum`. WAIT retires every group in flight.
@@ -1004,13 +1041,16 @@ __device__ __forceinline__ void prefetch_c_tile(const float* C, long long stride
     restart = 1;                                                                                               \
     if ((kt + 2) % OPTIML_PROMOTE_KT == 0) {                                                                   \
         WAIT;                                                                                                  \
-        _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) sum[i] = __fadd_rn(sum[i], acc[i]);                \
+        _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) sum[i] = __fadd_rn(sum[i], OPTIML_ACC_AT(i));      \
         restart = 0;                                                                                           \
     }
 // (after the main loop's last wait: every group is retired)
 #define OPTIML_PROMOTE_END                                                                                     \
     if (kt < ktiles) restart = 1;                                                                              \
-    _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) acc[i] = restart ? __fadd_rn(sum[i], acc[i]) : sum[i];
+    _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) acc[i] = restart ? __fadd_rn(sum[i], OPTIML_ACC_AT(i)) \
+                                                                         : sum[i];
+#elif OPTIML_X3_SPLIT_ACC
+#define OPTIML_PROMOTE_END _Pragma("unroll") for (int i = 0; i < QN / 2; ++i) acc[i] = OPTIML_ACC_AT(i);
 #else
 #define OPTIML_PROMOTE_END
 #endif
@@ -1269,6 +1309,9 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         for (int i = 0; i < OPTIML_FRAGS; ++i) fa[i] = fb[i] = 0u;
 #endif
         float acc[QN / 2];
+#if OPTIML_X3_SPLIT_ACC
+        float accs[QN / 2];
+#endif
         long long i = -1;  // the tile's index in this block's sequence
         for (long long tile = bid; tile < total; tile += nblk) {
             ++i;
@@ -1286,6 +1329,10 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             const int p0 = (int)(r % tiles_p) * PW;
 #pragma unroll
             for (int i = 0; i < QN / 2; ++i) acc[i] = 0.f;
+#if OPTIML_X3_SPLIT_ACC
+#pragma unroll
+            for (int i = 0; i < QN / 2; ++i) accs[i] = 0.f;
+#endif
 #if OPTIML_P_SMEM
             // pairs of k-tiles, then an odd last one (the RS loop's shape; a
             // plain loop made ptxas serialise the wgmmas, C7515)
@@ -1293,17 +1340,17 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #if OPTIML_PROMOTE_KT
             OPTIML_PROMOTE_START
             for (; kt + 1 < ktiles; kt += 2) {
-                cons.step_ss(acc, kt == 0, restart);
-                cons.step_ss(acc, false);
+                cons.step_ss(acc OPTIML_ACCS, kt == 0, restart);
+                cons.step_ss(acc OPTIML_ACCS, false);
                 OPTIML_PROMOTE_EVERY(wgmma_wait<0>())
             }
-            if (kt < ktiles) cons.step_ss(acc, kt == 0, restart);
+            if (kt < ktiles) cons.step_ss(acc OPTIML_ACCS, kt == 0, restart);
 #else
             for (; kt + 1 < ktiles; kt += 2) {
-                cons.step_ss(acc, kt == 0);
-                cons.step_ss(acc, false);
+                cons.step_ss(acc OPTIML_ACCS, kt == 0);
+                cons.step_ss(acc OPTIML_ACCS, false);
             }
-            if (kt < ktiles) cons.step_ss(acc, kt == 0);
+            if (kt < ktiles) cons.step_ss(acc OPTIML_ACCS, kt == 0);
 #endif
 #if OPTIML_WAIT_DEPTH == 1
             wgmma_wait<0>();
@@ -1318,17 +1365,17 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #if OPTIML_PROMOTE_KT
             OPTIML_PROMOTE_START
             for (; kt + 1 < ktiles; kt += 2) {
-                cons.step_rs(acc, fa, fb, kt == 0, restart);
-                cons.step_rs(acc, fb, fa, false);
+                cons.step_rs(acc OPTIML_ACCS, fa, fb, kt == 0, restart);
+                cons.step_rs(acc OPTIML_ACCS, fb, fa, false);
                 OPTIML_PROMOTE_EVERY(wgmma_wait<0>(); keep_alive(fa); keep_alive(fb))
             }
-            if (kt < ktiles) cons.step_rs(acc, fa, fb, kt == 0, restart);
+            if (kt < ktiles) cons.step_rs(acc OPTIML_ACCS, fa, fb, kt == 0, restart);
 #else
             for (; kt + 1 < ktiles; kt += 2) {
-                cons.step_rs(acc, fa, fb, kt == 0);
-                cons.step_rs(acc, fb, fa, false);
+                cons.step_rs(acc OPTIML_ACCS, fa, fb, kt == 0);
+                cons.step_rs(acc OPTIML_ACCS, fb, fa, false);
             }
-            if (kt < ktiles) cons.step_rs(acc, fa, fb, kt == 0);
+            if (kt < ktiles) cons.step_rs(acc OPTIML_ACCS, fa, fb, kt == 0);
 #endif
 #if OPTIML_WAIT_DEPTH == 1
             wgmma_wait<0>();
