@@ -3,7 +3,7 @@
 # target/gpu, timing its generated kernels through their wrappers), then PyTorch's side (eager and torch.compile on
 # the same inputs, checking optiml's sampled outputs), which writes the table. Stage first:
 #
-#   ../shared/gpu/stage build --release -p optiml-examples --example kernelbench
+#   ../shared/gpu/stage build -p optiml-examples --example kernelbench   (stage builds in release)
 #   (device) ONLY=19,23 RUNS=20 bash bench/harness/kernelbench_gpu.sh
 #
 # Results land in $OUT (default /tmp/kernelbench): ours.json, the samples, and <date>-<card>-kernelbench-l1.{json,md} (h200, h100…).

@@ -142,7 +142,7 @@ impl Schedule {
 }
 
 /// The schedules a plain `f32` search on `arch` evaluates as roots beside its SIMT schedules: the default first,
-/// then the rest of the space. Eight evaluations, not a search: the space is too small to need one. The gate
+/// then the rest of the space. Fourteen evaluations, not a search: the space is too small to need one. The gate
 /// decides between the promotion intervals: in the H100 tunes of 2026-12-07
 /// (`bench/results/2026-12-07-h100-tf32x3-tune.md`) it refused every schedule promoting every 4 k-tiles at its
 /// small-K checks (K = 65 and 257: up to 2.9× the SIMT kernel's relative L2 error, where the bound is 2×) and
