@@ -260,7 +260,8 @@ impl TestPlan {
 /// Running comparison of outputs against references.
 #[derive(Clone, Debug, Default)]
 pub struct Comparison {
-    /// Σ (out − ref)² over the conditioned elements: what [`Comparison::rel_l2`] measures.
+    /// Σ (out − ref)² over the conditioned elements: what [`Comparison::rel_l2`] measures (of sums a GPU
+    /// comparison adds, only their forgiven form is known: [`Comparison::add_sums`]).
     diff2: f64,
     /// Σ of the same errors less the tolerance's forgiven rounding ([`Tolerance::forgive`]): what
     /// [`Comparison::finish`] judges.
