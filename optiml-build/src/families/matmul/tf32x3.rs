@@ -302,7 +302,6 @@ impl Tunable for Schedule {
                 apply: |s| {
                     (!s.split_acc).then_some(Schedule {
                         split_acc: true,
-                        consumers: 1,
                         ..*s
                     })
                 },
