@@ -200,6 +200,11 @@ pub fn run<J: Sync, R: Send>(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::eval::Client;
+    use crate::eval::client::tests::{dying_worker, hanging_worker, sample_job};
+    use crate::eval::protocol::JobResult;
+
     #[test]
     fn fewer_jobs_than_gpus_share_the_gpus_out() {
         assert_eq!(slots(&[0, 1, 2, 3], 9), [[0], [1], [2], [3]]);
@@ -218,11 +223,6 @@ mod tests {
             assert_eq!(all, [0, 1, 2, 3, 4, 5]);
         }
     }
-
-    use super::*;
-    use crate::eval::Client;
-    use crate::eval::client::tests::{dying_worker, hanging_worker, sample_job};
-    use crate::eval::protocol::JobResult;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
