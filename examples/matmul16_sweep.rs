@@ -323,35 +323,35 @@ fn run(
 ) -> Result<Measured, BoxError> {
     let Case { batch, m, n, k, .. } = *c;
     match c.kernel {
-        Kernel::Bf16 => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+        Kernel::Bf16 => measure(stream, library, sweep, c, |_, x: &Operands<bf16>, out| {
             Ok(gemm_bf16(stream, &x.da, &x.db, out, m, n, k)?)
         }),
-        Kernel::Bf16Nt => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+        Kernel::Bf16Nt => measure(stream, library, sweep, c, |_, x: &Operands<bf16>, out| {
             Ok(gemm_bf16_nt(stream, &x.da, &x.db, out, m, n, k)?)
         }),
-        Kernel::Bf16Tn => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+        Kernel::Bf16Tn => measure(stream, library, sweep, c, |_, x: &Operands<bf16>, out| {
             Ok(gemm_bf16_tn(stream, &x.da, &x.db, out, m, n, k)?)
         }),
-        Kernel::Bf16Bmm => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+        Kernel::Bf16Bmm => measure(stream, library, sweep, c, |_, x: &Operands<bf16>, out| {
             Ok(bmm_bf16(stream, &x.da, &x.db, out, batch, m, n, k)?)
         }),
-        Kernel::Bf16BiasGelu => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+        Kernel::Bf16BiasGelu => measure(stream, library, sweep, c, |_, x: &Operands<bf16>, out| {
             Ok(gemm_bf16_bias_gelu(
                 stream, &x.da, &x.db, out, &x.dbias, m, n, k,
             )?)
         }),
-        Kernel::Bf16BiasSilu => measure(stream, library, sweep, c, |x: &Operands<bf16>, out| {
+        Kernel::Bf16BiasSilu => measure(stream, library, sweep, c, |_, x: &Operands<bf16>, out| {
             Ok(gemm_bf16_bias_silu(
                 stream, &x.da, &x.db, out, &x.dbias, m, n, k,
             )?)
         }),
-        Kernel::F16 => measure(stream, library, sweep, c, |x: &Operands<f16>, out| {
+        Kernel::F16 => measure(stream, library, sweep, c, |_, x: &Operands<f16>, out| {
             Ok(gemm_f16(stream, &x.da, &x.db, out, m, n, k)?)
         }),
-        Kernel::F16Bmm => measure(stream, library, sweep, c, |x: &Operands<f16>, out| {
+        Kernel::F16Bmm => measure(stream, library, sweep, c, |_, x: &Operands<f16>, out| {
             Ok(bmm_f16(stream, &x.da, &x.db, out, batch, m, n, k)?)
         }),
-        Kernel::F16Nt => measure(stream, library, sweep, c, |x: &Operands<f16>, out| {
+        Kernel::F16Nt => measure(stream, library, sweep, c, |_, x: &Operands<f16>, out| {
             Ok(gemm_f16_nt(stream, &x.da, &x.db, out, m, n, k)?)
         }),
     }

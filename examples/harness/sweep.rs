@@ -57,6 +57,11 @@ pub trait SweepKernel: Copy {
     fn group(self) -> usize;
     /// The fields of its JSON rows that say what it computes in (a precision, a type and its tolerance).
     fn json(self) -> serde_json::Map<String, serde_json::Value>;
+    /// The `f32, exact` kernel of the same product, for a plain-f32 kernel that may run 3xTF32: its error on the
+    /// row's operands is the one the gate holds this kernel's to (within 2×), so the row shows both.
+    fn exact_twin(self) -> Option<Self> {
+        None
+    }
 }
 
 /// One row of a sweep: a kernel at a shape.
@@ -150,6 +155,8 @@ pub struct Measured {
     pub error: f64,
     /// The library call's (of the plain product, on epilogue rows), where the sweep audits its baseline.
     pub library_error: Option<f64>,
+    /// The [`SweepKernel::exact_twin`]'s on the same operands, where the kernel has one.
+    pub exact_error: Option<f64>,
     /// ‖optiml − library‖₂ / ‖library‖₂; `None` where optiml fuses an epilogue the library does not run.
     pub diff: Option<f64>,
 }
@@ -293,7 +300,8 @@ impl<'a> Sweep<'a> {
 /// Checks one case (optiml against float64; where the sweep audits its baseline, the library call against
 /// float64; the two against each other), then times optiml beside the fastest library call ([`Library::fastest`],
 /// picked on the same operands) in alternating rounds. Any failed check is an error, so nothing unchecked is
-/// timed. `launch` runs the case's kernel on its operands into the output.
+/// timed. `launch` runs a kernel (the case's, or its [`SweepKernel::exact_twin`], whose error is measured on the
+/// same operands) on the operands into the output.
 ///
 /// # Errors
 /// The check that failed (the operands' seeds named), or what a launch reports.
@@ -302,7 +310,7 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
     library: &Library,
     sweep: &Sweep<'_>,
     c: &Case<K>,
-    launch: impl Fn(&Operands<T>, &mut CudaSlice<T>) -> Result<(), BoxError>,
+    launch: impl Fn(K, &Operands<T>, &mut CudaSlice<T>) -> Result<(), BoxError>,
 ) -> Result<Measured, BoxError> {
     let shape = c.gemm_shape();
     let x = Operands::<T>::random(stream, shape)?;
@@ -311,11 +319,23 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
     let (_, _, c_len) = shape.lens();
 
     let mut dc = poisoned::<T>(stream, c_len)?;
-    launch(&x, &mut dc)?;
+    launch(c.kernel, &x, &mut dc)?;
     let ours = stream.clone_dtoh(&dc)?;
     let error = x
         .check(shape, act, &ours, SAMPLES, tol)
         .map_err(|e| format!("optiml: {e} ({seeds})"))?;
+    let exact_error = match c.kernel.exact_twin() {
+        Some(twin) => {
+            let mut dt = poisoned::<T>(stream, c_len)?;
+            launch(twin, &x, &mut dt)?;
+            let exact = stream.clone_dtoh(&dt)?;
+            Some(
+                x.check(shape, act, &exact, SAMPLES, twin.tolerance())
+                    .map_err(|e| format!("`{}`: {e} ({seeds})", twin.name()))?,
+            )
+        }
+        None => None,
+    };
 
     let mut dref = poisoned::<T>(stream, c_len)?;
     let (call, candidates) = library.fastest(shape, c.kernel.math(), &x.da, &x.db, &mut dref)?;
@@ -353,7 +373,7 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
         stream,
         WARMUP,
         ROUNDS,
-        || launch(&x, &mut dc),
+        || launch(c.kernel, &x, &mut dc),
         || call.run(&x.da, &x.db, &mut dref),
     )?;
     Ok(Measured {
@@ -366,8 +386,14 @@ pub fn measure<T: CublasGemm, K: SweepKernel>(
             .collect(),
         error,
         library_error,
+        exact_error,
         diff,
     })
+}
+
+/// Whether any of `rows` has an exact twin, whose error gets a column.
+fn has_twins<K: SweepKernel>(rows: &[&Row<K>]) -> bool {
+    rows.iter().any(|r| r.case.kernel.exact_twin().is_some())
 }
 
 /// A relative L2 distance for people: one significant decimal, or a dash where none was measured.
@@ -480,6 +506,10 @@ impl<K: SweepKernel> Results<'_, K> {
                     fields["library_max_rel_err_sampled"] = m.library_error.into();
                     fields["rel_l2_vs_library"] = m.diff.into();
                 }
+                if let (Some(twin), Some(e)) = (c.kernel.exact_twin(), m.exact_error) {
+                    fields["exact_kernel"] = twin.name().into();
+                    fields["exact_max_rel_err_sampled"] = e.into();
+                }
                 if self.sweep.keep_going {
                     fields["status"] = "ok".into();
                 }
@@ -505,9 +535,12 @@ impl<K: SweepKernel> Results<'_, K> {
         };
         for (g, (group, mean)) in self.sweep.groups.iter().zip(self.geomeans()).enumerate() {
             let rows = self.group(g);
-            let mut table = self.table(&[("TFLOP/s", Align::Right)]);
+            let twins = has_twins(&rows);
+            let mut table = self.table(&[("TFLOP/s", Align::Right)], twins);
             for r in &rows {
-                self.push_row(&mut table, r, |c, s| vec![format!("{:.1}", c.tflops(s))]);
+                self.push_row(&mut table, r, twins, |c, s| {
+                    vec![format!("{:.1}", c.tflops(s))]
+                });
             }
             if let Some(h) = group.heading {
                 md.push_str(&format!("\n## {h}\n"));
@@ -521,9 +554,10 @@ impl<K: SweepKernel> Results<'_, K> {
         }
         let gemv: Vec<&Row<K>> = self.rows.iter().filter(|r| r.case.is_gemv()).collect();
         if !gemv.is_empty() {
-            let mut table = self.table(&[("TB/s", Align::Right), ("of copy", Align::Right)]);
+            let twins = has_twins(&gemv);
+            let mut table = self.table(&[("TB/s", Align::Right), ("of copy", Align::Right)], twins);
             for r in gemv {
-                self.push_row(&mut table, r, |c, s| {
+                self.push_row(&mut table, r, twins, |c, s| {
                     vec![
                         format!("{:.2}", c.bandwidth(s) / 1e12),
                         format!("{:.0}%", 100.0 * c.bandwidth(s) / self.copy),
@@ -542,11 +576,13 @@ impl<K: SweepKernel> Results<'_, K> {
 
     /// Adds `r` to `table`: what was run, optiml's time and its `rates`, the library call's time and its first
     /// rate (the others, shares of the copy bandwidth, are optiml's alone) and which call it was, the ratio and
-    /// the errors; or, for a failed row, why in place of the numbers.
+    /// the errors (with the exact twin's where the table has that column); or, for a failed row, why in place of
+    /// the numbers.
     fn push_row(
         &self,
         table: &mut Table,
         r: &Row<K>,
+        twins: bool,
         rates: impl Fn(&Case<K>, &Stats) -> Vec<String>,
     ) {
         let c = &r.case;
@@ -567,7 +603,7 @@ impl<K: SweepKernel> Results<'_, K> {
                     None => "",
                 };
                 cells.push(format!("{:.2}×{note}", m.ratio()));
-                cells.extend(self.error_cells(m));
+                cells.extend(self.error_cells(m, twins));
             }
             Err(why) => cells.push(format!("**FAILED**: {}", cell_text(why))),
         }
@@ -575,8 +611,8 @@ impl<K: SweepKernel> Results<'_, K> {
     }
 
     /// A table of rows: what was run, optiml's time and `rate` columns, the library call's and its name, the ratio
-    /// and the errors.
-    fn table(&self, rate: &[(&str, Align)]) -> Table {
+    /// and the errors (the exact twins' too, where `twins`).
+    fn table(&self, rate: &[(&str, Align)], twins: bool) -> Table {
         let ms = |who| (who, Align::Left);
         let mut columns = vec![
             ("case", Align::Left),
@@ -596,17 +632,28 @@ impl<K: SweepKernel> Results<'_, K> {
         } else {
             columns.push(("max sampled error", Align::Right));
         }
+        if twins {
+            columns.push(("`f32, exact` on the same operands", Align::Right));
+        }
         Table::new(&columns)
     }
 
-    /// The error columns of a measured row.
-    fn error_cells(&self, m: &Measured) -> Vec<String> {
-        match m.library_error {
+    /// The error columns of a measured row: optiml's error (and the library's, where audited), how far the two
+    /// outputs lie apart, and where `twins`, the exact twin's error with optiml's as a multiple of it (the gate
+    /// allows 2×).
+    fn error_cells(&self, m: &Measured, twins: bool) -> Vec<String> {
+        let mut cells = match m.library_error {
             Some(theirs) if self.sweep.audit_baseline => {
                 vec![format!("{:.1e} ({theirs:.1e})", m.error), show_diff(m.diff)]
             }
             _ => vec![format!("{:.1e}", m.error)],
+        };
+        if twins {
+            cells.push(m.exact_error.map_or("–".into(), |e| {
+                format!("{e:.1e} (optiml {:.2}×)", m.error / e.max(1e-30))
+            }));
         }
+        cells
     }
 
     /// Writes `<stem>.json` (`doc`, its `rows` filled in) and `<stem>.md` into `dir`.
