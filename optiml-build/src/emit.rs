@@ -108,6 +108,16 @@ mod tests {
                 tma_a_kmajor: true,
                 tma_p_kmajor: false,
             },
+            Launch::WgmmaSplit {
+                tile_m: 128,
+                tile_n: 64,
+                threads: 256,
+                smem_bytes: 164_864,
+                tma_rows: 128,
+                tma_a_kmajor: true,
+                tma_p_kmajor: false,
+                split_k: 16,
+            },
             Launch::Matmul16 {
                 elem: Half::Bf16,
                 kernel: Kernel16::Wgmma(wgmma16),

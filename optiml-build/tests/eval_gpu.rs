@@ -41,9 +41,24 @@ fn worker() -> WorkerCommand {
 }
 
 fn spec() -> MatmulSpec {
-    match optiml_spec::parse("batched matmul, f32").unwrap().family {
+    matmul_spec("batched matmul, f32")
+}
+
+/// The matmul spec of `text`.
+fn matmul_spec(text: &str) -> MatmulSpec {
+    match optiml_spec::parse(text).unwrap().family {
         Family::Matmul(m) => m,
         other => panic!("{other:?}"),
+    }
+}
+
+/// The default plan for `spec`, every candidate held to twice the exact SIMT kernel's error (a plain f32
+/// search's gate).
+fn bounded(spec: &MatmulSpec, arch: Arch) -> TestPlan {
+    let nvrtc = optiml_build::nvrtc::load().expect("NVRTC");
+    TestPlan {
+        bound: Some(exact_bound(nvrtc, spec, arch).expect("the SIMT kernel compiles")),
+        ..test_plan(spec, &[])
     }
 }
 
@@ -465,20 +480,11 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         has_wgmma(arch),
         "this test times the sm_90 wgmma kernel; {arch} has none"
     );
-    let nvrtc = optiml_build::nvrtc::load().expect("NVRTC");
     let square = MatmulShape {
         batch: 1,
         m: 2048,
         n: 2048,
         k: 2048,
-    };
-    let parse = |text: &str| match optiml_spec::parse(text).unwrap().family {
-        Family::Matmul(m) => m,
-        other => panic!("{other:?}"),
-    };
-    let bounded = |spec: &MatmulSpec| TestPlan {
-        bound: Some(exact_bound(nvrtc, spec, arch).expect("the SIMT kernel compiles")),
-        ..test_plan(spec, &[])
     };
     // The bound is tight where K is small: there the exact kernel's own error is small, and the tensor core's
     // truncating accumulation is not. In the H100 tunes of 2026-12-07 it refused every schedule promoting every
@@ -497,9 +503,9 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         "batched matmul, A transposed, beta",
         "batched matmul, B shared",
     ] {
-        let spec = parse(text);
+        let spec = matmul_spec(text);
         let mut e: GpuEvaluator<tf32x3::Schedule> =
-            evaluator_with(arch, spec.clone(), square, bounded(&spec));
+            evaluator_with(arch, spec.clone(), square, bounded(&spec, arch));
         let mut passed = 0;
         for s in tf32x3::Schedule::space() {
             match e.evaluate(&s) {
@@ -530,7 +536,7 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
     eprintln!("{refused} schedules refused by the bound");
     // A kernel whose every promoted sum is 4e-6 too large (about 33 ulps): within fp32's 1e-5, and far outside
     // twice the SIMT kernel's error at K = 4099.
-    let spec = parse("batched matmul, f32");
+    let spec = matmul_spec("batched matmul, f32");
     let off = Candidate {
         source: format!(
             "#define __fadd_rn(x, y) ((x) + (y) * 1.000004f)\n{}",
@@ -546,7 +552,7 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         "fp32's tolerance alone: {outcome:?}"
     );
     let mut strict: GpuEvaluator<tf32x3::Schedule> =
-        evaluator_with(arch, spec.clone(), square, bounded(&spec));
+        evaluator_with(arch, spec.clone(), square, bounded(&spec, arch));
     let (outcome, _) = strict.evaluate_candidate(&off);
     match outcome {
         Outcome::Rejected(why) => {
@@ -569,6 +575,58 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
     // On the H100: 1.30× where the bound accepted the one-accumulator default, 1.09× where it accepted only the
     // schedules with the small products apart (their P goes through shared memory, transposed by the producer).
     assert!(x3_ms * 1.05 < simt_ms, "{x3_ms} ms vs {simt_ms} ms");
+}
+
+/// 3xTF32 with K split across blocks, where the tiles are few and K is long (KernelBench's large-K product,
+/// 256 × 256 × 65536 here): the split form passes the exact bound (the gate's K = 4099 check runs it at its full
+/// split, K = 257 and 513 at fewer; the ranges are uneven there) with a plain and with a full epilogue, which the
+/// reduction applies, and runs at least 3× faster than the unsplit kernel, whose 8 tiles leave most
+/// multiprocessors idle.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn three_tf32_split_k_fills_the_gpu_where_tiles_are_few() {
+    let arch = arch();
+    assert!(
+        has_wgmma(arch),
+        "this test times the sm_90 wgmma kernel; {arch} has none"
+    );
+    let deep = MatmulShape {
+        batch: 1,
+        m: 256,
+        n: 256,
+        k: 65536,
+    };
+    let time = |o: Outcome, what: &str| match o {
+        Outcome::Measured(m) => m.time_ms,
+        Outcome::Rejected(why) => panic!("{what}: rejected: {why}"),
+    };
+    for text in ["matmul, f32", "gemm, transposed A, alpha, beta, bias, gelu"] {
+        let spec = matmul_spec(text);
+        let mut e: GpuEvaluator<tf32x3::Schedule> =
+            evaluator_with(arch, spec.clone(), deep, bounded(&spec, arch));
+        let unsplit = tf32x3::Schedule {
+            split_acc: true,
+            ..tf32x3::Schedule::default_for(arch)
+        };
+        let split = tf32x3::Schedule {
+            split_k: unsplit.split_for(&spec, deep),
+            ..unsplit
+        };
+        // 8 tiles of 128 × 64: 16 splits make 128 blocks of the 132 multiprocessors.
+        assert_eq!(split.split_k, 16, "{text}");
+        let whole = time(e.evaluate(&unsplit), &unsplit.describe());
+        let parts = time(e.evaluate(&split), &split.describe());
+        eprintln!(
+            "{text} at {deep}: unsplit {whole:.4} ms, split k {} {parts:.4} ms ({:.2}x, {:.0} TFLOP/s)",
+            split.split_k,
+            whole / parts,
+            deep.flops() / parts / 1e9
+        );
+        assert!(
+            parts * 3.0 < whole,
+            "{text}: {parts} ms split, {whole} ms whole"
+        );
+    }
 }
 
 fn evaluator16(

@@ -313,6 +313,19 @@ fn every_tf32_variant_compiles_without_spills() {
             hopper,
         ));
     }
+    // Split K (a second launch reduces): the default split in every layout, the full epilogue in two.
+    let split = matmul_tf32x3::Schedule {
+        split_k: 16,
+        ..default
+    };
+    for (t, e) in transposes.into_iter().zip([full, plain, plain, full]) {
+        let spec = spec(t, e);
+        jobs.push((
+            format!("3xtf32 {} {spec:?}", split.describe()),
+            split.candidate(&spec),
+            hopper,
+        ));
+    }
     // The ring's depth changes shared memory, not registers: each (consumers, promotion, accumulators) schedule
     // with the deepest ring compiles in every layout, the shallower ones in one layout each (in turn).
     let space = matmul_tf32x3::Schedule::space();

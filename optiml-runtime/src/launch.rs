@@ -81,6 +81,30 @@ pub enum Launch {
     },
     /// A kernel generated from a tensor program (`optiml_spec::program`).
     Program(ProgramLaunch),
+    /// A [`Launch::Wgmma`] kernel whose K may split across blocks, for products with few output tiles and a long
+    /// K: it takes the split count after `beta`, each split writes its partial sums into a workspace, and the
+    /// module's [`REDUCE_ENTRY`] adds them in a fixed order and applies the epilogue. The fields are
+    /// [`Launch::Wgmma`]'s, then the split.
+    WgmmaSplit {
+        /// Rows of `C` per tile.
+        tile_m: u32,
+        /// Columns of `C` per tile.
+        tile_n: u32,
+        /// Threads per block (128 per warpgroup).
+        threads: u32,
+        /// Dynamic shared memory per block, in bytes.
+        smem_bytes: u32,
+        /// As [`Launch::Wgmma`]'s.
+        tma_rows: u32,
+        /// As [`Launch::Wgmma`]'s.
+        tma_a_kmajor: bool,
+        /// As [`Launch::Wgmma`]'s.
+        tma_p_kmajor: bool,
+        /// Splits of K the variant was tuned with; the launcher may use fewer (down to 1, the plain kernel)
+        /// where the ranges would be too short or the workspace too large
+        /// ([`crate::matmul::splits_for`]).
+        split_k: u32,
+    },
 }
 
 /// The launch of a generated tensor-program kernel. Its entry point takes the program's input buffers (in
@@ -228,6 +252,7 @@ impl Launch {
     pub fn image_arch(&self, arch: Arch) -> Arch {
         match self {
             Launch::Wgmma { .. }
+            | Launch::WgmmaSplit { .. }
             | Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(_),
                 ..
@@ -242,7 +267,9 @@ impl Launch {
     /// Dynamic shared memory per block, in bytes.
     pub fn smem_bytes(&self) -> u32 {
         match *self {
-            Launch::Matmul { smem_bytes, .. } | Launch::Wgmma { smem_bytes, .. } => smem_bytes,
+            Launch::Matmul { smem_bytes, .. }
+            | Launch::Wgmma { smem_bytes, .. }
+            | Launch::WgmmaSplit { smem_bytes, .. } => smem_bytes,
             Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(w),
                 ..
@@ -263,7 +290,9 @@ impl Launch {
     /// Threads per block of the module's entry point.
     pub fn threads(&self) -> u32 {
         match *self {
-            Launch::Matmul { threads, .. } | Launch::Wgmma { threads, .. } => threads,
+            Launch::Matmul { threads, .. }
+            | Launch::Wgmma { threads, .. }
+            | Launch::WgmmaSplit { threads, .. } => threads,
             Launch::Retired => 0,
             Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(w),
@@ -307,6 +336,20 @@ impl Launch {
                 "::optiml::runtime::Launch::Wgmma {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
                  smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
                  tma_p_kmajor: {tma_p_kmajor} }}"
+            ),
+            Launch::WgmmaSplit {
+                tile_m,
+                tile_n,
+                threads,
+                smem_bytes,
+                tma_rows,
+                tma_a_kmajor,
+                tma_p_kmajor,
+                split_k,
+            } => format!(
+                "::optiml::runtime::Launch::WgmmaSplit {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
+                 smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
+                 tma_p_kmajor: {tma_p_kmajor}, split_k: {split_k} }}"
             ),
             Launch::Matmul16 { elem, kernel } => {
                 let kernel = match kernel {
@@ -383,6 +426,10 @@ impl Launch {
                 }
             }
             Launch::Wgmma { .. } => none.with(GEMV_SLOT, GEMV_ENTRY, false),
+            Launch::WgmmaSplit { .. } => {
+                none.with(GEMV_SLOT, GEMV_ENTRY, false)
+                    .with(REDUCE_SLOT, REDUCE_ENTRY, true)
+            }
             Launch::Matmul16 { kernel, .. } => {
                 let with_gemv = none.with(GEMV_SLOT, GEMV_ENTRY, false);
                 if matches!(kernel, Kernel16::Wgmma(_)) {

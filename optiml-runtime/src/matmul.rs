@@ -319,6 +319,25 @@ fn launch_checked<T: Element>(
             args,
             (tile_m, tile_n, threads, smem_bytes),
             (tma_rows, tma_a_kmajor, tma_p_kmajor),
+            1,
+        ),
+        Launch::WgmmaSplit {
+            tile_m,
+            tile_n,
+            threads,
+            smem_bytes,
+            tma_rows,
+            tma_a_kmajor,
+            tma_p_kmajor,
+            split_k,
+        } => launch_wgmma(
+            name,
+            stream,
+            target,
+            args,
+            (tile_m, tile_n, threads, smem_bytes),
+            (tma_rows, tma_a_kmajor, tma_p_kmajor),
+            split_k,
         ),
         Launch::Matmul16 {
             kernel: Kernel16::Simt,
@@ -428,27 +447,11 @@ fn launch_tiled<T: Element>(
     }
     let scalars = Scalars::of(&args);
     let splits_arg = splits as i32;
-    // The partial sums of every split, [S][batch][m][n]; every element is written by the first launch, so it
-    // needs no initialisation. Stream-ordered: freed on `stream` after the second launch when it drops.
-    let mut workspace = if splits > 1 {
-        let Some(reduce) = target.companions[REDUCE_SLOT] else {
-            return Err(Error::NoVariant {
-                kernel: name,
-                device: "this launcher".into(),
-                available: "a split-K variant without its reduction kernel".into(),
-            });
-        };
-        let bytes = splits as usize * args.batch * args.m * args.n * 4;
-        let w = Workspace::new(stream, bytes)
-            .map_err(Error::driver(name, "allocate the split-K workspace"))?;
-        Some((w, reduce))
-    } else {
-        None
-    };
+    let mut split = Split::new(name, stream, &target, &args, splits)?;
     let mut builder = Args::new(stream, target.function, name);
     builder.arg(args.a).arg(args.b);
-    match &mut workspace {
-        Some((w, _)) => builder.arg(&w.ptr),
+    match &mut split {
+        Some(split) => builder.arg(&split.workspace.ptr),
         None => builder.arg(&mut *args.c),
     };
     scalars.push(&mut builder, args.bias);
@@ -460,7 +463,62 @@ fn launch_tiled<T: Element>(
     // and every buffer was checked above to hold what the dimensions address, in the stream's context; the
     // workspace holds `splits · batch · m · n` elements, what the template's split pass writes.
     unsafe { builder.launch(cfg, "launch") }?;
-    if let Some((w, reduce)) = &workspace {
+    match split {
+        Some(split) => split.reduce(name, stream, &target, args, &scalars),
+        None => Ok(()),
+    }
+}
+
+/// The second half of a split-K product: the workspace the first launch writes the partial sums of every split
+/// into, `[S][batch][m][n]` (every element written, so it needs no initialisation; stream-ordered, freed on the
+/// stream after the reduction when it drops), and the module's reduction that adds them into C.
+struct Split<'s> {
+    workspace: Workspace<'s>,
+    reduce: &'s Function,
+    splits: i32,
+}
+
+impl<'s> Split<'s> {
+    /// The workspace of `splits` partial products, or `None` for one split (the plain kernel writes C itself).
+    ///
+    /// # Errors
+    /// A variant compiled with split-K whose module lacks the reduction, or the allocation's failure.
+    fn new<T: Element>(
+        name: &'static str,
+        stream: &'s CudaStream,
+        target: &Target<'s>,
+        args: &MatmulArgs<'_, T>,
+        splits: u32,
+    ) -> Result<Option<Self>, Error> {
+        if splits <= 1 {
+            return Ok(None);
+        }
+        let Some(reduce) = target.companions[REDUCE_SLOT] else {
+            return Err(Error::NoVariant {
+                kernel: name,
+                device: "this launcher".into(),
+                available: "a split-K variant without its reduction kernel".into(),
+            });
+        };
+        let bytes = splits as usize * args.batch * args.m * args.n * 4;
+        let workspace = Workspace::new(stream, bytes)
+            .map_err(Error::driver(name, "allocate the split-K workspace"))?;
+        Ok(Some(Split {
+            workspace,
+            reduce,
+            splits: splits as i32,
+        }))
+    }
+
+    /// Launches the reduction on `stream`, after the split pass: C = epilogue(Σ partial sums).
+    fn reduce<T: Element>(
+        self,
+        name: &'static str,
+        stream: &CudaStream,
+        target: &Target<'_>,
+        args: MatmulArgs<'_, T>,
+        scalars: &Scalars,
+    ) -> Result<(), Error> {
         let total = args.batch * args.m * args.n.div_ceil(4);
         let blocks = total
             .div_ceil(REDUCE_THREADS as usize)
@@ -471,8 +529,8 @@ fn launch_tiled<T: Element>(
             block_dim: (REDUCE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut builder = Args::new(stream, reduce, name);
-        builder.arg(&w.ptr).arg(&mut *args.c);
+        let mut builder = Args::new(stream, self.reduce, name);
+        builder.arg(&self.workspace.ptr).arg(&mut *args.c);
         match args.bias {
             Some(bias) => builder.arg(bias),
             None => builder.arg(&scalars.null),
@@ -484,18 +542,19 @@ fn launch_tiled<T: Element>(
             .arg(&scalars.strides.2)
             .arg(&scalars.alpha)
             .arg(&scalars.beta)
-            .arg(&splits_arg);
+            .arg(&self.splits);
         // SAFETY: `optiml_splitk_reduce(const float* W, float* C, const float* bias, int batch, int M, int N,
         // long long strideC, float alpha, float beta, int splits)` reads the `splits · batch · m · n` workspace
         // the first launch wrote (same stream, so after it) and writes `batch · m · n` elements of the checked C.
-        unsafe { builder.launch(cfg, "launch the split-K reduction") }?;
+        unsafe { builder.launch(cfg, "launch the split-K reduction") }
     }
-    Ok(())
 }
 
 /// A persistent `wgmma` kernel: one block per multiprocessor at most, each walking tiles `b, b + grid, …`. With a
 /// TMA producer, the launcher encodes the two operands' tensor maps per call (host work of about a microsecond)
-/// or, where TMA cannot address an operand, tells the kernel to load with `cp.async` instead.
+/// or, where TMA cannot address an operand, tells the kernel to load with `cp.async` instead. A variant compiled
+/// with split-K (`split_k > 1`) takes the split count, and with more than one split writes the workspace the
+/// reduction then adds into C.
 fn launch_wgmma<T: Element>(
     name: &'static str,
     stream: &CudaStream,
@@ -503,27 +562,43 @@ fn launch_wgmma<T: Element>(
     args: MatmulArgs<'_, T>,
     (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
     tma: (u32, bool, bool),
+    split_k: u32,
 ) -> Result<(), Error> {
+    let splits = splits_for(split_k, args.batch * args.m * args.n, args.k);
     let cfg = persistent(
         &args,
         (tile_m, tile_n, threads, smem_bytes),
         target.sm_count,
+        splits,
     );
     let scalars = Scalars::of(&args);
+    let splits_arg = splits as i32;
     let maps = (tma.0 > 0).then(|| TmaMaps::encode(stream, &args, tma));
+    let mut split = Split::new(name, stream, &target, &args, splits)?;
     let mut builder = Args::new(stream, target.function, name);
-    builder.arg(args.a).arg(args.b).arg(&mut *args.c);
+    builder.arg(args.a).arg(args.b);
+    match &mut split {
+        Some(split) => builder.arg(&split.workspace.ptr),
+        None => builder.arg(&mut *args.c),
+    };
     scalars.push(&mut builder, args.bias);
+    if split_k > 1 {
+        builder.arg(&splits_arg);
+    }
     if let Some(maps) = &maps {
         builder.arg(&maps.q).arg(&maps.p).arg(&maps.use_tma);
     }
     // SAFETY: the arguments match the `wgmma` template's `optiml_matmul` (the common ABI, then the two
     // `__grid_constant__` tensor maps and the TMA switch when compiled with TMA); every buffer was checked to
     // hold what the dimensions address; the maps, when used, describe exactly those checked extents (their
-    // out-of-bounds elements read as zero), and with `use_tma == 0` the kernel never reads them. Any grid is
+    // out-of-bounds elements read as zero), and with `use_tma == 0` the kernel never reads them; with more than
+    // one split, C is the workspace of `splits · batch · m · n` elements the split pass writes. Any grid is
     // valid: blocks loop over tiles.
     unsafe { builder.launch(cfg, "launch") }?;
-    Ok(())
+    match split {
+        Some(split) => split.reduce(name, stream, &target, args, &scalars),
+        None => Ok(()),
+    }
 }
 
 /// A `CUtensorMap` as a kernel parameter (128 bytes, passed by value as `const __grid_constant__`).
@@ -789,7 +864,7 @@ fn launch_wgmma16<T: Element>(
         return launch_simt16(name, stream, fallback, args);
     };
     let geometry = (g.tile_m, g.tile_n, g.threads, g.smem_bytes);
-    let cfg = persistent(&args, geometry, target.sm_count);
+    let cfg = persistent(&args, geometry, target.sm_count, 1);
     let scalars = Scalars::of(&args);
     let mut builder = Args::new(stream, target.function, name);
     builder.arg(args.a).arg(args.b).arg(&mut *args.c);
@@ -804,15 +879,17 @@ fn launch_wgmma16<T: Element>(
 }
 
 /// The launch of a persistent kernel: one block per multiprocessor at most (and per tile), each walking the
-/// `tile_m × tile_n` tiles of every batch item `b, b + grid, …`.
+/// `tile_m × tile_n` tiles of every batch item (of every split of K) `b, b + grid, …`.
 fn persistent<T: Element>(
     args: &MatmulArgs<'_, T>,
     (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
     sm_count: u32,
+    splits: u32,
 ) -> LaunchConfig {
     let tiles = (args.m.div_ceil(tile_m as usize) as u64)
         .saturating_mul(args.n.div_ceil(tile_n as usize) as u64)
-        .saturating_mul(args.batch as u64);
+        .saturating_mul(args.batch as u64)
+        .saturating_mul(u64::from(splits.max(1)));
     LaunchConfig {
         grid_dim: (tiles.clamp(1, u64::from(sm_count.max(1))) as u32, 1, 1),
         block_dim: (threads, 1, 1),

@@ -48,8 +48,15 @@ pub const COMPARE: Header = Header {
     text: include_str!("optiml/compare.cuh"),
 };
 
+/// The split-K reduction (`optiml_splitk_reduce`) of the f32 matmul templates, SIMT and `wgmma` alike: the
+/// partial sums of every split added in a fixed order, then the including template's epilogue.
+pub const SPLITK: Header = Header {
+    name: "optiml/splitk.cuh",
+    text: include_str!("optiml/splitk.cuh"),
+};
+
 /// Every shared header.
-pub const HEADERS: &[Header] = &[DEFAULTS, EPILOGUE, SM90, PROGRAM, COMPARE];
+pub const HEADERS: &[Header] = &[DEFAULTS, EPILOGUE, SM90, PROGRAM, COMPARE, SPLITK];
 
 /// The headers `source` includes, by name: what a family must list among the sources its version hashes.
 pub fn included_by(source: &str) -> Vec<&'static Header> {

@@ -81,21 +81,26 @@ impl Family for Matmul {
         let Some(class) = Class::of(spec) else {
             return super::of(spec).sources(spec);
         };
-        // Every template includes the defaults and epilogue headers, the `wgmma` ones the sm_90 header too.
-        let (defaults, epilogue, sm90) = (
+        // Every template includes the defaults and epilogue headers, the `wgmma` ones the sm_90 header too, the
+        // f32 ones (SIMT and TF32 `wgmma`) the split-K reduction.
+        let (defaults, epilogue, sm90, splitk) = (
             crate::cuda::DEFAULTS.text,
             crate::cuda::EPILOGUE.text,
             crate::cuda::SM90.text,
+            crate::cuda::SPLITK.text,
         );
         let templates: Vec<&'static str> = match class {
             // (A triangular product's module holds no matrix-vector kernel.)
-            Class::F32(m) if m.triangle.is_some() => vec![simt_f32::TEMPLATE, defaults, epilogue],
+            Class::F32(m) if m.triangle.is_some() => {
+                vec![simt_f32::TEMPLATE, defaults, epilogue, splitk]
+            }
             // `exact`: the SIMT kernels only.
             Class::F32(m) if m.precision == Precision::Fma => vec![
                 simt_f32::TEMPLATE,
                 simt_f32::GEMV_TEMPLATE,
                 defaults,
                 epilogue,
+                splitk,
             ],
             // The 3xTF32 root runs the TF32 `wgmma` template.
             Class::F32(_) => vec![
@@ -105,6 +110,7 @@ impl Family for Matmul {
                 defaults,
                 epilogue,
                 sm90,
+                splitk,
             ],
             Class::Tf32(_) => vec![
                 tf32::WGMMA_TEMPLATE,
@@ -113,6 +119,7 @@ impl Family for Matmul {
                 defaults,
                 epilogue,
                 sm90,
+                splitk,
             ],
             Class::Half(_) => vec![
                 half::WGMMA_TEMPLATE,
@@ -307,7 +314,7 @@ impl Family for Matmul {
                     && m.triangle.is_none()
                     && m.precision != Precision::Fma =>
             {
-                // The 3xTF32 kernel joins as roots ([`tf32x3::roots`]), and every candidate is held to twice the exact SIMT
+                // The 3xTF32 kernel joins as roots ([`tf32x3::roots_at`]), and every candidate is held to twice the exact SIMT
                 // kernel's error on each check's inputs: the root may win only where it is as accurate.
                 plan.bound = Some(exact_bound(request.nvrtc, &m, request.arch).map_err(|e| {
                     TuneError::Search {
@@ -319,7 +326,7 @@ impl Family for Matmul {
                         ),
                     }
                 })?);
-                let roots: Vec<_> = tf32x3::roots(request.arch)
+                let roots: Vec<_> = tf32x3::roots_at(request.arch, &m, at)
                     .iter()
                     .map(|s| s.root(&m))
                     .collect();

@@ -39,6 +39,13 @@ pub const STAGES: [u32; 3] = [2, 3, 4];
 /// 10–15× the SGEMM error at K = 4096, every 8 k-tiles 3× its relative L2 error, every 4 at most 1.5×.
 pub const PROMOTE_KT: [u32; 2] = [2, 4];
 
+/// Values of [`Schedule::split_k`].
+pub const SPLIT_K: [u32; 6] = [1, 2, 4, 8, 16, 32];
+
+/// The blocks a split fills the grid towards: the multiprocessors of an H100 or H200 (132), one persistent
+/// block each. A schedule's split is chosen from it for the shape it is tuned at ([`roots_at`]).
+const GRID_BLOCKS: usize = 132;
+
 /// The most dynamic shared memory a block may use on sm_90 (227 KiB).
 const MAX_SMEM: u32 = 227 * 1024;
 
@@ -60,6 +67,16 @@ pub struct Schedule {
     /// accumulator then truncates at a third of the k8 steps, which is what limits the error at small K.
     #[serde(default)]
     pub split_acc: bool,
+    /// Splits of K across blocks (`OPTIML_SPLIT_K`, [`Launch::WgmmaSplit`]): each split's partial sums go to a
+    /// workspace that a second launch adds in a fixed order, so a product with fewer tiles than multiprocessors
+    /// and a long K fills the GPU. 1: the plain kernel.
+    #[serde(default = "one_split")]
+    pub split_k: u32,
+}
+
+/// The unsplit kernel, what a schedule recorded before splits existed ran.
+fn one_split() -> u32 {
+    1
 }
 
 impl Schedule {
@@ -71,6 +88,17 @@ impl Schedule {
     /// Rows of the other operand per tile (the template's `PW`).
     pub fn p_rows(&self) -> u32 {
         64 * self.consumers
+    }
+
+    /// Rows and columns of C per tile for `spec`: the K-major operand's `qn` rows are C's rows where the kernel
+    /// computes `Cᵀ` (every layout but `TT`).
+    pub fn tile(&self, spec: &MatmulSpec) -> (u32, u32) {
+        let swap = !(spec.trans_a && spec.trans_b);
+        if swap {
+            (self.qn, self.p_rows())
+        } else {
+            (self.p_rows(), self.qn)
+        }
     }
 
     /// Dynamic shared memory for `spec`: the ring of both operands, the ring of Q's small parts, and P's where P
@@ -88,9 +116,7 @@ impl Schedule {
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         // TMA loads a K-major Q, and P where it lands as it is stored: in registers' boxes, or K-major (`NT`).
         let tma = p_kmajor(spec) || (!self.split_acc && (!spec.trans_a || spec.trans_b));
-        let swap = !(spec.trans_a && spec.trans_b);
-        let pw = self.p_rows();
-        let (tile_m, tile_n) = if swap { (self.qn, pw) } else { (pw, self.qn) };
+        let (tile_m, tile_n) = self.tile(spec);
         let mut macros: Vec<(&str, Def)> = vec![
             ("OPTIML_TF32X3", true.into()),
             ("OPTIML_PROMOTE_KT", self.promote_kt.into()),
@@ -105,6 +131,9 @@ impl Schedule {
             ("OPTIML_SETMAXNREG", (self.consumers == 2).into()),
             ("OPTIML_TMA", tma.into()),
         ];
+        if self.split_k > 1 {
+            macros.push(("OPTIML_SPLIT_K", true.into()));
+        }
         if self.split_acc && self.consumers == 2 {
             // The accumulators and the sum take 192 registers per consumer thread: the most setmaxnreg lends.
             macros.push(("OPTIML_PRODUCER_REGS", 40u32.into()));
@@ -119,18 +148,35 @@ impl Schedule {
             defines(&macros),
             super::simt_f32::GEMV_TEMPLATE,
         );
+        let (threads, smem_bytes) = (self.threads(), self.smem_bytes(spec));
+        let tma_rows = if tma { self.qn } else { 0 };
+        let (tma_a_kmajor, tma_p_kmajor) =
+            (tma && !spec.trans_a, tma && !spec.trans_a && spec.trans_b);
+        let launch = match self.split_k {
+            1 => Launch::Wgmma {
+                tile_m,
+                tile_n,
+                threads,
+                smem_bytes,
+                tma_rows,
+                tma_a_kmajor,
+                tma_p_kmajor,
+            },
+            split_k => Launch::WgmmaSplit {
+                tile_m,
+                tile_n,
+                threads,
+                smem_bytes,
+                tma_rows,
+                tma_a_kmajor,
+                tma_p_kmajor,
+                split_k,
+            },
+        };
         Candidate {
             source,
             entry: "optiml_matmul",
-            launch: Launch::Wgmma {
-                tile_m,
-                tile_n,
-                threads: self.threads(),
-                smem_bytes: self.smem_bytes(spec),
-                tma_rows: if tma { self.qn } else { 0 },
-                tma_a_kmajor: tma && !spec.trans_a,
-                tma_p_kmajor: tma && !spec.trans_a && spec.trans_b,
-            },
+            launch,
             schedule: self.describe(),
         }
     }
@@ -147,7 +193,8 @@ impl Schedule {
 }
 
 /// The schedules a plain `f32` search on `arch` evaluates as roots beside its SIMT schedules: the default first,
-/// then the rest of the space. Sixteen evaluations, not a search: the space is too small to need one. The gate
+/// then the rest of the space, each unsplit. Sixteen evaluations, not a search: the space is too small to need
+/// one. The gate
 /// decides between the promotion intervals: in the H100 tunes of 2026-12-07
 /// (`bench/results/2026-12-07-h100-tf32x3-tune.md`) it refused every schedule promoting every 4 k-tiles at its
 /// small-K checks (K = 65 and 257: up to 2.9× the SIMT kernel's relative L2 error, where the bound is 2×) and
@@ -161,12 +208,45 @@ pub fn roots(arch: Arch) -> Vec<Schedule> {
         .collect()
 }
 
+/// [`roots`] for a search at `shape`: where a schedule's tiles leave most multiprocessors idle and K is long
+/// ([`Schedule::split_for`]), its split form comes first and the unsplit one after, so that a search that runs
+/// out of time has measured the forms the shape favours.
+pub fn roots_at(arch: Arch, spec: &MatmulSpec, shape: MatmulShape) -> Vec<Schedule> {
+    let unsplit = roots(arch);
+    let split: Vec<Schedule> = unsplit
+        .iter()
+        .map(|s| Schedule {
+            split_k: s.split_for(spec, shape),
+            ..*s
+        })
+        .filter(|s| s.split_k > 1)
+        .collect();
+    split.into_iter().chain(unsplit).collect()
+}
+
 /// Whether P is K-major in memory (`NT`): the template keeps it in shared memory as it is (the SS form).
 fn p_kmajor(spec: &MatmulSpec) -> bool {
     !spec.trans_a && spec.trans_b
 }
 
 impl Schedule {
+    /// The split of K that brings this schedule's grid at `shape` closest to one block per multiprocessor
+    /// without passing it (the most of [`SPLIT_K`] with `tiles · split ≤ 132`), as the launcher would run it
+    /// ([`optiml_runtime::matmul::splits_for`]: each range at least 128 long, the workspace bounded). 1 where the
+    /// tiles alone fill the GPU.
+    pub fn split_for(&self, spec: &MatmulSpec, shape: MatmulShape) -> u32 {
+        let (tile_m, tile_n) = self.tile(spec);
+        let tiles =
+            shape.batch * shape.m.div_ceil(tile_m as usize) * shape.n.div_ceil(tile_n as usize);
+        let wanted = SPLIT_K
+            .iter()
+            .copied()
+            .filter(|&s| tiles.max(1) * s as usize <= GRID_BLOCKS)
+            .max()
+            .unwrap_or(1);
+        optiml_runtime::matmul::splits_for(wanted, shape.batch * shape.m * shape.n, shape.k)
+    }
+
     /// Whether the kernel keeps P in shared memory for `spec` (the SS form): where P is K-major in memory, and
     /// with the small products apart in every layout (the producer transposes an MN-major P), since the second
     /// accumulator leaves no registers for P's fragments.
@@ -183,7 +263,7 @@ impl Tunable for Schedule {
             n => format!("promoted every {n} k-tiles"),
         };
         format!(
-            "3xtf32 wgmma {}x{}, {} consumers, {} stages, {promoted}{}",
+            "3xtf32 wgmma {}x{}, {} consumers, {} stages, {promoted}{}{}",
             self.qn,
             self.p_rows(),
             self.consumers,
@@ -192,6 +272,10 @@ impl Tunable for Schedule {
                 ", small products apart"
             } else {
                 ""
+            },
+            match self.split_k {
+                1 => String::new(),
+                s => format!(", split k {s}"),
             }
         )
     }
@@ -203,6 +287,7 @@ impl Tunable for Schedule {
             && CONSUMERS.contains(&self.consumers)
             && STAGES.contains(&self.stages)
             && PROMOTE_KT.contains(&self.promote_kt)
+            && SPLIT_K.contains(&self.split_k)
             // Two consumers promoting every 2 k-tiles spill in three of the four layouts (NVRTC 13.0: 16 spill
             // stores at the 168-register cap, where the promotion runs after every pair); every 4 fits, and one
             // consumer fits either way (`nvrtc_compile` checks the whole space).
@@ -224,6 +309,7 @@ impl Tunable for Schedule {
             stages: 4,
             promote_kt: 2,
             split_acc: false,
+            split_k: 1,
         }
     }
 
@@ -240,6 +326,7 @@ impl Tunable for Schedule {
                                 stages,
                                 promote_kt,
                                 split_acc,
+                                split_k: 1,
                             };
                             if s.is_valid() {
                                 out.push(s);
@@ -427,6 +514,63 @@ mod tests {
         let distinct: std::collections::HashSet<_> = roots.iter().collect();
         assert_eq!(distinct.len(), roots.len());
         assert!(roots.iter().any(|s| s.consumers == 1) && roots.iter().any(|s| s.stages == 4));
+    }
+
+    #[test]
+    fn few_tiles_and_a_long_k_split_towards_one_block_per_multiprocessor() {
+        let hopper = Arch::new(9, 0);
+        let (nn, tt) = (spec(false, false), spec(true, true));
+        let at = |batch, m, n, k| MatmulShape { batch, m, n, k };
+        let one = Schedule::default_for(hopper);
+        let two = Schedule {
+            consumers: 2,
+            promote_kt: 4,
+            ..one
+        };
+        // KernelBench's large K: 8 tiles of 128 × 64 (4 of 128 × 128) fill 128 of the 132 multiprocessors.
+        assert_eq!(one.split_for(&nn, at(1, 256, 256, 524_288)), 16);
+        assert_eq!(two.split_for(&nn, at(1, 256, 256, 524_288)), 32);
+        // The tile's orientation: TT puts the 64 rows along M.
+        assert_eq!(one.tile(&tt), (64, 128));
+        assert_eq!(one.split_for(&tt, at(1, 64, 1024, 65_536)), 16);
+        assert_eq!(one.split_for(&nn, at(1, 64, 1024, 65_536)), 8);
+        // Tiles that fill the GPU, and ranges the launcher would shorten below 128, stay whole.
+        assert_eq!(one.split_for(&nn, at(1, 4096, 4096, 4096)), 1);
+        assert_eq!(one.split_for(&nn, at(1, 256, 256, 1024)), 8);
+        assert_eq!(one.split_for(&nn, at(1, 256, 256, 200)), 1);
+        // Roots at a deep shape: the split forms first, then every unsplit root.
+        let roots = roots_at(hopper, &nn, at(1, 256, 256, 65_536));
+        assert_eq!(roots.len(), 2 * Schedule::space().len());
+        assert_eq!(roots[0], Schedule { split_k: 16, ..one });
+        assert!(roots.iter().all(|s| s.is_valid()));
+        assert_eq!(
+            roots_at(hopper, &nn, at(1, 4096, 4096, 4096)),
+            super::roots(hopper)
+        );
+        // The split form compiles in the split pass and launches with its reduction.
+        let split = roots[0].candidate(&nn);
+        assert!(split.source.contains("#define OPTIML_SPLIT_K 1"));
+        assert!(matches!(
+            split.launch,
+            Launch::WgmmaSplit { split_k: 16, .. }
+        ));
+        assert!(
+            split
+                .launch
+                .companions()
+                .get(optiml_runtime::matmul::REDUCE_SLOT)
+                .is_some()
+        );
+        assert!(
+            !one.candidate(&nn)
+                .source
+                .contains("#define OPTIML_SPLIT_K 1")
+        );
+        assert!(
+            split.schedule.ends_with(", split k 16"),
+            "{}",
+            split.schedule
+        );
     }
 
     #[test]

@@ -132,6 +132,19 @@
 //                      small K, where promotion does not shorten the chain,
 //                      this is what keeps 3xTF32 near the SIMT kernel's
 //                      error. Costs QN / 2 registers more.
+//   OPTIML_SPLIT_K     1: the kernel takes one more parameter after beta,
+//                      `int splits` (S), and the module holds
+//                      optiml_splitk_reduce (optiml/splitk.cuh). S <= 1: the
+//                      plain kernel. S > 1: launch 1 of matmul_f32.cu's
+//                      split-K ABI: C is the workspace W [S][batch][M][N],
+//                      every element written with its split's raw partial
+//                      sum (alpha, beta, bias and the activation are the
+//                      reduction's); the tiles are numbered
+//                      t = ((z * S + s) * tiles_q + tile_q) * tiles_p + tile_p
+//                      and split s takes k-tiles [s T / S, (s + 1) T / S) of
+//                      the T = ceil(K / 32) (an empty range writes zeros).
+//                      Needs PINGPONG 0 (its ring order assumes equal k-tile
+//                      counts per tile). 0 (default): none of it.
 //
 // Tile of C: OPTIML_TILE_M x OPTIML_TILE_N = QN x PW (SWAP) or PW x QN.
 // Shared memory: OPTIML_SMEM_BYTES = STAGES * (QN + PW) * 128 + 1024 (the
@@ -169,6 +182,9 @@
 #ifndef OPTIML_TMA
 #define OPTIML_TMA 0
 #endif
+#ifndef OPTIML_SPLIT_K
+#define OPTIML_SPLIT_K 0
+#endif
 // Epilogue (WGMMA_NOTES.md, "Round 3"): 2 (EXPERIMENTAL: spills with HAS_BETA) = register passes: old C
 // read for the whole tile before any store (acc = alpha acc + beta C_old in
 // place, branch-free predicated loads), then bias + activation on all
@@ -188,7 +204,8 @@
 // aligned, prefetch.global.L2 per 128 bytes otherwise) when it loads k-tile
 // ktiles - OPTIML_C_PREFETCH_KT of that tile, so the epilogue's C_old loads hit L2.
 #ifndef OPTIML_C_PREFETCH
-#define OPTIML_C_PREFETCH (OPTIML_HAS_BETA && !OPTIML_TMA)  // TMA + prefetch spills the 40-register producer (48 B)
+// TMA + prefetch spills the 40-register producer (48 B); a split product's first launch reads no C.
+#define OPTIML_C_PREFETCH (OPTIML_HAS_BETA && !OPTIML_TMA && !OPTIML_SPLIT_K)
 #endif
 #ifndef OPTIML_C_PREFETCH_KT
 #define OPTIML_C_PREFETCH_KT 8
@@ -201,6 +218,12 @@
 #endif
 #ifndef OPTIML_X3_SPLIT_ACC
 #define OPTIML_X3_SPLIT_ACC 0
+#endif
+#if OPTIML_SPLIT_K && OPTIML_C_PREFETCH
+#error "OPTIML_C_PREFETCH warms C for the epilogue, which a split product's first launch does not run: needs OPTIML_SPLIT_K 0"
+#endif
+#if OPTIML_SPLIT_K && OPTIML_PINGPONG
+#error "OPTIML_SPLIT_K gives tiles unequal k-tile counts, which ping-pong's ring order cannot take: needs OPTIML_PINGPONG 0"
 #endif
 #if OPTIML_X3_SPLIT_ACC && !OPTIML_TF32X3
 #error "OPTIML_X3_SPLIT_ACC splits 3xTF32's products: needs OPTIML_TF32X3"
@@ -935,6 +958,31 @@ __device__ __forceinline__ const float* fence_after(const float* p, float v) {
 #define OPTIML_PAIR_X(j, h) (4 * (j) + 2 * (h))
 #define OPTIML_PAIR_Y(j, h) (4 * (j) + 2 * (h) + 1)
 #endif
+#if OPTIML_SPLIT_K
+// A split's raw partial sums of the tile into its slice Wz of the workspace (M x N, row-major): the pairs of
+// the epilogue below, without it.
+__device__ __forceinline__ void store_partials(const float (&acc)[QN / 2], float* __restrict__ Wz, int M, int N,
+                                               int pp, int qb) {
+    const bool vec2 = (N & 1) == 0 && (reinterpret_cast<unsigned long long>(Wz) & 7ull) == 0ull;
+#pragma unroll
+    for (int j = 0; j < QN / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = OPTIML_PAIR_ROW(j, h), c = OPTIML_PAIR_COL(j, h);
+            if (r >= M || c >= N) continue;
+            float* w = Wz + (long long)r * N + c;
+            const float x = acc[OPTIML_PAIR_X(j, h)], y = acc[OPTIML_PAIR_Y(j, h)];
+            if (vec2) {
+                *reinterpret_cast<float2*>(w) = make_float2(x, y);
+            } else {
+                w[0] = x;
+                if (c + 1 < N) w[1] = y;
+            }
+        }
+    }
+}
+#endif
+
 // v = act(alpha acc + beta C_old + bias) for the tile, stored to C[z] (Cz).
 // vec2: N even and Cz 8-byte aligned (columns come in even pairs).
 __device__ __forceinline__ void epilogue_tile(float (&acc)[QN / 2], float* __restrict__ Cz,
@@ -1055,12 +1103,33 @@ __device__ __forceinline__ void prefetch_c_tile(const float* C, long long stride
 #define OPTIML_PROMOTE_END
 #endif
 
+// A tile's batch item z and row r of it (and with OPTIML_SPLIT_K its split sk, its first k-tile kt0 and its
+// k-tile count); OPTIML_KT0 turns a k-tile of the tile's range into one of K's.
+#if OPTIML_SPLIT_K
+#define OPTIML_TILE_Z                                                                                          \
+    const long long zs = tile / per_item;                                                                      \
+    const long long r = tile - zs * per_item;                                                                  \
+    const long long z = zs / S;                                                                                \
+    const int sk = (int)(zs - z * S);                                                                          \
+    const int kt0 = (int)((long long)sk * kt_all / S);                                                         \
+    const int ktiles = (int)((long long)(sk + 1) * kt_all / S) - kt0;
+#define OPTIML_KT0 kt0 +
+#else
+#define OPTIML_TILE_Z                                                                                          \
+    const long long z = tile / per_item;                                                                       \
+    const long long r = tile - z * per_item;
+#define OPTIML_KT0
+#endif
+
 extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
     const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     const float* __restrict__ bias,
     int batch, int M, int N, int K,
     long long strideA, long long strideB, long long strideC,
     float alpha, float beta
+#if OPTIML_SPLIT_K
+    , int splits
+#endif
 #if OPTIML_TMA
     , const __grid_constant__ optiml_wg::TmaMap tmQ, const __grid_constant__ optiml_wg::TmaMap tmP, int use_tma
 #endif
@@ -1105,10 +1174,19 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
     const long long tiles_p = (Pdim + PW - 1) / PW;
     const long long tiles_q = (Qdim + QN - 1) / QN;
     const long long per_item = tiles_p * tiles_q;
+#if OPTIML_SPLIT_K
+    const int S = splits > 1 ? splits : 1;
+    const long long total = per_item * (long long)batch * S;
+#else
     const long long total = per_item * (long long)batch;
+#endif
     const long long nblk = (long long)gridDim.x * gridDim.y * gridDim.z;
     const long long bid = (long long)blockIdx.x + (long long)gridDim.x * ((long long)blockIdx.y + (long long)gridDim.y * blockIdx.z);
+#if OPTIML_SPLIT_K
+    const int kt_all = (K + BK - 1) / BK;
+#else
     const int ktiles = (K + BK - 1) / BK;
+#endif
 
     if (tid >= 128 * NCONS) {
         // ======================= producer warpgroup =======================
@@ -1150,8 +1228,7 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             // (warp 0 when it also prefetches C: lane 0 issues the copies)
             if (OPTIML_C_PREFETCH ? p < 32 : p == 0) {
                 for (long long tile = bid; tile < total; tile += nblk) {
-                    const long long z = tile / per_item;
-                    const long long r = tile - z * per_item;
+                    OPTIML_TILE_Z
                     const int q0 = (int)(r / tiles_p) * QN;
                     const int p0 = (int)(r % tiles_p) * PW;
                     const int zq = strideQ != 0 ? (int)z : 0;
@@ -1163,16 +1240,17 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
                         mbar_wait(empty0 + 8u * s, ph ^ 1u);
                         if (plane == 0) {
                             mbar_arrive_expect_tx(bar, Q_STAGE + P_STAGE);
-                            tma_load_3d(sQ0 + s * Q_STAGE, &tmQ, kt * BK, q0, zq, bar);
+                            tma_load_3d(sQ0 + s * Q_STAGE, &tmQ, (OPTIML_KT0 kt) * BK, q0, zq, bar);
 #if OPTIML_P_SMEM
 #pragma unroll
                             for (int h = 0; h < PW / 8; ++h)
-                                tma_load_3d(sP0 + s * P_STAGE + 1024u * h, &tmP, kt * BK, p0 + 16 * (h >> 1) + (h & 1),
-                                            zp, bar);
+                                tma_load_3d(sP0 + s * P_STAGE + 1024u * h, &tmP, (OPTIML_KT0 kt) * BK,
+                                            p0 + 16 * (h >> 1) + (h & 1), zp, bar);
 #else
 #pragma unroll
                             for (int b = 0; b < PW / 32; ++b)
-                                tma_load_3d(sP0 + s * P_STAGE + 4096u * b, &tmP, p0 + 32 * b, kt * BK, zp, bar);
+                                tma_load_3d(sP0 + s * P_STAGE + 4096u * b, &tmP, p0 + 32 * b, (OPTIML_KT0 kt) * BK, zp,
+                                            bar);
 #endif
                         }
 #if OPTIML_C_PREFETCH
@@ -1184,8 +1262,7 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         } else
 #endif
         for (long long tile = bid; tile < total; tile += nblk) {
-            const long long z = tile / per_item;
-            const long long r = tile - z * per_item;
+            OPTIML_TILE_Z
             const int q0 = (int)(r / tiles_p) * QN;
             const int p0 = (int)(r % tiles_p) * PW;
             const float* Pz = Pbase + z * strideP;
@@ -1217,7 +1294,7 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const unsigned s = it % STAGES;
                 const unsigned ph = (it / STAGES) & 1u;
-                const int k0 = kt * BK;
+                const int k0 = (OPTIML_KT0 kt) * BK;
                 mbar_wait(empty0 + 8u * s, ph ^ 1u);
                 const unsigned sq = sQ0 + s * Q_STAGE;
                 const unsigned sp = sP0 + s * P_STAGE;
@@ -1323,8 +1400,7 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             cons.it = (unsigned)(i * ktiles);
             if (i > 0) named_bar_sync(1 + wg, 256);
 #endif
-            const long long z = tile / per_item;
-            const long long r = tile - z * per_item;
+            OPTIML_TILE_Z
             const int q0 = (int)(r / tiles_p) * QN;
             const int p0 = (int)(r % tiles_p) * PW;
 #pragma unroll
@@ -1389,6 +1465,13 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
             // Main loop done: the other warpgroup may start its tile (if it has one) during this epilogue.
             if (tile + nblk < total) named_bar_arrive(2 - wg, 256);
 #endif
+#if OPTIML_SPLIT_K
+            if (S > 1) {
+                // Launch 1 of a split product: the raw partial sums into this split's slice of W (C is W).
+                store_partials(acc, C + ((long long)sk * batch + z) * ((long long)M * N), M, N, p0 + pl, q0 + 2 * t);
+                continue;
+            }
+#endif
 #if OPTIML_EPI == 2
             {
                 float* Cz = C + z * strideC;
@@ -1436,3 +1519,8 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
         }
     }
 }
+
+#if OPTIML_SPLIT_K
+#define OPTIML_SPLITK_NS optiml_wg
+#include "optiml/splitk.cuh"  // optiml_splitk_reduce, with this template's epilogue
+#endif
