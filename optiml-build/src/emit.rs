@@ -108,7 +108,7 @@ mod tests {
                 tma_a_kmajor: true,
                 tma_p_kmajor: false,
             },
-            Launch::WgmmaSplit {
+            Launch::WgmmaStaged {
                 tile_m: 128,
                 tile_n: 64,
                 threads: 256,
@@ -117,6 +117,7 @@ mod tests {
                 tma_a_kmajor: true,
                 tma_p_kmajor: false,
                 split_k: 16,
+                transpose_a: true,
             },
             Launch::Matmul16 {
                 elem: Half::Bf16,

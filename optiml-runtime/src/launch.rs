@@ -15,6 +15,17 @@ pub const REDUCE_SLOT: usize = 0;
 pub const GEMV_SLOT: usize = 1;
 /// The companion slot of [`SIMT16_ENTRY`].
 pub const FALLBACK_SLOT: usize = 2;
+/// The companion slot of [`TRANSPOSE_ENTRY`].
+pub const TRANSPOSE_SLOT: usize = 3;
+
+/// The entry point that copies A, stored `k × m` per batch item, into an `m × k` workspace, in a module whose
+/// kernel reads A K-major ([`Launch::WgmmaStaged`]'s `transpose_a`):
+/// `optiml_transpose_a(const float* A, float* At, int batch, int K, int M, long long strideA)`, At packed
+/// (`m · k` per item), any grid of `TRANSPOSE_THREADS`-thread blocks.
+pub const TRANSPOSE_ENTRY: &str = "optiml_transpose_a";
+
+/// Threads per block of [`TRANSPOSE_ENTRY`]: 32 × 8, each moving four elements of a 32 × 32 tile.
+pub const TRANSPOSE_THREADS: u32 = 256;
 
 /// The matrix-vector entry point every generated matmul module also holds: a call with `n == 1` or `m == 1` is
 /// memory-bound, and a bandwidth kernel reads the matrix once at full speed where a tiled one wastes its tile.
@@ -81,11 +92,14 @@ pub enum Launch {
     },
     /// A kernel generated from a tensor program (`optiml_spec::program`).
     Program(ProgramLaunch),
-    /// A [`Launch::Wgmma`] kernel whose K may split across blocks, for products with few output tiles and a long
-    /// K: it takes the split count after `beta`, each split writes its partial sums into a workspace, and the
-    /// module's [`REDUCE_ENTRY`] adds them in a fixed order and applies the epilogue. The fields are
-    /// [`Launch::Wgmma`]'s, then the split.
-    WgmmaSplit {
+    /// A [`Launch::Wgmma`] kernel with launches around it. With `transpose_a`, the module's [`TRANSPOSE_ENTRY`]
+    /// first copies A, stored `k × m`, into an `m × k` workspace that the kernel (compiled for A stored `m × k`)
+    /// reads: TF32 `wgmma` takes both shared-memory operands K-major, and a copy at the bandwidth costs less
+    /// than transposing in the kernel's producer. With `split_k > 1`, K may split across blocks for products
+    /// with few output tiles and a long K: the kernel takes the split count after `beta`, each split writes
+    /// its partial sums into a workspace, and the module's [`REDUCE_ENTRY`] adds them in a fixed order and
+    /// applies the epilogue. The fields are [`Launch::Wgmma`]'s, then these two.
+    WgmmaStaged {
         /// Rows of `C` per tile.
         tile_m: u32,
         /// Columns of `C` per tile.
@@ -104,6 +118,8 @@ pub enum Launch {
         /// where the ranges would be too short or the workspace too large
         /// ([`crate::matmul::splits_for`]).
         split_k: u32,
+        /// A is transposed into a workspace first ([`TRANSPOSE_ENTRY`]).
+        transpose_a: bool,
     },
 }
 
@@ -231,7 +247,7 @@ pub struct Companion {
 }
 
 /// Slots for companion entry points per module.
-pub const COMPANION_SLOTS: usize = 3;
+pub const COMPANION_SLOTS: usize = 4;
 
 impl Companions {
     /// `entry` in `slot`.
@@ -252,7 +268,7 @@ impl Launch {
     pub fn image_arch(&self, arch: Arch) -> Arch {
         match self {
             Launch::Wgmma { .. }
-            | Launch::WgmmaSplit { .. }
+            | Launch::WgmmaStaged { .. }
             | Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(_),
                 ..
@@ -269,7 +285,7 @@ impl Launch {
         match *self {
             Launch::Matmul { smem_bytes, .. }
             | Launch::Wgmma { smem_bytes, .. }
-            | Launch::WgmmaSplit { smem_bytes, .. } => smem_bytes,
+            | Launch::WgmmaStaged { smem_bytes, .. } => smem_bytes,
             Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(w),
                 ..
@@ -292,7 +308,7 @@ impl Launch {
         match *self {
             Launch::Matmul { threads, .. }
             | Launch::Wgmma { threads, .. }
-            | Launch::WgmmaSplit { threads, .. } => threads,
+            | Launch::WgmmaStaged { threads, .. } => threads,
             Launch::Retired => 0,
             Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(w),
@@ -337,7 +353,7 @@ impl Launch {
                  smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
                  tma_p_kmajor: {tma_p_kmajor} }}"
             ),
-            Launch::WgmmaSplit {
+            Launch::WgmmaStaged {
                 tile_m,
                 tile_n,
                 threads,
@@ -346,10 +362,11 @@ impl Launch {
                 tma_a_kmajor,
                 tma_p_kmajor,
                 split_k,
+                transpose_a,
             } => format!(
-                "::optiml::runtime::Launch::WgmmaSplit {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
+                "::optiml::runtime::Launch::WgmmaStaged {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
                  smem_bytes: {smem_bytes}, tma_rows: {tma_rows}, tma_a_kmajor: {tma_a_kmajor}, \
-                 tma_p_kmajor: {tma_p_kmajor}, split_k: {split_k} }}"
+                 tma_p_kmajor: {tma_p_kmajor}, split_k: {split_k}, transpose_a: {transpose_a} }}"
             ),
             Launch::Matmul16 { elem, kernel } => {
                 let kernel = match kernel {
@@ -426,9 +443,19 @@ impl Launch {
                 }
             }
             Launch::Wgmma { .. } => none.with(GEMV_SLOT, GEMV_ENTRY, false),
-            Launch::WgmmaSplit { .. } => {
-                none.with(GEMV_SLOT, GEMV_ENTRY, false)
-                    .with(REDUCE_SLOT, REDUCE_ENTRY, true)
+            Launch::WgmmaStaged {
+                split_k,
+                transpose_a,
+                ..
+            } => {
+                let mut with = none.with(GEMV_SLOT, GEMV_ENTRY, false);
+                if split_k > 1 {
+                    with = with.with(REDUCE_SLOT, REDUCE_ENTRY, true);
+                }
+                if transpose_a {
+                    with = with.with(TRANSPOSE_SLOT, TRANSPOSE_ENTRY, true);
+                }
+                with
             }
             Launch::Matmul16 { kernel, .. } => {
                 let with_gemv = none.with(GEMV_SLOT, GEMV_ENTRY, false);

@@ -76,6 +76,7 @@ const MAX_DIM: usize = i32::MAX as usize;
 // The module ABI the generator compiles against and `Launch::companions` names: defined with the launch kinds.
 pub use crate::launch::{
     FALLBACK_SLOT, GEMV_ENTRY, GEMV_SLOT, REDUCE_ENTRY, REDUCE_SLOT, SIMT16_ENTRY, SIMT16_THREADS,
+    TRANSPOSE_ENTRY, TRANSPOSE_SLOT, TRANSPOSE_THREADS,
 };
 
 /// Rows and columns of `C` per block of the 16-bit SIMT kernel.
@@ -319,9 +320,9 @@ fn launch_checked<T: Element>(
             args,
             (tile_m, tile_n, threads, smem_bytes),
             (tma_rows, tma_a_kmajor, tma_p_kmajor),
-            1,
+            (1, false),
         ),
-        Launch::WgmmaSplit {
+        Launch::WgmmaStaged {
             tile_m,
             tile_n,
             threads,
@@ -330,6 +331,7 @@ fn launch_checked<T: Element>(
             tma_a_kmajor,
             tma_p_kmajor,
             split_k,
+            transpose_a,
         } => launch_wgmma(
             name,
             stream,
@@ -337,7 +339,7 @@ fn launch_checked<T: Element>(
             args,
             (tile_m, tile_n, threads, smem_bytes),
             (tma_rows, tma_a_kmajor, tma_p_kmajor),
-            split_k,
+            (split_k, transpose_a),
         ),
         Launch::Matmul16 {
             kernel: Kernel16::Simt,
@@ -552,9 +554,11 @@ impl<'s> Split<'s> {
 
 /// A persistent `wgmma` kernel: one block per multiprocessor at most, each walking tiles `b, b + grid, …`. With a
 /// TMA producer, the launcher encodes the two operands' tensor maps per call (host work of about a microsecond)
-/// or, where TMA cannot address an operand, tells the kernel to load with `cp.async` instead. A variant compiled
+/// or, where TMA cannot address an operand, tells the kernel to load with `cp.async` instead. With
+/// `transpose_a`, A is first copied K-major into a workspace the kernel reads in its place. A variant compiled
 /// with split-K (`split_k > 1`) takes the split count, and with more than one split writes the workspace the
 /// reduction then adds into C.
+#[allow(clippy::too_many_arguments)]
 fn launch_wgmma<T: Element>(
     name: &'static str,
     stream: &CudaStream,
@@ -562,8 +566,14 @@ fn launch_wgmma<T: Element>(
     args: MatmulArgs<'_, T>,
     (tile_m, tile_n, threads, smem_bytes): (u32, u32, u32, u32),
     tma: (u32, bool, bool),
-    split_k: u32,
+    (split_k, transpose_a): (u32, bool),
 ) -> Result<(), Error> {
+    let transposed = if transpose_a {
+        Some(transpose_a_into_workspace(name, stream, &target, &args)?)
+    } else {
+        None
+    };
+    let a_ptr = transposed.as_ref().map(|w| w.ptr);
     let splits = splits_for(split_k, args.batch * args.m * args.n, args.k);
     let cfg = persistent(
         &args,
@@ -573,10 +583,14 @@ fn launch_wgmma<T: Element>(
     );
     let scalars = Scalars::of(&args);
     let splits_arg = splits as i32;
-    let maps = (tma.0 > 0).then(|| TmaMaps::encode(stream, &args, tma));
+    let maps = (tma.0 > 0).then(|| TmaMaps::encode(stream, &args, a_ptr, tma));
     let mut split = Split::new(name, stream, &target, &args, splits)?;
     let mut builder = Args::new(stream, target.function, name);
-    builder.arg(args.a).arg(args.b);
+    match &transposed {
+        Some(w) => builder.arg(&w.ptr),
+        None => builder.arg(args.a),
+    };
+    builder.arg(args.b);
     match &mut split {
         Some(split) => builder.arg(&split.workspace.ptr),
         None => builder.arg(&mut *args.c),
@@ -591,7 +605,8 @@ fn launch_wgmma<T: Element>(
     // SAFETY: the arguments match the `wgmma` template's `optiml_matmul` (the common ABI, then the two
     // `__grid_constant__` tensor maps and the TMA switch when compiled with TMA); every buffer was checked to
     // hold what the dimensions address; the maps, when used, describe exactly those checked extents (their
-    // out-of-bounds elements read as zero), and with `use_tma == 0` the kernel never reads them; with more than
+    // out-of-bounds elements read as zero), and with `use_tma == 0` the kernel never reads them; a transposed A
+    // is the workspace of the same extent, `m × k` per item, written on this stream before; with more than
     // one split, C is the workspace of `splits · batch · m · n` elements the split pass writes. Any grid is
     // valid: blocks loop over tiles.
     unsafe { builder.launch(cfg, "launch") }?;
@@ -599,6 +614,53 @@ fn launch_wgmma<T: Element>(
         Some(split) => split.reduce(name, stream, &target, args, &scalars),
         None => Ok(()),
     }
+}
+
+/// Copies A, stored `k × m` per batch item (one item where it is shared), into a packed `m × k` workspace on
+/// `stream` with the module's [`TRANSPOSE_ENTRY`]: what a kernel compiled for a K-major A reads in its place.
+///
+/// # Errors
+/// A module without the entry, the allocation's or the launch's failure.
+fn transpose_a_into_workspace<'s, T: Element>(
+    name: &'static str,
+    stream: &'s CudaStream,
+    target: &Target<'s>,
+    args: &MatmulArgs<'_, T>,
+) -> Result<Workspace<'s>, Error> {
+    let Some(transpose) = target.companions[TRANSPOSE_SLOT] else {
+        return Err(Error::NoVariant {
+            kernel: name,
+            device: "this launcher".into(),
+            available: "a variant that transposes A without its transposing kernel".into(),
+        });
+    };
+    let items = if args.shared_a { 1 } else { args.batch };
+    let workspace = Workspace::new(stream, items * args.m * args.k * 4)
+        .map_err(Error::driver(name, "allocate the transposed A"))?;
+    let (items_arg, k, m) = (items as i32, args.k as i32, args.m as i32);
+    let stride_a = strides(args).0;
+    let cfg = LaunchConfig {
+        grid_dim: (
+            args.m.div_ceil(32) as u32,
+            args.k.div_ceil(32).min(65535) as u32,
+            items.min(65535) as u32,
+        ),
+        block_dim: (TRANSPOSE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut builder = Args::new(stream, transpose, name);
+    builder
+        .arg(args.a)
+        .arg(&workspace.ptr)
+        .arg(&items_arg)
+        .arg(&k)
+        .arg(&m)
+        .arg(&stride_a);
+    // SAFETY: `optiml_transpose_a(const float* A, float* At, int batch, int K, int M, long long strideA)` reads
+    // `items` items of `k · m` elements `strideA` apart from the checked A and writes `items · m · k` elements of
+    // the workspace just allocated for them; blocks loop over the rows and items the grid does not cover.
+    unsafe { builder.launch(cfg, "launch the transposition of A") }?;
+    Ok(workspace)
 }
 
 /// A `CUtensorMap` as a kernel parameter (128 bytes, passed by value as `const __grid_constant__`).
@@ -629,12 +691,15 @@ impl TmaMaps {
     fn encode<T: Element>(
         stream: &CudaStream,
         args: &MatmulArgs<'_, T>,
+        a_ptr: Option<sys::CUdeviceptr>,
         (tma_rows, a_kmajor, p_kmajor): (u32, bool, bool),
     ) -> Self {
         // SAFETY: an all-zero CUtensorMap is a valid value of the plain byte array (the kernel ignores it).
         let zero = || TmaMap(unsafe { std::mem::zeroed() });
         let (sa, sb, _) = strides(args);
         let (a, _a_sync) = args.a.device_ptr(stream);
+        // A copied K-major into a workspace is read in its place (same extent, same strides).
+        let a = a_ptr.unwrap_or(a);
         let (b, _b_sync) = args.b.device_ptr(stream);
         // NN: Q = A (m × k), P = B (k × n). NT: Q = A, P = B stored n × k. TT: Q = B stored n × k, P = A
         // stored k × m.

@@ -20,11 +20,11 @@
 //! lets through.
 
 use super::MatmulShape;
-use super::tf32::{WGMMA_TEMPLATE, epilogue};
+use super::tf32::{Reads, WGMMA_TEMPLATE, epilogue};
 use crate::eval::{Evaluable, Problem};
 use crate::experts::{Candidate, Def, Root, defines};
 use crate::search::{Bottleneck, Transform, Tunable};
-use optiml_runtime::{Arch, Launch};
+use optiml_runtime::Arch;
 use optiml_spec::{DType, MatmulSpec};
 
 /// Values of [`Schedule::qn`]: the accumulator and the promoted sum take `qn / 2` registers each, so only the
@@ -67,7 +67,7 @@ pub struct Schedule {
     /// accumulator then truncates at a third of the k8 steps, which is what limits the error at small K.
     #[serde(default)]
     pub split_acc: bool,
-    /// Splits of K across blocks (`OPTIML_SPLIT_K`, [`Launch::WgmmaSplit`]): each split's partial sums go to a
+    /// Splits of K across blocks (`OPTIML_SPLIT_K`, [`Launch::WgmmaStaged`]): each split's partial sums go to a
     /// workspace that a second launch adds in a fixed order, so a product with fewer tiles than multiprocessors
     /// and a long K fills the GPU. 1: the plain kernel.
     #[serde(default = "one_split")]
@@ -93,6 +93,7 @@ impl Schedule {
     /// Rows and columns of C per tile for `spec`: the K-major operand's `qn` rows are C's rows where the kernel
     /// computes `Cᵀ` (every layout but `TT`).
     pub fn tile(&self, spec: &MatmulSpec) -> (u32, u32) {
+        // (A transposed first keeps `TN` in the swapped orientation.)
         let swap = !(spec.trans_a && spec.trans_b);
         if swap {
             (self.qn, self.p_rows())
@@ -104,7 +105,7 @@ impl Schedule {
     /// Dynamic shared memory for `spec`: the ring of both operands, the ring of Q's small parts, and P's where P
     /// is in shared memory (`NT`: the SS form), plus 1024 bytes of alignment.
     pub fn smem_bytes(&self, spec: &MatmulSpec) -> u32 {
-        let small_p = if self.p_in_smem(spec) {
+        let small_p = if self.p_in_smem(&Reads::of(spec).spec) {
             self.p_rows()
         } else {
             0
@@ -114,14 +115,17 @@ impl Schedule {
 
     /// The candidate computing `spec` (a plain `f32` matmul) with this schedule.
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
+        // As the kernel reads it: a `TN` product's A is transposed into a workspace first.
+        let reads = Reads::of(spec);
+        let kspec = &reads.spec;
         // TMA loads a K-major Q, and P where it lands as it is stored: in registers' boxes, or K-major (`NT`).
-        let tma = p_kmajor(spec) || (!self.split_acc && (!spec.trans_a || spec.trans_b));
+        let tma = p_kmajor(kspec) || (!self.split_acc && (!kspec.trans_a || kspec.trans_b));
         let (tile_m, tile_n) = self.tile(spec);
         let mut macros: Vec<(&str, Def)> = vec![
             ("OPTIML_TF32X3", true.into()),
             ("OPTIML_PROMOTE_KT", self.promote_kt.into()),
             ("OPTIML_X3_SPLIT_ACC", self.split_acc.into()),
-            ("OPTIML_SS", self.p_in_smem(spec).into()),
+            ("OPTIML_SS", self.p_in_smem(kspec).into()),
             ("OPTIML_QN", self.qn.into()),
             ("OPTIML_CONSUMERS", self.consumers.into()),
             ("OPTIML_STAGES", self.stages.into()),
@@ -133,6 +137,9 @@ impl Schedule {
         ];
         if self.split_k > 1 {
             macros.push(("OPTIML_SPLIT_K", true.into()));
+        }
+        if reads.transpose_a {
+            macros.push(("OPTIML_TRANSPOSE_A", true.into()));
         }
         if self.split_acc && self.consumers == 2 {
             // The accumulators and the sum take 192 registers per consumer thread: the most setmaxnreg lends.
@@ -148,31 +155,15 @@ impl Schedule {
             defines(&macros),
             super::simt_f32::GEMV_TEMPLATE,
         );
-        let (threads, smem_bytes) = (self.threads(), self.smem_bytes(spec));
-        let tma_rows = if tma { self.qn } else { 0 };
-        let (tma_a_kmajor, tma_p_kmajor) =
-            (tma && !spec.trans_a, tma && !spec.trans_a && spec.trans_b);
-        let launch = match self.split_k {
-            1 => Launch::Wgmma {
-                tile_m,
-                tile_n,
-                threads,
-                smem_bytes,
-                tma_rows,
-                tma_a_kmajor,
-                tma_p_kmajor,
-            },
-            split_k => Launch::WgmmaSplit {
-                tile_m,
-                tile_n,
-                threads,
-                smem_bytes,
-                tma_rows,
-                tma_a_kmajor,
-                tma_p_kmajor,
-                split_k,
-            },
-        };
+        let launch = reads.launch(
+            (tile_m, tile_n, self.threads(), self.smem_bytes(spec)),
+            (
+                if tma { self.qn } else { 0 },
+                tma && !kspec.trans_a,
+                tma && !kspec.trans_a && kspec.trans_b,
+            ),
+            self.split_k,
+        );
         Candidate {
             source,
             entry: "optiml_matmul",
@@ -448,6 +439,7 @@ impl Evaluable for Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use optiml_runtime::Launch;
 
     fn spec(trans_a: bool, trans_b: bool) -> MatmulSpec {
         match optiml_spec::parse("batched matmul, f32").unwrap().family {
@@ -487,7 +479,9 @@ mod tests {
         );
         assert_eq!(s.smem_bytes(&spec(false, true)), 3 * 4 * 128 * 128 + 1024);
         for (a, b) in [(false, false), (false, true), (true, false), (true, true)] {
-            let Launch::Wgmma { smem_bytes, .. } = s.candidate(&spec(a, b)).launch else {
+            let (Launch::Wgmma { smem_bytes, .. } | Launch::WgmmaStaged { smem_bytes, .. }) =
+                s.candidate(&spec(a, b)).launch
+            else {
                 panic!("not a wgmma launch");
             };
             assert!(smem_bytes <= MAX_SMEM);
@@ -552,7 +546,7 @@ mod tests {
         assert!(split.source.contains("#define OPTIML_SPLIT_K 1"));
         assert!(matches!(
             split.launch,
-            Launch::WgmmaSplit { split_k: 16, .. }
+            Launch::WgmmaStaged { split_k: 16, .. }
         ));
         assert!(
             split

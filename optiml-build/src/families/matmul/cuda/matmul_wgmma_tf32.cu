@@ -145,6 +145,19 @@
 //                      the T = ceil(K / 32) (an empty range writes zeros).
 //                      Needs PINGPONG 0 (its ring order assumes equal k-tile
 //                      counts per tile). 0 (default): none of it.
+//   OPTIML_TRANSPOSE_A 1 (TN only: OPTIML_TRANS_A 1, OPTIML_TRANS_B 0): the
+//                      module also holds optiml_transpose_a(const float* A,
+//                      float* At, int batch, int K, int M, long long
+//                      strideA), which the launcher runs first to copy A,
+//                      stored K x M per item, into a packed M x K workspace
+//                      (any grid of 256 threads: 32 x 32 tiles through shared
+//                      memory, blocks loop over K and items); optiml_matmul
+//                      then reads that copy as the NN kernel would (TMA
+//                      included). OPTIML_TRANS_A still says how A is stored,
+//                      for the module's matrix-vector kernel. TF32 wgmma takes
+//                      both shared-memory operands K-major, and the copy at
+//                      the bandwidth costs less than the producer's 4-byte
+//                      transposing loads.
 //
 // Tile of C: OPTIML_TILE_M x OPTIML_TILE_N = QN x PW (SWAP) or PW x QN.
 // Shared memory: OPTIML_SMEM_BYTES = STAGES * (QN + PW) * 128 + 1024 (the
@@ -184,6 +197,12 @@
 #endif
 #ifndef OPTIML_SPLIT_K
 #define OPTIML_SPLIT_K 0
+#endif
+#ifndef OPTIML_TRANSPOSE_A
+#define OPTIML_TRANSPOSE_A 0
+#endif
+#if OPTIML_TRANSPOSE_A && !(OPTIML_TRANS_A && !OPTIML_TRANS_B)
+#error "OPTIML_TRANSPOSE_A turns a TN product into the NN kernel's: needs OPTIML_TRANS_A 1 and OPTIML_TRANS_B 0"
 #endif
 // Epilogue (WGMMA_NOTES.md, "Round 3"): 2 (EXPERIMENTAL: spills with HAS_BETA) = register passes: old C
 // read for the whole tile before any store (acc = alpha acc + beta C_old in
@@ -240,11 +259,17 @@
 #define OPTIML_SMALL_ACC acc
 #endif
 
-// orientation and operand storage (see the table above)
-#define OPTIML_SWAP ((OPTIML_TRANS_A && OPTIML_TRANS_B) ? 0 : 1)
+// orientation and operand storage (see the table above), as the kernel reads A: stored M x K where the launcher
+// transposed it first
+#if OPTIML_TRANSPOSE_A
+#define OPTIML_KERNEL_TRANS_A 0
+#else
+#define OPTIML_KERNEL_TRANS_A OPTIML_TRANS_A
+#endif
+#define OPTIML_SWAP ((OPTIML_KERNEL_TRANS_A && OPTIML_TRANS_B) ? 0 : 1)
 #if OPTIML_SWAP
 #define OPTIML_P_KMAJOR (OPTIML_TRANS_B ? 1 : 0)   // P = B^T: B stored N x K
-#define OPTIML_Q_KMAJOR (OPTIML_TRANS_A ? 0 : 1)   // Q = A: A stored M x K
+#define OPTIML_Q_KMAJOR (OPTIML_KERNEL_TRANS_A ? 0 : 1)   // Q = A: A stored M x K
 #else
 #define OPTIML_P_KMAJOR 0                          // P = A stored K x M
 #define OPTIML_Q_KMAJOR 1                          // Q = B^T: B stored N x K
@@ -1523,4 +1548,36 @@ extern "C" __global__ void __launch_bounds__(OPTIML_THREADS, 1) optiml_matmul(
 #if OPTIML_SPLIT_K
 #define OPTIML_SPLITK_NS optiml_wg
 #include "optiml/splitk.cuh"  // optiml_splitk_reduce, with this template's epilogue
+#endif
+
+#if OPTIML_TRANSPOSE_A
+// A stored K x M per item -> At, M x K packed: 32 x 32 tiles through shared memory (padded: no bank conflicts),
+// loads coalesced along M, stores along K; 32 x 8 threads, four elements each.
+extern "C" __global__ void __launch_bounds__(256) optiml_transpose_a(const float* __restrict__ A,
+                                                                   float* __restrict__ At, int batch, int K,
+                                                                   int M, long long strideA) {
+    __shared__ float tile[32][33];
+    const int tx = (int)threadIdx.x & 31, ty = (int)threadIdx.x >> 5;
+    const int m0 = (int)blockIdx.x * 32;
+    for (long long z = blockIdx.z; z < batch; z += gridDim.z) {
+        const float* Az = A + z * strideA;
+        float* Atz = At + z * (long long)M * K;
+        for (long long k0 = (long long)blockIdx.y * 32; k0 < K; k0 += (long long)gridDim.y * 32) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const long long k = k0 + ty + 8 * i;
+                const int m = m0 + tx;
+                if (k < K && m < M) tile[ty + 8 * i][tx] = Az[k * M + m];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int m = m0 + ty + 8 * i;
+                const long long k = k0 + tx;
+                if (m < M && k < K) Atz[(long long)m * K + k] = tile[tx][ty + 8 * i];
+            }
+            __syncthreads();
+        }
+    }
+}
 #endif
