@@ -301,6 +301,21 @@ fn every_tf32_variant_compiles_without_spills() {
             hopper,
         ));
     }
+    // Split K (a second launch reduces) on the 128 × 128 tile the search's `split-k` leaves the default for: the
+    // layouts of the two P forms, both epilogues.
+    let split = matmul_tf32::Schedule {
+        split_k: 8,
+        qn: 128,
+        ..matmul_tf32::Schedule::default_for(hopper)
+    };
+    for (t, e) in [((false, false), full), ((false, true), plain)] {
+        let spec = tf32(t, e);
+        jobs.push((
+            format!("tf32 {} {spec:?}", split.describe()),
+            split.candidate(&spec),
+            hopper,
+        ));
+    }
     // The 3xTF32 root of a plain f32 spec: its default in every layout, the full epilogue in two of them, and
     // its space (register use differs by layout: a schedule once spilled in three of the four), the epilogue
     // alternating.
@@ -310,19 +325,6 @@ fn every_tf32_variant_compiles_without_spills() {
         jobs.push((
             format!("3xtf32 {} {spec:?}", default.describe()),
             default.candidate(&spec),
-            hopper,
-        ));
-    }
-    // Split K (a second launch reduces): the default split in every layout, the full epilogue in two.
-    let split = matmul_tf32x3::Schedule {
-        split_k: 16,
-        ..default
-    };
-    for (t, e) in transposes.into_iter().zip([full, plain, plain, full]) {
-        let spec = spec(t, e);
-        jobs.push((
-            format!("3xtf32 {} {spec:?}", split.describe()),
-            split.candidate(&spec),
             hopper,
         ));
     }
@@ -346,6 +348,22 @@ fn every_tf32_variant_compiles_without_spills() {
             jobs.push((
                 format!("3xtf32 {} {spec:?}", s.describe()),
                 s.candidate(&spec),
+                hopper,
+            ));
+        }
+    }
+    // Split K (a second launch reduces; its indices take registers): every schedule at its deepest ring, split,
+    // each in one layout in turn with the full epilogue, the default's in every layout.
+    for (i, s) in space.iter().filter(|s| deepest(s)).enumerate() {
+        let split = matmul_tf32x3::Schedule { split_k: 16, ..*s };
+        for (j, t) in transposes.into_iter().enumerate() {
+            if *s != default && j != i % 4 {
+                continue;
+            }
+            let spec = spec(t, full);
+            jobs.push((
+                format!("3xtf32 {} {spec:?}", split.describe()),
+                split.candidate(&spec),
                 hopper,
             ));
         }

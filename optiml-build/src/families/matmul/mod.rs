@@ -448,6 +448,28 @@ fn gemv_macros() -> [(&'static str, Def); 2] {
     ]
 }
 
+/// Splits of K the `wgmma` TF32 kernels (TF32 and 3xTF32) may run ([`tf32::Schedule::split_k`],
+/// [`tf32x3::Schedule::split_k`]).
+pub const WGMMA_SPLIT_K: [u32; 6] = [1, 2, 4, 8, 16, 32];
+
+/// The blocks a split fills the grid towards: the multiprocessors of an H100 or H200 (132), one persistent
+/// `wgmma` block each.
+const GRID_BLOCKS: usize = 132;
+
+/// The split of K that brings `tiles` output tiles at `shape` closest to one block per multiprocessor without
+/// passing it (the most of [`WGMMA_SPLIT_K`] with `tiles · split ≤ 132`), as the launcher would run it
+/// ([`optiml_runtime::matmul::splits_for`]: each range at least 128 long, the workspace bounded). 1 where the
+/// tiles alone fill the GPU.
+fn split_to_fill(tiles: usize, shape: MatmulShape) -> u32 {
+    let wanted = WGMMA_SPLIT_K
+        .iter()
+        .copied()
+        .filter(|&s| tiles.max(1) * s as usize <= GRID_BLOCKS)
+        .max()
+        .unwrap_or(1);
+    optiml_runtime::matmul::splits_for(wanted, shape.batch * shape.m * shape.n, shape.k)
+}
+
 /// The ring depth `step` positions from `stages` in the `wgmma` kernels' shared list of depths.
 fn next_depth(stages: u32, step: isize) -> Option<u32> {
     debug_assert_eq!(tf32::STAGES, half::STAGES);

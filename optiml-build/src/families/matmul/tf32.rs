@@ -3,7 +3,7 @@
 //! every other architecture from sm_80 on. Buffers stay f32; A and B are rounded to TF32 inside the kernel and
 //! products accumulate in fp32.
 
-use super::MatmulShape;
+use super::{MatmulShape, WGMMA_SPLIT_K};
 use super::{has_wgmma, next_depth};
 use crate::eval::{Evaluable, Problem};
 use crate::experts::{Candidate, Def, defines};
@@ -43,6 +43,16 @@ pub struct Schedule {
     /// epilogue overlaps the other's MMAs; otherwise both share each `qn × 128` tile.
     #[serde(default)]
     pub pingpong: bool,
+    /// Splits of K across blocks (`OPTIML_SPLIT_K`): each split's partial sums go to a workspace that a second
+    /// launch adds in a fixed order, so a product of fewer tiles than multiprocessors and a long K fills the
+    /// GPU. 1: the plain kernel. Not with ping-pong, whose ring order assumes equal k-tile counts.
+    #[serde(default = "one_split")]
+    pub split_k: u32,
+}
+
+/// The unsplit kernel, what a schedule recorded before splits existed ran.
+pub(super) fn one_split() -> u32 {
+    1
 }
 
 impl Schedule {
@@ -58,6 +68,11 @@ impl Schedule {
         } else {
             64 * self.consumers
         }
+    }
+
+    /// The 256 × 128 tile of two consumers sharing each stage.
+    fn widest(&self) -> bool {
+        self.qn == 256 && self.consumers == 2 && !self.pingpong
     }
 
     /// Dynamic shared memory: the ring, plus 1024 bytes to align it to the 128-byte swizzle's period.
@@ -83,6 +98,9 @@ impl Schedule {
             ("OPTIML_PINGPONG", self.pingpong.into()),
             ("OPTIML_TMA", tma.into()),
         ];
+        if self.split_k > 1 {
+            macros.push(("OPTIML_SPLIT_K", true.into()));
+        }
         if reads.transpose_a {
             macros.push(("OPTIML_TRANSPOSE_A", true.into()));
         }
@@ -105,7 +123,7 @@ impl Schedule {
                     tma && !kspec.trans_a,
                     tma && !kspec.trans_a && kspec.trans_b,
                 ),
-                1,
+                self.split_k,
             ),
             schedule: self.describe(),
         }
@@ -243,12 +261,16 @@ impl Tunable for Schedule {
     /// `wgmma 256x128, 2 consumers, 4 stages`, or `wgmma 256x64 ping-pong, 2 consumers, 5 stages`.
     fn describe(&self) -> String {
         format!(
-            "wgmma {}x{}{}, {} consumers, {} stages",
+            "wgmma {}x{}{}, {} consumers, {} stages{}",
             self.qn,
             self.p_rows(),
             if self.pingpong { " ping-pong" } else { "" },
             self.consumers,
-            self.stages
+            self.stages,
+            match self.split_k {
+                1 => String::new(),
+                s => format!(", split k {s}"),
+            }
         )
     }
 
@@ -258,6 +280,11 @@ impl Tunable for Schedule {
             && CONSUMERS.contains(&self.consumers)
             && STAGES.contains(&self.stages)
             && (!self.pingpong || self.consumers == 2)
+            && WGMMA_SPLIT_K.contains(&self.split_k)
+            && (!self.pingpong || self.split_k == 1)
+            // A split wants more, smaller tiles; the 256 × 128 two-consumer tile's split spilled its producer
+            // at 40 registers (NVRTC 13.0, full epilogue: 40 bytes), and is left out.
+            && (self.split_k == 1 || !self.widest())
             && self.smem_bytes() <= MAX_SMEM
     }
 
@@ -269,10 +296,11 @@ impl Tunable for Schedule {
             consumers: 2,
             stages: 4,
             pingpong: false,
+            split_k: 1,
         }
     }
 
-    /// Every schedule the template supports.
+    /// Every tile and ring the template supports, unsplit (the search reaches the splits through `split-k`).
     fn space() -> Vec<Self> {
         let mut out = Vec::new();
         for qn in QN {
@@ -284,6 +312,7 @@ impl Tunable for Schedule {
                             consumers,
                             stages,
                             pingpong,
+                            split_k: 1,
                         };
                         if s.is_valid() {
                             out.push(s);
@@ -368,6 +397,35 @@ impl Tunable for Schedule {
                 claimed_gain: 1.02,
                 apply: |s| next_depth(s.stages, -1).map(|stages| Schedule { stages, ..*s }),
             },
+            Transform {
+                name: "split-k",
+                rationale: "four times as many K splits, each a block of its own summed by a deterministic second \
+                            pass: a product of fewer tiles than multiprocessors and a long K fills the GPU (from \
+                            the widest tile, on 128-row tiles: more of them, and its split spills)",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.10,
+                apply: |s| {
+                    let next = WGMMA_SPLIT_K.iter().rev().find(|&&k| k <= s.split_k * 4)?;
+                    Some(Schedule {
+                        split_k: *next,
+                        pingpong: false,
+                        qn: if s.widest() { 128 } else { s.qn },
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "fewer-k-splits",
+                rationale: "half the K splits: less workspace traffic and a cheaper second pass once the grid is full",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.03,
+                apply: |s| {
+                    Some(Schedule {
+                        split_k: s.split_k / 2,
+                        ..*s
+                    })
+                },
+            },
         ]
     }
 }
@@ -375,6 +433,17 @@ impl Tunable for Schedule {
 impl Evaluable for Schedule {
     type Spec = MatmulSpec;
     type Shape = MatmulShape;
+
+    /// The split the launcher runs at `shape` ([`optiml_runtime::matmul::splits_for`]): two schedules that differ
+    /// only in a split it would lower to the same count are one kernel there.
+    fn as_launched(&self, shape: MatmulShape) -> Self {
+        let split_k = optiml_runtime::matmul::splits_for(
+            self.split_k,
+            shape.batch * shape.m * shape.n,
+            shape.k,
+        );
+        Schedule { split_k, ..*self }
+    }
 
     fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         Schedule::candidate(self, spec)
@@ -511,6 +580,54 @@ mod tests {
                 .get(optiml_runtime::matmul::TRANSPOSE_SLOT)
                 .is_some()
         );
+    }
+
+    #[test]
+    fn k_splits_are_reached_by_the_search_and_launched_as_the_launcher_runs_them() {
+        let s = Schedule::default_for(Arch::new(9, 0));
+        let split = |from: &Schedule| {
+            (Schedule::catalog()
+                .iter()
+                .find(|t| t.name == "split-k")
+                .unwrap()
+                .apply)(from)
+            .unwrap()
+        };
+        let four = split(&s);
+        assert_eq!((four.split_k, four.qn), (4, 128));
+        assert!(four.is_valid());
+        assert!(!Schedule { split_k: 4, ..s }.is_valid());
+        assert_eq!(split(&split(&four)).split_k, 32);
+        assert!(four.describe().ends_with(", split k 4"));
+        // Ping-pong's ring order assumes equal k-tile counts per tile: a split leaves it.
+        let pp = Schedule {
+            pingpong: true,
+            ..s
+        };
+        assert!(!Schedule { split_k: 4, ..pp }.is_valid());
+        assert!(!split(&pp).pingpong);
+        // The launcher lowers a split whose ranges would be short: at K = 200 four splits are one kernel with one.
+        let at = |k| MatmulShape {
+            batch: 1,
+            m: 256,
+            n: 256,
+            k,
+        };
+        assert_eq!(four.as_launched(at(200)), Schedule { qn: 128, ..s });
+        assert_eq!(four.as_launched(at(65_536)), four);
+        let c = four.candidate(&spec(false, false));
+        assert!(c.source.contains("#define OPTIML_SPLIT_K 1"));
+        assert!(matches!(
+            c.launch,
+            Launch::WgmmaStaged {
+                split_k: 4,
+                transpose_a: false,
+                ..
+            }
+        ));
+        // A schedule recorded before splits existed reads as unsplit.
+        let old = serde_json::json!({"qn": 256, "consumers": 2, "stages": 4, "pingpong": false});
+        assert_eq!(serde_json::from_value::<Schedule>(old).unwrap(), s);
     }
 
     #[test]

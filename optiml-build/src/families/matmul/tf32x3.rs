@@ -19,8 +19,8 @@
 //! (`bench/results/2026-12-07-h100-tf32x3-split-acc.md`), so a plain-f32 search always has 3xTF32 roots the gate
 //! lets through.
 
-use super::MatmulShape;
 use super::tf32::{Reads, WGMMA_TEMPLATE, epilogue};
+use super::{MatmulShape, WGMMA_SPLIT_K, split_to_fill};
 use crate::eval::{Evaluable, Problem};
 use crate::experts::{Candidate, Def, Root, defines};
 use crate::search::{Bottleneck, Transform, Tunable};
@@ -38,13 +38,6 @@ pub const STAGES: [u32; 3] = [2, 3, 4];
 /// not accurate enough: on an H100 (`bench/results/2026-12-07-h100-tf32x3-in-kernel.md`) never promoting left
 /// 10–15× the SGEMM error at K = 4096, every 8 k-tiles 3× its relative L2 error, every 4 at most 1.5×.
 pub const PROMOTE_KT: [u32; 2] = [2, 4];
-
-/// Values of [`Schedule::split_k`].
-pub const SPLIT_K: [u32; 6] = [1, 2, 4, 8, 16, 32];
-
-/// The blocks a split fills the grid towards: the multiprocessors of an H100 or H200 (132), one persistent
-/// block each. A schedule's split is chosen from it for the shape it is tuned at ([`roots_at`]).
-const GRID_BLOCKS: usize = 132;
 
 /// The most dynamic shared memory a block may use on sm_90 (227 KiB).
 const MAX_SMEM: u32 = 227 * 1024;
@@ -143,7 +136,10 @@ impl Schedule {
         }
         if self.split_acc && self.consumers == 2 {
             // The accumulators and the sum take 192 registers per consumer thread: the most setmaxnreg lends.
-            macros.push(("OPTIML_PRODUCER_REGS", 40u32.into()));
+            // (48 with a split, whose tile decode spills the producer at 40: 48 · 128 + 2 · 232 · 128 is the
+            // whole register file.)
+            let producer: u32 = if self.split_k > 1 { 48 } else { 40 };
+            macros.push(("OPTIML_PRODUCER_REGS", producer.into()));
             macros.push(("OPTIML_CONSUMER_REGS", 232u32.into()));
         }
         macros.extend(epilogue(spec));
@@ -222,20 +218,12 @@ fn p_kmajor(spec: &MatmulSpec) -> bool {
 
 impl Schedule {
     /// The split of K that brings this schedule's grid at `shape` closest to one block per multiprocessor
-    /// without passing it (the most of [`SPLIT_K`] with `tiles · split ≤ 132`), as the launcher would run it
-    /// ([`optiml_runtime::matmul::splits_for`]: each range at least 128 long, the workspace bounded). 1 where the
-    /// tiles alone fill the GPU.
+    /// (the launcher's splits at most: `split_to_fill`).
     pub fn split_for(&self, spec: &MatmulSpec, shape: MatmulShape) -> u32 {
         let (tile_m, tile_n) = self.tile(spec);
         let tiles =
             shape.batch * shape.m.div_ceil(tile_m as usize) * shape.n.div_ceil(tile_n as usize);
-        let wanted = SPLIT_K
-            .iter()
-            .copied()
-            .filter(|&s| tiles.max(1) * s as usize <= GRID_BLOCKS)
-            .max()
-            .unwrap_or(1);
-        optiml_runtime::matmul::splits_for(wanted, shape.batch * shape.m * shape.n, shape.k)
+        split_to_fill(tiles, shape)
     }
 
     /// Whether the kernel keeps P in shared memory for `spec` (the SS form): where P is K-major in memory, and
@@ -278,7 +266,7 @@ impl Tunable for Schedule {
             && CONSUMERS.contains(&self.consumers)
             && STAGES.contains(&self.stages)
             && PROMOTE_KT.contains(&self.promote_kt)
-            && SPLIT_K.contains(&self.split_k)
+            && WGMMA_SPLIT_K.contains(&self.split_k)
             // Two consumers promoting every 2 k-tiles spill in three of the four layouts (NVRTC 13.0: 16 spill
             // stores at the 168-register cap, where the promotion runs after every pair); every 4 fits, and one
             // consumer fits either way (`nvrtc_compile` checks the whole space).

@@ -283,7 +283,11 @@
 #define OPTIML_SETMAXNREG 0
 #endif
 #endif
-#if !OPTIML_P_SMEM && OPTIML_Q_KMAJOR
+#if !OPTIML_P_SMEM && OPTIML_Q_KMAJOR && OPTIML_SPLIT_K
+// (the split's tile decode spills the 40-register producer: 40 bytes with two consumers)
+#define OPTIML_DEF_PRODUCER_REGS 48
+#define OPTIML_DEF_CONSUMER_REGS 232
+#elif !OPTIML_P_SMEM && OPTIML_Q_KMAJOR
 #define OPTIML_DEF_PRODUCER_REGS 40
 #define OPTIML_DEF_CONSUMER_REGS 232
 #else
