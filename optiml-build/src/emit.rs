@@ -108,17 +108,6 @@ mod tests {
                 tma_a_kmajor: true,
                 tma_p_kmajor: false,
             },
-            Launch::WgmmaStaged {
-                tile_m: 128,
-                tile_n: 64,
-                threads: 256,
-                smem_bytes: 164_864,
-                tma_rows: 128,
-                tma_a_kmajor: true,
-                tma_p_kmajor: false,
-                split_k: 16,
-                transpose_a: true,
-            },
             Launch::Matmul16 {
                 elem: Half::Bf16,
                 kernel: Kernel16::Wgmma(wgmma16),
@@ -135,6 +124,17 @@ mod tests {
             Launch::Matmul16 {
                 elem: Half::F16,
                 kernel: Kernel16::Simt,
+            },
+            Launch::WgmmaStaged {
+                tile_m: 128,
+                tile_n: 64,
+                threads: 256,
+                smem_bytes: 164_864,
+                tma_rows: 128,
+                tma_a_kmajor: true,
+                tma_p_kmajor: false,
+                split_k: 16,
+                transpose_a: true,
             },
         ]
     }
@@ -180,6 +180,9 @@ mod tests {
             tree: None,
         });
         assert_eq!(index(&program), 4);
+        let staged = kinds.last().unwrap();
+        assert!(matches!(staged, Launch::WgmmaStaged { .. }));
+        assert_eq!(index(staged), 5);
         assert_eq!(
             (Launch::Retired.threads(), Launch::Retired.smem_bytes()),
             (0, 0)
