@@ -352,9 +352,11 @@ fn every_tf32_variant_compiles_without_spills() {
             ));
         }
     }
-    // Split K (a second launch reduces; its indices take registers): every schedule at its deepest ring, split,
-    // each in one layout in turn with the full epilogue, the default's in every layout.
-    for (i, s) in space.iter().filter(|s| deepest(s)).enumerate() {
+    // Split K (a second launch reduces; its indices take registers): the default's split in every layout, and
+    // each two-consumer schedule's (the ones near the register file's end) at its deepest ring in one layout in
+    // turn, all with the full epilogue.
+    let crowded = |s: &&matmul_tf32x3::Schedule| deepest(s) && (s.consumers == 2 || **s == default);
+    for (i, s) in space.iter().filter(crowded).enumerate() {
         let split = matmul_tf32x3::Schedule { split_k: 16, ..*s };
         for (j, t) in transposes.into_iter().enumerate() {
             if *s != default && j != i % 4 {
