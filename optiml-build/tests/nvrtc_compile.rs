@@ -301,6 +301,27 @@ fn every_tf32_variant_compiles_without_spills() {
             hopper,
         ));
     }
+    // A TN product's A transposed first (the kernel reads it as NN does), TF32 and 3xTF32, full epilogue.
+    let first = matmul_tf32::Schedule {
+        transpose_a: true,
+        ..matmul_tf32::Schedule::default_for(hopper)
+    };
+    let tn = tf32((true, false), full);
+    jobs.push((
+        format!("tf32 {} {tn:?}", first.describe()),
+        first.candidate(&tn),
+        hopper,
+    ));
+    let first = matmul_tf32x3::Schedule {
+        transpose_a: true,
+        ..matmul_tf32x3::Schedule::default_for(hopper)
+    };
+    let tn = spec((true, false), full);
+    jobs.push((
+        format!("3xtf32 {} {tn:?}", first.describe()),
+        first.candidate(&tn),
+        hopper,
+    ));
     // Split K (a second launch reduces) on the 128 × 128 tile the search's `split-k` leaves the default for: the
     // layouts of the two P forms, both epilogues.
     let split = matmul_tf32::Schedule {

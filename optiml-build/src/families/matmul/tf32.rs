@@ -48,6 +48,10 @@ pub struct Schedule {
     /// GPU. 1: the plain kernel. Not with ping-pong, whose ring order assumes equal k-tile counts.
     #[serde(default = "one_split")]
     pub split_k: u32,
+    /// A `TN` product's A copied K-major into a workspace first, then read as `NN` reads it ([`Reads`]); no
+    /// effect on other layouts.
+    #[serde(default)]
+    pub transpose_a: bool,
 }
 
 /// The unsplit kernel, what a schedule recorded before splits existed ran.
@@ -84,7 +88,7 @@ impl Schedule {
     /// layout whose wide operand Q is K-major as the kernel reads it ([`Reads`]: `TN`'s A is transposed into a
     /// workspace first).
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
-        let reads = Reads::of(spec);
+        let reads = Reads::of(spec, self.transpose_a);
         let kspec = &reads.spec;
         let tma = !kspec.trans_a || kspec.trans_b;
         // The accumulator holds Cᵀ unless both operands are transposed.
@@ -131,11 +135,12 @@ impl Schedule {
 }
 
 /// How the `wgmma` TF32 kernels (TF32 and 3xTF32) read a spec's operands. TF32 `wgmma` takes both shared-memory
-/// operands K-major; a `TN` product (A stored `k × m`, B `k × n`) has neither, so its A is copied K-major into a
-/// workspace first (`OPTIML_TRANSPOSE_A`, at the copy bandwidth: 2 % of a 4096³ product's time) and the kernel
-/// reads the copy as the `NN` kernel does, TMA included, instead of transposing with 4-byte loads in its
-/// producer (0.81× the best library call on the H100, against 1.03× for `NN`). The module's matrix-vector
-/// kernel still reads A as stored.
+/// operands K-major; a `TN` product (A stored `k × m`, B `k × n`) has neither. Its producer transposes A with
+/// 4-byte loads (0.81× the best library call on the H100 in TF32, against 1.03× for `NN`), or, where the
+/// schedule asks (`transpose_a`), A is copied K-major into a workspace first (`OPTIML_TRANSPOSE_A`, at the copy
+/// bandwidth: about 2% of a 4096³ product's time) and the kernel reads the copy as the `NN` kernel does, TMA
+/// included. The module's matrix-vector kernel still reads A as stored. (The copy is the search's choice, not
+/// the default, until a GPU has measured it.)
 pub(super) struct Reads {
     /// The layout the kernel reads.
     pub spec: MatmulSpec,
@@ -144,9 +149,9 @@ pub(super) struct Reads {
 }
 
 impl Reads {
-    /// How the kernels read `spec`.
-    pub fn of(spec: &MatmulSpec) -> Self {
-        let transpose_a = spec.trans_a && !spec.trans_b;
+    /// How the kernels read `spec`, A copied K-major first where `transpose_a` asks and the product is `TN`.
+    pub fn of(spec: &MatmulSpec, transpose_a: bool) -> Self {
+        let transpose_a = transpose_a && spec.trans_a && !spec.trans_b;
         Reads {
             spec: MatmulSpec {
                 trans_a: spec.trans_a && !transpose_a,
@@ -261,7 +266,7 @@ impl Tunable for Schedule {
     /// `wgmma 256x128, 2 consumers, 4 stages`, or `wgmma 256x64 ping-pong, 2 consumers, 5 stages`.
     fn describe(&self) -> String {
         format!(
-            "wgmma {}x{}{}, {} consumers, {} stages{}",
+            "wgmma {}x{}{}, {} consumers, {} stages{}{}",
             self.qn,
             self.p_rows(),
             if self.pingpong { " ping-pong" } else { "" },
@@ -270,6 +275,11 @@ impl Tunable for Schedule {
             match self.split_k {
                 1 => String::new(),
                 s => format!(", split k {s}"),
+            },
+            if self.transpose_a {
+                ", A transposed first"
+            } else {
+                ""
             }
         )
     }
@@ -297,6 +307,7 @@ impl Tunable for Schedule {
             stages: 4,
             pingpong: false,
             split_k: 1,
+            transpose_a: false,
         }
     }
 
@@ -313,6 +324,7 @@ impl Tunable for Schedule {
                             stages,
                             pingpong,
                             split_k: 1,
+                            transpose_a: false,
                         };
                         if s.is_valid() {
                             out.push(s);
@@ -410,6 +422,20 @@ impl Tunable for Schedule {
                         split_k: *next,
                         pingpong: false,
                         qn: if s.widest() { 128 } else { s.qn },
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "transpose-a-first",
+                rationale: "a TN product's A copied K-major at the bandwidth before the kernel, which then loads it \
+                            with TMA as NN does, instead of the producer's 4-byte transposing loads (no effect on \
+                            other layouts)",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.20,
+                apply: |s| {
+                    (!s.transpose_a).then_some(Schedule {
+                        transpose_a: true,
                         ..*s
                     })
                 },
@@ -553,10 +579,24 @@ mod tests {
                 ..
             }
         ));
-        // TN: A is transposed into a workspace first, then read as NN reads it (TMA included); the module's
-        // matrix-vector kernel still reads A as stored.
+        // TN: the producer transposes A (no TMA)...
         assert!(matches!(
             launch(true, false),
+            Launch::Wgmma { tma_rows: 0, .. }
+        ));
+        assert!(
+            s.candidate(&spec(true, false))
+                .source
+                .contains("#define OPTIML_TMA 0")
+        );
+        // ...or, where the schedule asks, A is copied K-major into a workspace first and read as NN reads it (TMA
+        // included); the module's matrix-vector kernel still reads A as stored. Other layouts ignore the ask.
+        let first = Schedule {
+            transpose_a: true,
+            ..s
+        };
+        assert!(matches!(
+            first.candidate(&spec(true, false)).launch,
             Launch::WgmmaStaged {
                 tma_rows: 256,
                 tma_a_kmajor: true,
@@ -566,7 +606,7 @@ mod tests {
                 ..
             }
         ));
-        let tn = s.candidate(&spec(true, false)).source;
+        let tn = first.candidate(&spec(true, false)).source;
         for line in [
             "#define OPTIML_TMA 1",
             "#define OPTIML_TRANSPOSE_A 1",
@@ -575,11 +615,19 @@ mod tests {
             assert!(tn.contains(line), "{line}");
         }
         assert!(
-            launch(true, false)
+            first
+                .candidate(&spec(true, false))
+                .launch
                 .companions()
                 .get(optiml_runtime::matmul::TRANSPOSE_SLOT)
                 .is_some()
         );
+        for (a, b) in [(false, false), (false, true), (true, true)] {
+            assert_eq!(
+                first.candidate(&spec(a, b)).launch,
+                s.candidate(&spec(a, b)).launch
+            );
+        }
     }
 
     #[test]

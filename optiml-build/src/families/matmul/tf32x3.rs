@@ -65,6 +65,10 @@ pub struct Schedule {
     /// and a long K fills the GPU. 1: the plain kernel.
     #[serde(default = "one_split")]
     pub split_k: u32,
+    /// A `TN` product's A copied K-major into a workspace first (`super::tf32::Reads`); no effect on other
+    /// layouts.
+    #[serde(default)]
+    pub transpose_a: bool,
 }
 
 /// The unsplit kernel, what a schedule recorded before splits existed ran.
@@ -98,7 +102,7 @@ impl Schedule {
     /// Dynamic shared memory for `spec`: the ring of both operands, the ring of Q's small parts, and P's where P
     /// is in shared memory (`NT`: the SS form), plus 1024 bytes of alignment.
     pub fn smem_bytes(&self, spec: &MatmulSpec) -> u32 {
-        let small_p = if self.p_in_smem(&Reads::of(spec).spec) {
+        let small_p = if self.p_in_smem(&Reads::of(spec, self.transpose_a).spec) {
             self.p_rows()
         } else {
             0
@@ -109,7 +113,7 @@ impl Schedule {
     /// The candidate computing `spec` (a plain `f32` matmul) with this schedule.
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         // As the kernel reads it: a `TN` product's A is transposed into a workspace first.
-        let reads = Reads::of(spec);
+        let reads = Reads::of(spec, self.transpose_a);
         let kspec = &reads.spec;
         // TMA loads a K-major Q, and P where it lands as it is stored: in registers' boxes, or K-major (`NT`).
         let tma = p_kmajor(kspec) || (!self.split_acc && (!kspec.trans_a || kspec.trans_b));
@@ -195,11 +199,24 @@ pub fn roots(arch: Arch) -> Vec<Schedule> {
         .collect()
 }
 
-/// [`roots`] for a search at `shape`: where a schedule's tiles leave most multiprocessors idle and K is long
-/// ([`Schedule::split_for`]), its split form comes first and the unsplit one after, so that a search that runs
-/// out of time has measured the forms the shape favours.
+/// [`roots`] for a search of `spec` at `shape`: for a `TN` product each root with A transposed first, then as
+/// it is; and where a schedule's tiles leave most multiprocessors idle and K is long
+/// ([`Schedule::split_for`]), its split form before the unsplit one: a search that runs out of time has
+/// measured the forms the shape favours.
 pub fn roots_at(arch: Arch, spec: &MatmulSpec, shape: MatmulShape) -> Vec<Schedule> {
-    let unsplit = roots(arch);
+    let plain = roots(arch);
+    let unsplit: Vec<Schedule> = if spec.trans_a && !spec.trans_b {
+        plain
+            .iter()
+            .map(|s| Schedule {
+                transpose_a: true,
+                ..*s
+            })
+            .chain(plain.iter().copied())
+            .collect()
+    } else {
+        plain
+    };
     let split: Vec<Schedule> = unsplit
         .iter()
         .map(|s| Schedule {
@@ -242,7 +259,7 @@ impl Tunable for Schedule {
             n => format!("promoted every {n} k-tiles"),
         };
         format!(
-            "3xtf32 wgmma {}x{}, {} consumers, {} stages, {promoted}{}{}",
+            "3xtf32 wgmma {}x{}, {} consumers, {} stages, {promoted}{}{}{}",
             self.qn,
             self.p_rows(),
             self.consumers,
@@ -255,6 +272,11 @@ impl Tunable for Schedule {
             match self.split_k {
                 1 => String::new(),
                 s => format!(", split k {s}"),
+            },
+            if self.transpose_a {
+                ", A transposed first"
+            } else {
+                ""
             }
         )
     }
@@ -289,6 +311,7 @@ impl Tunable for Schedule {
             promote_kt: 2,
             split_acc: false,
             split_k: 1,
+            transpose_a: false,
         }
     }
 
@@ -306,6 +329,7 @@ impl Tunable for Schedule {
                                 promote_kt,
                                 split_acc,
                                 split_k: 1,
+                                transpose_a: false,
                             };
                             if s.is_valid() {
                                 out.push(s);
@@ -552,6 +576,26 @@ mod tests {
             split.schedule.ends_with(", split k 16"),
             "{}",
             split.schedule
+        );
+        // A TN product's roots: each with A transposed first, then as it is.
+        let tn = spec(true, false);
+        let roots = roots_at(hopper, &tn, at(1, 4096, 4096, 4096));
+        assert_eq!(roots.len(), 2 * Schedule::space().len());
+        assert!(roots[0].transpose_a && !roots.last().unwrap().transpose_a);
+        let first = roots[0].candidate(&tn);
+        assert!(matches!(
+            first.launch,
+            Launch::WgmmaStaged {
+                transpose_a: true,
+                split_k: 1,
+                ..
+            }
+        ));
+        assert!(first.schedule.ends_with(", A transposed first"));
+        assert_eq!(
+            roots[0].candidate(&nn).launch,
+            one.candidate(&nn).launch,
+            "no effect on NN"
         );
     }
 
