@@ -385,7 +385,7 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
         let spec = parse(text);
         let mut e: GpuEvaluator<tf32::Schedule> = evaluator_for(arch, spec.clone(), square);
         let default = tf32::Schedule::default_for(arch);
-        let schedules = if text == "batched matmul, f32, tf32" {
+        let mut schedules = if text == "batched matmul, f32, tf32" {
             tf32::Schedule::space()
         } else {
             // The default, and the ping-pong form of it.
@@ -398,6 +398,19 @@ fn tf32_kernels_pass_the_tf32_gate_in_every_layout_and_beat_exact_fp32() {
                 },
             ]
         };
+        // K split across blocks on every layout (the gate's K = 4099 runs all 8 splits, K = 257 and 513 fewer,
+        // in uneven ranges; the reduction applies the epilogue), and TN's A transposed into a workspace first.
+        schedules.push(tf32::Schedule {
+            split_k: 8,
+            qn: 128,
+            ..default
+        });
+        if spec.trans_a && !spec.trans_b {
+            schedules.push(tf32::Schedule {
+                transpose_a: true,
+                ..default
+            });
+        }
         for s in schedules {
             match e.evaluate(&s) {
                 Outcome::Measured(m) => eprintln!(
@@ -507,7 +520,25 @@ fn three_tf32_products_pass_the_exact_bound_in_every_layout_and_beat_simt() {
         let mut e: GpuEvaluator<tf32x3::Schedule> =
             evaluator_with(arch, spec.clone(), square, bounded(&spec, arch));
         let mut passed = 0;
-        for s in tf32x3::Schedule::space() {
+        // TN's A transposed into a workspace first: the default's form of it, and the one with the small
+        // products apart.
+        let first = |s: tf32x3::Schedule| tf32x3::Schedule {
+            transpose_a: true,
+            ..s
+        };
+        let transposed = (spec.trans_a && !spec.trans_b)
+            .then(|| {
+                [
+                    first(accurate),
+                    first(tf32x3::Schedule {
+                        split_acc: true,
+                        ..accurate
+                    }),
+                ]
+            })
+            .into_iter()
+            .flatten();
+        for s in tf32x3::Schedule::space().into_iter().chain(transposed) {
             match e.evaluate(&s) {
                 Outcome::Measured(m) => {
                     passed += 1;
