@@ -48,7 +48,7 @@ pub struct Schedule {
     /// GPU. 1: the plain kernel. Not with ping-pong, whose ring order assumes equal k-tile counts.
     #[serde(default = "one_split")]
     pub split_k: u32,
-    /// A `TN` product's A copied K-major into a workspace first, then read as `NN` reads it ([`Reads`]); no
+    /// A `TN` product's A copied K-major into a workspace first, then read as `NN` reads it (`Reads`); no
     /// effect on other layouts.
     #[serde(default)]
     pub transpose_a: bool,
@@ -85,7 +85,7 @@ impl Schedule {
     }
 
     /// The `wgmma` candidate computing `spec` with this schedule. The TMA producer is compiled in for every
-    /// layout whose wide operand Q is K-major as the kernel reads it ([`Reads`]: `TN`'s A is transposed into a
+    /// layout whose wide operand Q is K-major as the kernel reads it (`Reads`: `TN`'s A is transposed into a
     /// workspace first).
     pub fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         let reads = Reads::of(spec, self.transpose_a);

@@ -60,7 +60,7 @@ pub struct Schedule {
     /// accumulator then truncates at a third of the k8 steps, which is what limits the error at small K.
     #[serde(default)]
     pub split_acc: bool,
-    /// Splits of K across blocks (`OPTIML_SPLIT_K`, [`Launch::WgmmaStaged`]): each split's partial sums go to a
+    /// Splits of K across blocks (`OPTIML_SPLIT_K`, [`optiml_runtime::Launch::WgmmaStaged`]): each split's partial sums go to a
     /// workspace that a second launch adds in a fixed order, so a product with fewer tiles than multiprocessors
     /// and a long K fills the GPU. 1: the plain kernel.
     #[serde(default = "one_split")]
