@@ -568,7 +568,8 @@ fn launch_wgmma<T: Element>(
     tma: (u32, bool, bool),
     (split_k, transpose_a): (u32, bool),
 ) -> Result<(), Error> {
-    let transposed = if transpose_a {
+    // (With K = 0 the kernel reads no A, and there is nothing to copy: A itself is passed.)
+    let transposed = if transpose_a && args.k > 0 {
         Some(transpose_a_into_workspace(name, stream, &target, &args)?)
     } else {
         None
