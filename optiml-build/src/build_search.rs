@@ -164,7 +164,7 @@ pub(crate) fn run(
         if buckets.len() != shapes.len() {
             continue;
         }
-        let generator = families::kernel_generator(kernel);
+        let generator = families::kernel_generator(kernel, arch);
         // Without its defaults the entry still serves every shape (by its nearest tuned variant).
         let taken: Vec<Option<[u64; 4]>> = buckets.iter().map(|b| b.shape).collect();
         let defaults = match crate::engine::free_bucket_defaults(nvrtc, kernel, arch, &taken) {

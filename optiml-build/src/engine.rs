@@ -58,8 +58,8 @@ pub fn resolve(
     let mut done = Vec::new();
     let mut todo = Vec::new();
     for (index, kernel) in kernels.iter().enumerate() {
-        let generator = families::kernel_generator(kernel);
         for &arch in archs {
+            let generator = families::kernel_generator(kernel, arch);
             let inputs = KeyInputs::of(kernel, arch, &generator);
             let mut found: Option<Resolved> = None;
             let mut damaged: Vec<(PathBuf, String)> = Vec::new();
@@ -355,7 +355,11 @@ mod tests {
         .unwrap();
         let kernels = crate::scan::scan(&[src]).unwrap().unique_kernels();
         let arch = Arch::new(9, 0);
-        let inputs = KeyInputs::of(&kernels[0], arch, &families::kernel_generator(&kernels[0]));
+        let inputs = KeyInputs::of(
+            &kernels[0],
+            arch,
+            &families::kernel_generator(&kernels[0], arch),
+        );
         let candidate = families::default_candidate(&kernels[0].spec, arch);
         let compiled = nvrtc::Compiled {
             ptx: ".version 9.0\n".into(),

@@ -370,7 +370,11 @@ mod tests {
         let arch = Arch::new(9, 0);
         let nvrtc = crate::nvrtc::testing::nvrtc();
         let cache = Cache::new(root.join(".optiml"));
-        let inputs = KeyInputs::of(&kernels[0], arch, &families::kernel_generator(&kernels[0]));
+        let inputs = KeyInputs::of(
+            &kernels[0],
+            arch,
+            &families::kernel_generator(&kernels[0], arch),
+        );
         let built: Vec<(Candidate, Compiled)> = kernels
             .iter()
             .map(|k| {

@@ -797,7 +797,7 @@ mod tests {
             .unique_kernels()
             .remove(0);
         let arch = Arch::new(9, 0);
-        let generator = crate::families::kernel_generator(&kernel);
+        let generator = crate::families::kernel_generator(&kernel, arch);
         let cache = Cache::new(root.join(".optiml"));
         let compiled = |tag: u8| Compiled {
             ptx: format!(".version 9.0 // {tag}\n"),

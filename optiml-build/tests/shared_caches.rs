@@ -95,7 +95,7 @@ fn a_tuning_in_the_per_user_cache_reaches_another_crate_and_a_damaged_one_does_n
         .unwrap()
         .unique_kernels()[0];
     let arch = Arch::new(9, 0);
-    let inputs = KeyInputs::of(kernel, arch, &families::kernel_generator(kernel));
+    let inputs = KeyInputs::of(kernel, arch, &families::kernel_generator(kernel, arch));
     let candidate = families::default_candidate(&kernel.spec, arch);
     let compiled = Compiled {
         ptx: ".version 9.0\n.target sm_90\n".into(),

@@ -68,7 +68,7 @@ pub struct KeyInputs {
     pub arch: Arch,
     /// Compiler and its pinned release, e.g. `nvrtc 13.0`.
     pub toolchain: String,
-    /// `experts::generator_version()`.
+    /// [`crate::families::kernel_generator`]: the templates' and the defaults' hashes (and a seed's).
     pub generator: String,
 }
 

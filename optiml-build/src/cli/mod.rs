@@ -617,8 +617,9 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     let needed: BTreeSet<PathBuf> = kernels
         .iter()
         .flat_map(|k| {
-            let generator = families::kernel_generator(k);
-            archs.iter().map(move |&a| KeyInputs::of(k, a, &generator))
+            archs
+                .iter()
+                .map(move |&a| KeyInputs::of(k, a, &families::kernel_generator(k, a)))
         })
         // Under --check, a needed entry of the previous format is reported as such, not as unused.
         .flat_map(|inputs| {
@@ -644,9 +645,8 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         };
         let mut bad = 0;
         for k in &kernels {
-            let generator = families::kernel_generator(k);
             for &arch in &archs {
-                let inputs = KeyInputs::of(k, arch, &generator);
+                let inputs = KeyInputs::of(k, arch, &families::kernel_generator(k, arch));
                 match cache.lookup(&inputs) {
                     Lookup::Hit(entry) if cache.is_legacy(&entry) => {
                         bad += 1;
@@ -821,7 +821,7 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
         .iter()
         .flat_map(|k| archs.iter().map(move |&a| (k, a)))
         .filter(|&(k, arch)| {
-            let inputs = KeyInputs::of(k, arch, &families::kernel_generator(k));
+            let inputs = KeyInputs::of(k, arch, &families::kernel_generator(k, arch));
             matches!(cache.lookup(&inputs), Lookup::Miss)
         })
         .collect();
@@ -846,7 +846,7 @@ fn carry_tuned(cache: &Cache, kernels: &[scan::FoundKernel], archs: &[Arch]) -> 
                     let Some(&(kernel, arch)) = jobs.get(i) else {
                         break;
                     };
-                    let generator = families::kernel_generator(kernel);
+                    let generator = families::kernel_generator(kernel, arch);
                     let r = crate::migrate::carry_over(nvrtc, cache, kernel, arch, &generator);
                     if let Ok(mut all) = results.lock() {
                         all.push((i, r));

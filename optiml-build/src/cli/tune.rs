@@ -427,9 +427,9 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
         let targets = family
             .targets(&kernel.spec, &ks, cli_shapes.as_deref())
             .map_err(|e| anyhow::anyhow!("`{}`: {e}", kernel.name))?;
-        let generator = families::kernel_generator(kernel);
         for &arch in &archs {
-            let key = cache::KeyInputs::of(kernel, arch, &generator).key();
+            let key =
+                cache::KeyInputs::of(kernel, arch, &families::kernel_generator(kernel, arch)).key();
             for (target, t) in targets.iter().enumerate() {
                 jobs.push(Job {
                     index: jobs.len(),
@@ -548,7 +548,7 @@ pub(super) fn run(t: &Tune) -> anyhow::Result<bool> {
     let store_entry =
         |plan: &KernelPlan<'_>, arch: Arch, buckets: &[tune::Bucket]| -> anyhow::Result<()> {
             let kernel = plan.kernel;
-            let generator = families::kernel_generator(kernel);
+            let generator = families::kernel_generator(kernel, arch);
             // `--shape` tunes some buckets: the entry keeps the others' winners. Tuning the configured
             // shapes replaces the entry (buckets of shapes no longer configured go). A shard keeps nothing:
             // its entry holds what it tuned, and `merge` keeps the cache's other winners.

@@ -363,24 +363,40 @@ pub fn catalog_of(schedule: &serde_json::Value) -> Option<Catalog> {
     FAMILIES.iter().find_map(|f| f.catalog_of(schedule))
 }
 
-/// The generator's version for `spec`'s family: this crate's version plus a hash of the sources `spec`'s
-/// candidates are made from, so that a changed kernel body invalidates the cached entries made from it (tuned
-/// ones included) even when nobody bumps the version, and leaves every other entry alone (CubeCL hashes only
-/// names; we hash code).
-pub fn generator_version(spec: &Spec) -> String {
-    let hash = sha256_hex(of(spec).sources(spec).concat().as_bytes());
+/// The generator's version for `spec`'s family on `arch`: this crate's version, a hash of the sources `spec`'s
+/// candidates are made from, and a hash of the defaults a build stores for `spec` on `arch` (each one's shape
+/// bucket, entry, launch and code, comments left out). A changed kernel body invalidates the cached entries made from it (tuned
+/// ones included) even when nobody bumps the version, and so does a change to how the defaults are chosen or
+/// spelled (a schedule's macros, a launch's fields), which the templates alone do not show: otherwise the
+/// committed defaults would stay what an earlier generator made, and `prepare --check` would not notice. Every
+/// other entry is left alone (CubeCL hashes only names; we hash code), and `prepare` carries the tuned variants
+/// of a re-keyed entry over where their machine code is unchanged.
+pub fn generator_version(spec: &Spec, arch: Arch) -> String {
+    let templates = sha256_hex(of(spec).sources(spec).concat().as_bytes());
+    let mut defaults = String::new();
+    for (bucket, c) in default_candidates(spec, arch) {
+        defaults.push_str(&format!("{bucket:?} {} {:?}\n", c.entry, c.launch));
+        // Code only: comments carry the signature's names (`out[n0] = …`), and kernels that differ only in
+        // those share one key, so one entry.
+        for line in c.source.lines() {
+            defaults.push_str(line.split("//").next().unwrap_or("").trim_end());
+            defaults.push('\n');
+        }
+    }
+    let defaults = sha256_hex(defaults.as_bytes());
     format!(
-        "optiml-build {} templates {}",
+        "optiml-build {} templates {} defaults {}",
         env!("CARGO_PKG_VERSION"),
-        &hash[..16]
+        &templates[..16],
+        &defaults[..16]
     )
 }
 
-/// The generator's version for `kernel`: [`generator_version`] of its spec, and with a seed, the seed's file too,
-/// so that an edited seed retires the entries tuned with it (whether or not it won: it was measured against the
-/// winner).
-pub fn kernel_generator(kernel: &crate::scan::FoundKernel) -> String {
-    let version = generator_version(&kernel.spec);
+/// The generator's version for `kernel` on `arch`: [`generator_version`] of its spec, and with a seed, the seed's
+/// file too, so that an edited seed retires the entries tuned with it (whether or not it won: it was measured
+/// against the winner).
+pub fn kernel_generator(kernel: &crate::scan::FoundKernel, arch: Arch) -> String {
+    let version = generator_version(&kernel.spec, arch);
     match &kernel.seed {
         None => version,
         Some(seed) => format!("{version} seed {}", &seed.sha256()[..16]),
@@ -649,8 +665,48 @@ mod tests {
                 .unwrap_err()
                 .contains("names none")
         );
-        assert_ne!(kernel_generator(&edited), kernel_generator(&kernel));
-        assert_ne!(kernel_generator(&kernel), kernel_generator(&plain));
-        assert_eq!(kernel_generator(&plain), generator_version(&plain.spec));
+        let arch = Arch::new(9, 0);
+        assert_ne!(
+            kernel_generator(&edited, arch),
+            kernel_generator(&kernel, arch)
+        );
+        assert_ne!(
+            kernel_generator(&kernel, arch),
+            kernel_generator(&plain, arch)
+        );
+        assert_eq!(
+            kernel_generator(&plain, arch),
+            generator_version(&plain.spec, arch)
+        );
+    }
+
+    #[test]
+    fn kernels_of_one_key_share_one_generator() {
+        // The same operator under other names (KernelBench's `p5` and the test crate's `scale`): one id, so one
+        // cache entry, though the generated comments name their outputs differently.
+        let dir = std::env::temp_dir().join(format!("optiml-generator-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.rs"), dir.join("b.rs"));
+        std::fs::write(
+            &a,
+            "#[optiml::kernel(\"y = x * s\")]\npub fn scale(x: &CudaSlice<f32>, s: f32, out: &mut CudaSlice<f32>);\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &b,
+            "#[optiml::kernel(\"matrix scalar multiplication\")]\npub fn p5(x: &CudaSlice<f32>, y: &mut CudaSlice<f32>, s: f32);\n",
+        )
+        .unwrap();
+        let one = |f: &std::path::Path| {
+            let scan = crate::scan::scan(&[f.to_path_buf()]).unwrap();
+            assert!(scan.skipped.is_empty(), "{:?}", scan.skipped);
+            scan.unique_kernels().remove(0)
+        };
+        let (ka, kb) = (one(&a), one(&b));
+        assert_eq!(ka.id, kb.id);
+        for arch in [Arch::new(8, 0), Arch::new(9, 0)] {
+            assert_eq!(kernel_generator(&ka, arch), kernel_generator(&kb, arch));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -573,11 +573,31 @@ mod tests {
 
     #[test]
     fn precision_classes_have_their_own_versions() {
-        let v = |t: &str| generator_version(&spec(t));
+        // The templates' part: one per precision class.
+        let v = |t: &str| {
+            let version = generator_version(&spec(t), Arch::new(9, 0));
+            let templates = version.split(" templates ").nth(1).unwrap().to_string();
+            templates.split(' ').next().unwrap().to_string()
+        };
         assert_eq!(v("matmul, f32"), v("batched matmul, f32, bias, relu"));
         assert_ne!(v("matmul, f32"), v("matmul, f32, tf32"));
         assert_ne!(v("matmul, f32"), v("matmul, bf16"));
         assert_eq!(v("matmul, bf16"), v("matmul, f16"));
+        // The defaults' part: what a build stores differs by spec and by architecture (the same templates give
+        // sm_80 the `mma.sync` kernel and sm_90 the `wgmma` one).
+        let whole = |t: &str, arch| generator_version(&spec(t), arch);
+        assert_ne!(
+            whole("matmul, f32", Arch::new(9, 0)),
+            whole("batched matmul, f32, bias, relu", Arch::new(9, 0))
+        );
+        assert_ne!(
+            whole("matmul, f32, tf32", Arch::new(8, 0)),
+            whole("matmul, f32, tf32", Arch::new(9, 0))
+        );
+        assert_eq!(
+            whole("matmul, f32", Arch::new(9, 0)),
+            whole("matmul, f32", Arch::new(9, 0))
+        );
     }
 
     #[test]

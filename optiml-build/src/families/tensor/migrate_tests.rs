@@ -116,7 +116,7 @@ fn a_variant_with_the_same_machine_code_is_carried_over_and_one_without_stays_be
             .unwrap();
     }
 
-    let current = |k: &FoundKernel| families::kernel_generator(k);
+    let current = |k: &FoundKernel| families::kernel_generator(k, arch);
     let carried = carry_over(nvrtc, &cache, relu, arch, &current(relu))
         .unwrap()
         .expect("an earlier tuned entry");

@@ -158,7 +158,18 @@ impl Family for Tensor {
             return super::of(spec).scheduled_candidate(spec, schedule);
         };
         match codegen::classify(p) {
-            Ok(Shape::Rows(s)) => Ok(read_schedule::<RowSchedule>(schedule)?.candidate(&s)),
+            Ok(Shape::Rows(s)) => match read_schedule::<RowSchedule>(schedule) {
+                Ok(row) => Ok(row.candidate(&s)),
+                // Long rows are searched as a tree (`TreeShape::for_long_rows`): their log holds a tree's
+                // schedule.
+                Err(e) => match (
+                    codegen::TreeShape::of_rows(&s),
+                    read_schedule::<TreeSchedule>(schedule),
+                ) {
+                    (Some(tree), Ok(t)) => Ok(t.candidate(&tree)),
+                    _ => Err(e),
+                },
+            },
             Ok(Shape::Columns(s)) => Ok(read_schedule::<ColumnSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Tree(s)) => Ok(read_schedule::<TreeSchedule>(schedule)?.candidate(&s)),
             Ok(Shape::Scan(s)) => Ok(read_schedule::<ScanSchedule>(schedule)?.candidate(&s)),
@@ -564,6 +575,28 @@ mod tests {
             optiml_spec::Family::Tensor(p) => p,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_row_program_tuned_as_a_tree_reads_its_logged_tree_schedule() {
+        use crate::search::Tunable;
+        let spec = optiml_spec::parse("layer norm over the last axis, f32").unwrap();
+        let Ok(Shape::Rows(rows)) = codegen::classify(super::program(&spec).unwrap()) else {
+            panic!("a layer norm is a row program");
+        };
+        let arch = optiml_runtime::Arch::new(9, 0);
+        let tree = TreeSchedule::default_for(arch);
+        let logged = serde_json::to_value(tree).unwrap();
+        let read = Tensor.scheduled_candidate(&spec, &logged).unwrap();
+        assert_eq!(
+            read.source,
+            tree.candidate(&TreeShape::of_rows(&rows).unwrap()).source
+        );
+        let row = serde_json::to_value(RowSchedule::default_for(arch)).unwrap();
+        assert_eq!(
+            Tensor.scheduled_candidate(&spec, &row).unwrap().source,
+            RowSchedule::default_for(arch).candidate(&rows).source
+        );
     }
 
     #[test]

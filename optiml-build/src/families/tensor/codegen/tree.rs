@@ -146,13 +146,22 @@ impl TreeShape {
         } else {
             1
         };
-        (fused.count() < plain.count() && row_bytes > cluster * rows::BLOCK_SHARE).then(|| {
-            TreeShape {
-                program: p.clone(),
-                reduced: shape.reduced.clone(),
-                inner: shape.reduced.len(),
-                items: shape.items.clone(),
-            }
+        if fused.count() < plain.count() && row_bytes > cluster * rows::BLOCK_SHARE {
+            TreeShape::of_rows(shape)
+        } else {
+            None
+        }
+    }
+
+    /// The tree over `shape`'s rows, whatever their length (`None` for a program with a tail): what
+    /// [`TreeShape::for_long_rows`] gives where it pays, and what a tree schedule logged for a row program reads
+    /// as.
+    pub fn of_rows(shape: &RowShape) -> Option<TreeShape> {
+        shape.tail.is_none().then(|| TreeShape {
+            program: shape.program.clone(),
+            reduced: shape.reduced.clone(),
+            inner: shape.reduced.len(),
+            items: shape.items.clone(),
         })
     }
 }
