@@ -365,12 +365,12 @@ pub fn catalog_of(schedule: &serde_json::Value) -> Option<Catalog> {
 
 /// The generator's version for `spec`'s family on `arch`: this crate's version, a hash of the sources `spec`'s
 /// candidates are made from, and a hash of the defaults a build stores for `spec` on `arch` (each one's shape
-/// bucket, entry, launch and code, comments left out). A changed kernel body invalidates the cached entries made from it (tuned
-/// ones included) even when nobody bumps the version, and so does a change to how the defaults are chosen or
-/// spelled (a schedule's macros, a launch's fields), which the templates alone do not show: otherwise the
-/// committed defaults would stay what an earlier generator made, and `prepare --check` would not notice. Every
-/// other entry is left alone (CubeCL hashes only names; we hash code), and `prepare` carries the tuned variants
-/// of a re-keyed entry over where their machine code is unchanged.
+/// bucket, entry, launch and code, comments left out). A changed kernel body invalidates the cached entries made
+/// from it (tuned ones included) even when nobody bumps the version, and so does a change to how the defaults are
+/// chosen or spelled (a schedule's macros, a launch's fields), which the templates alone do not show: otherwise
+/// the committed defaults would stay what an earlier generator made, and `prepare --check` would not notice.
+/// Every other entry is left alone (CubeCL hashes only names; we hash code), and `prepare` carries the tuned
+/// variants of a re-keyed entry over where their machine code is unchanged.
 pub fn generator_version(spec: &Spec, arch: Arch) -> String {
     let templates = sha256_hex(of(spec).sources(spec).concat().as_bytes());
     let mut defaults = String::new();
