@@ -246,9 +246,10 @@ pub fn compiled_defaults(
     compiled_defaults_of(nvrtc, kernel, arch, |_| true)
 }
 
-/// The untuned bucket variants a tuned entry of `kernel` keeps beside its tuned variants, which hold the shapes
-/// `taken`: those of the family's shape buckets that are free, compiled (none for a family whose default serves
-/// every shape, so nothing is compiled for it).
+/// The untuned variants a tuned entry of `kernel` keeps beside its tuned variants, which hold the shapes
+/// `taken`, compiled: those of the family's shape buckets that are free, and the any-shape default where the
+/// runtime times it against the tuned variants ([`families::times_untuned_shapes`]; otherwise nothing is
+/// compiled for a family whose default serves every shape).
 ///
 /// # Errors
 /// The first compile that fails.
@@ -258,13 +259,18 @@ pub fn free_bucket_defaults(
     arch: Arch,
     taken: &[Option<[u64; 4]>],
 ) -> Result<Vec<Untuned>, nvrtc::CompileFailure> {
-    compiled_defaults_of(nvrtc, kernel, arch, |shape| is_free(shape, taken))
+    let timed = families::times_untuned_shapes(&kernel.spec);
+    compiled_defaults_of(nvrtc, kernel, arch, |shape| is_free(shape, taken, timed))
 }
 
-/// Whether a default for `shape` belongs beside tuned variants holding `taken`: a bucket's, and a free one (a
-/// default serving every shape would shadow the tuned variants, and a matmul keeps what it was tuned for alone).
-fn is_free(shape: Option<[u64; 4]>, taken: &[Option<[u64; 4]>]) -> bool {
-    shape.is_some() && !taken.contains(&shape)
+/// Whether a default for `shape` belongs beside tuned variants holding `taken`: a bucket's that no tuned variant
+/// holds, or the any-shape default where the runtime times it against them (`timed`); elsewhere that default
+/// would only be dead weight, as the nearest tuned variant serves every call.
+fn is_free(shape: Option<[u64; 4]>, taken: &[Option<[u64; 4]>], timed: bool) -> bool {
+    match shape {
+        Some(_) => !taken.contains(&shape),
+        None => timed,
+    }
 }
 
 fn compiled_defaults_of(
@@ -328,11 +334,13 @@ mod tests {
     use crate::search::Measurement;
 
     #[test]
-    fn only_free_buckets_take_a_default_beside_tuned_variants() {
+    fn free_buckets_and_a_timed_any_shape_default_sit_beside_tuned_variants() {
         let (a, c) = ([256, 1024, 1024, 1024], [1, 64, 64, 64]);
-        assert!(is_free(Some(c), &[Some(a)]));
-        assert!(!is_free(Some(a), &[Some(a)]));
-        assert!(!is_free(None, &[Some(a)]));
+        for timed in [false, true] {
+            assert!(is_free(Some(c), &[Some(a)], timed));
+            assert!(!is_free(Some(a), &[Some(a)], timed));
+            assert_eq!(is_free(None, &[Some(a)], timed), timed);
+        }
     }
 
     /// A kernel declared in a temporary crate under `root`, its key inputs on sm_90, its default candidate and a

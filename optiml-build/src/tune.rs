@@ -731,9 +731,9 @@ pub fn kept_variants(
 }
 
 /// Stores the winners of `kernel` on `arch` as one entry (a variant per bucket) with the `kept` variants of the
-/// entry it replaces, then `defaults`, the family's untuned variants of the buckets no tuned variant holds
-/// (`crate::engine::free_bucket_defaults`): a row kernel tuned for one row length keeps its defaults for the
-/// others. Tuned variants come first, so that a call as near a tuned shape as a default's bucket takes the tuned
+/// entry it replaces, then `defaults`, the family's untuned variants of the buckets no tuned variant holds and,
+/// for a matmul, its any-shape default (`crate::engine::free_bucket_defaults`): a row kernel tuned for one row
+/// length keeps its defaults for the others, and a matmul call at a shape nobody tuned can time the default. Tuned variants come first, so that a call as near a tuned shape as a default's bucket takes the tuned
 /// one.
 ///
 /// # Errors

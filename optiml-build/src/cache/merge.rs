@@ -79,7 +79,7 @@ fn choose<'a>(offers: &[Offer<'a>]) -> Option<Offer<'a>> {
 }
 
 /// The variants of `entries` for `shape`, tuned or not.
-fn offers<'a>(entries: &[&'a Entry], shape: [u64; 4], tuned: bool) -> Vec<Offer<'a>> {
+fn offers<'a>(entries: &[&'a Entry], shape: Option<[u64; 4]>, tuned: bool) -> Vec<Offer<'a>> {
     entries
         .iter()
         .flat_map(|&entry| {
@@ -87,7 +87,7 @@ fn offers<'a>(entries: &[&'a Entry], shape: [u64; 4], tuned: bool) -> Vec<Offer<
                 .manifest
                 .variants
                 .iter()
-                .filter(move |v| v.shape == Some(shape) && v.tuning.is_some() == tuned)
+                .filter(move |v| v.shape == shape && v.tuning.is_some() == tuned)
                 .map(move |variant| Offer { entry, variant })
         })
         .collect()
@@ -125,21 +125,22 @@ fn merged(existing: Option<&Entry>, shards: &[Entry]) -> Option<(Manifest, Files
         .collect();
     let mut picks: Vec<Offer<'_>> = Vec::new();
     for &shape in &shapes {
-        let from = offers(&shard_entries, shape, true);
+        let from = offers(&shard_entries, Some(shape), true);
         let from = if from.is_empty() {
-            offers(&existing_entries, shape, true)
+            offers(&existing_entries, Some(shape), true)
         } else {
             from
         };
         picks.extend(choose(&from));
     }
-    // The free buckets' defaults: every shape some entry holds a default for and no tuned variant holds.
-    let mut free: Vec<[u64; 4]> = all
+    // The free buckets' defaults: every shape some entry holds a default for and no tuned variant holds, and the
+    // any-shape default of a family whose runtime times it against the tuned variants (it sorts first).
+    let mut free: Vec<Option<[u64; 4]>> = all
         .iter()
         .flat_map(|e| &e.manifest.variants)
         .filter(|v| v.tuning.is_none())
-        .filter_map(|v| v.shape)
-        .filter(|s| !shapes.contains(s))
+        .map(|v| v.shape)
+        .filter(|s| s.is_none_or(|s| !shapes.contains(&s)))
         .collect();
     free.sort_unstable();
     free.dedup();
@@ -270,7 +271,7 @@ pub(crate) mod tests {
     /// One variant: kernel `tag` (its source and CUBIN say which), tuned on `gpu` at `date` in `ms`, or a
     /// default where `gpu` is `None`.
     pub(crate) struct Made {
-        shape: [u64; 4],
+        shape: Option<[u64; 4]>,
         tag: u8,
         tuned: Option<(&'static str, &'static str, f64)>,
     }
@@ -283,7 +284,7 @@ pub(crate) mod tests {
         ms: f64,
     ) -> Made {
         Made {
-            shape,
+            shape: Some(shape),
             tag,
             tuned: Some((gpu, date, ms)),
         }
@@ -291,7 +292,16 @@ pub(crate) mod tests {
 
     pub(crate) fn default(shape: [u64; 4], tag: u8) -> Made {
         Made {
-            shape,
+            shape: Some(shape),
+            tag,
+            tuned: None,
+        }
+    }
+
+    /// The any-shape default a matmul entry keeps beside its tuned variants.
+    fn any_shape(tag: u8) -> Made {
+        Made {
+            shape: None,
             tag,
             tuned: None,
         }
@@ -332,7 +342,7 @@ pub(crate) mod tests {
             .map(|(m, (candidate, compiled, tuning, log))| NewVariant {
                 candidate,
                 compiled,
-                shape: Some(m.shape),
+                shape: m.shape,
                 tuning: tuning.as_ref(),
                 log: tuning.as_ref().map(|_| log.as_slice()),
             })
@@ -341,7 +351,7 @@ pub(crate) mod tests {
     }
 
     /// A variant as a program and `analyze` see it: shape, kernel tag, the GPU it was tuned on, its search log.
-    type Seen = ([u64; 4], u8, Option<String>, Option<Vec<u8>>);
+    type Seen = (Option<[u64; 4]>, u8, Option<String>, Option<Vec<u8>>);
 
     /// The entry's variants, in order.
     fn seen(entry: &Entry) -> Vec<Seen> {
@@ -352,7 +362,7 @@ pub(crate) mod tests {
             .map(|v| {
                 let t = v.tuning.as_ref();
                 (
-                    v.shape.unwrap(),
+                    v.shape,
                     entry.bytes(&format!("{}.cubin", v.stem)).unwrap()[0],
                     t.map(|t| t.device.clone()),
                     t.map(|t| entry.bytes(&t.log).unwrap().to_vec()),
@@ -370,7 +380,7 @@ pub(crate) mod tests {
 
     /// Two shards, each with some shapes of one kernel, give the entry one run over all the shapes gives; a
     /// shape neither tuned keeps the cache's winner, a free bucket's default stays only where no winner holds
-    /// its shape, and merging again changes nothing.
+    /// its shape, the any-shape default stays beside the winners, and merging again changes nothing.
     #[test]
     fn shards_of_one_kernel_merge_into_the_entry_one_run_gives() {
         let (one, two, dest, whole) = (
@@ -380,14 +390,29 @@ pub(crate) mod tests {
             temp_cache("merge-whole"),
         );
         let date = "2026-12-07T12:00:00Z";
-        let shard1 = store(&one, &[tuned(A, 1, "H200", date, 1.0), default(FREE, 9)]);
-        let shard2 = store(&two, &[tuned(B, 2, "H200", date, 2.0), default(FREE, 9)]);
+        let shard1 = store(
+            &one,
+            &[
+                tuned(A, 1, "H200", date, 1.0),
+                any_shape(8),
+                default(FREE, 9),
+            ],
+        );
+        let shard2 = store(
+            &two,
+            &[
+                tuned(B, 2, "H200", date, 2.0),
+                any_shape(8),
+                default(FREE, 9),
+            ],
+        );
         // The unsharded run: both shapes in one entry, in shape order as `tune::store` writes them.
         let unsharded = store(
             &whole,
             &[
                 tuned(B, 2, "H200", date, 2.0),
                 tuned(A, 1, "H200", date, 1.0),
+                any_shape(8),
                 default(FREE, 9),
             ],
         );
@@ -445,10 +470,11 @@ pub(crate) mod tests {
         assert_eq!(
             shapes,
             [
-                (C, 3, Some("H100".to_string())),
-                (B, 2, Some("H200".to_string())),
-                (A, 1, Some("H200".to_string())),
-                (FREE, 9, None),
+                (Some(C), 3, Some("H100".to_string())),
+                (Some(B), 2, Some("H200".to_string())),
+                (Some(A), 1, Some("H200".to_string())),
+                (None, 8, None),
+                (Some(FREE), 9, None),
             ]
         );
         for c in [one, two, dest, whole, kept, free_c] {
@@ -522,7 +548,7 @@ pub(crate) mod tests {
             .into_iter()
             .map(|v| (v.0, v.1))
             .collect();
-        assert_eq!(shapes, [(C, 3), (A, 1)]);
+        assert_eq!(shapes, [(Some(C), 3), (Some(A), 1)]);
         assert!(matches!(
             dest.merge(&[theirs]).unwrap(),
             Merged::Unchanged { .. }

@@ -109,6 +109,14 @@ pub trait Family: Sync {
         false
     }
 
+    /// Whether the runtime times a call at a shape no variant was tuned at against the entry's any-shape default
+    /// (a matmul: `optiml_runtime::dispatch`), so that a tuned entry keeps that default beside its tuned
+    /// variants and such a call is never slower than the untuned kernel. The default: no, the nearest tuned
+    /// variant serves every call, and an any-shape default would only weigh on the entry.
+    fn times_untuned_shapes(&self) -> bool {
+        false
+    }
+
     /// Runs one search (`request.target` must be one of [`Family::targets`]).
     ///
     /// # Errors
@@ -281,6 +289,11 @@ pub fn reads_output(spec: &Spec) -> bool {
     of(spec).reads_output(spec)
 }
 
+/// Whether a tuned entry of `spec` keeps its any-shape default; see [`Family::times_untuned_shapes`].
+pub fn times_untuned_shapes(spec: &Spec) -> bool {
+    of(spec).times_untuned_shapes()
+}
+
 /// The family's untuned variants for `spec` on `arch`; see [`Family::default_candidates`].
 pub fn default_candidates(spec: &Spec, arch: Arch) -> Vec<(Option<[u64; 4]>, Candidate)> {
     of(spec).default_candidates(spec, arch)
@@ -382,6 +395,10 @@ pub fn generator_version(spec: &Spec, arch: Arch) -> String {
             defaults.push_str(line.split("//").next().unwrap_or("").trim_end());
             defaults.push('\n');
         }
+    }
+    // What a tuned entry keeps beside its tuned variants is part of what the entry holds.
+    if times_untuned_shapes(spec) {
+        defaults.push_str("tuned entries keep the any-shape default\n");
     }
     let defaults = sha256_hex(defaults.as_bytes());
     format!(

@@ -211,6 +211,10 @@ impl Family for Matmul {
         matches!(&spec.family, optiml_spec::Family::Matmul(m) if m.beta)
     }
 
+    fn times_untuned_shapes(&self) -> bool {
+        true
+    }
+
     fn tuned_for(&self, bucket: Option<[u64; 4]>, searched_at: Option<&str>) -> String {
         match bucket {
             Some(b) => format!("{} (batch×m×n×k)", b.map(|d| d.to_string()).join("×")),
