@@ -21,7 +21,8 @@ pub const TRANSPOSE_SLOT: usize = 3;
 /// The entry point that copies A, stored `k × m` per batch item, into an `m × k` workspace, in a module whose
 /// kernel reads A K-major ([`Launch::WgmmaStaged`]'s `transpose_a`):
 /// `optiml_transpose_a(const float* A, float* At, int batch, int K, int M, long long strideA)`, At packed
-/// (`m · k` per item), any grid of `TRANSPOSE_THREADS`-thread blocks.
+/// (`m · k` per item), `TRANSPOSE_THREADS`-thread blocks, at least `⌈m / 32⌉` of them along x (blocks loop over
+/// the k-tiles and items the grid's y and z do not cover).
 pub const TRANSPOSE_ENTRY: &str = "optiml_transpose_a";
 
 /// Threads per block of [`TRANSPOSE_ENTRY`]: 32 × 8, each moving four elements of a 32 × 32 tile.

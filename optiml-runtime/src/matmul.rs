@@ -636,8 +636,22 @@ fn transpose_a_into_workspace<'s, T: Element>(
         });
     };
     let items = if args.shared_a { 1 } else { args.batch };
-    let workspace = Workspace::new(stream, items * args.m * args.k * 4)
-        .map_err(Error::driver(name, "allocate the transposed A"))?;
+    // The copy is as large as A: capped like the split-K workspace, so that a variant tuned at one shape and
+    // dispatched to a far larger A does not double its memory (measured dispatch then times the others).
+    let bytes = items
+        .checked_mul(args.m)
+        .and_then(|x| x.checked_mul(args.k))
+        .and_then(|x| x.checked_mul(4))
+        .filter(|&b| b <= MAX_WORKSPACE_BYTES)
+        .ok_or_else(|| Error::Dimension {
+            kernel: name,
+            arg: "k",
+            value: format!("{} (A of {items} × {} × {})", args.k, args.m, args.k),
+            reason: "makes A larger than the 1 GiB a variant that transposes A first may copy; a variant \
+                     reading A in place serves it (measured dispatch times those)",
+        })?;
+    let workspace =
+        Workspace::new(stream, bytes).map_err(Error::driver(name, "allocate the transposed A"))?;
     let (items_arg, k, m) = (items as i32, args.k as i32, args.m as i32);
     let stride_a = strides(args).0;
     let cfg = LaunchConfig {
@@ -659,7 +673,8 @@ fn transpose_a_into_workspace<'s, T: Element>(
         .arg(&stride_a);
     // SAFETY: `optiml_transpose_a(const float* A, float* At, int batch, int K, int M, long long strideA)` reads
     // `items` items of `k · m` elements `strideA` apart from the checked A and writes `items · m · k` elements of
-    // the workspace just allocated for them; blocks loop over the rows and items the grid does not cover.
+    // the workspace just allocated for them: the grid covers every 32 rows of M (x), and blocks loop over the
+    // k-tiles and items its y and z do not cover.
     unsafe { builder.launch(cfg, "launch the transposition of A") }?;
     Ok(workspace)
 }

@@ -132,8 +132,9 @@
 //                      small K, where promotion does not shorten the chain,
 //                      this is what keeps 3xTF32 near the SIMT kernel's
 //                      error. Costs QN / 2 registers more.
-//   OPTIML_SPLIT_K     1: the kernel takes one more parameter after beta,
-//                      `int splits` (S), and the module holds
+//   OPTIML_SPLIT_K     1: the kernel takes one more parameter right after
+//                      beta (before OPTIML_TMA's three), `int splits` (S),
+//                      and the module holds
 //                      optiml_splitk_reduce (optiml/splitk.cuh). S <= 1: the
 //                      plain kernel. S > 1: launch 1 of matmul_f32.cu's
 //                      split-K ABI: C is the workspace W [S][batch][M][N],
@@ -150,8 +151,9 @@
 //                      float* At, int batch, int K, int M, long long
 //                      strideA), which the launcher runs first to copy A,
 //                      stored K x M per item, into a packed M x K workspace
-//                      (any grid of 256 threads: 32 x 32 tiles through shared
-//                      memory, blocks loop over K and items); optiml_matmul
+//                      (256-thread blocks, at least ceil(M / 32) along x: 32 x
+//                      32 tiles through shared memory, blocks loop over K and
+//                      items); optiml_matmul
 //                      then reads that copy as the NN kernel would (TMA
 //                      included). OPTIML_TRANS_A still says how A is stored,
 //                      for the module's matrix-vector kernel. TF32 wgmma takes
