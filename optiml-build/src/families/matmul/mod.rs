@@ -407,6 +407,17 @@ const ALPHA: f32 = 0.75;
 const BETA: f32 = -0.5;
 
 /// What the worker verifies and times for a matmul of element type `dtype` at `shape`.
+/// The split a schedule with `split_k` launches with at `shape`, as the search tells kernels apart
+/// (`Evaluable::as_launched`): the launcher's count ([`optiml_runtime::matmul::splits_for`]), except that a
+/// split-compiled kernel the launcher runs unsplit stays apart from the plain kernel (its registers and, with
+/// beta, its C prefetch differ): it is 2, the smallest split that also runs unsplit there.
+fn launched_split(split_k: u32, shape: MatmulShape) -> u32 {
+    match optiml_runtime::matmul::splits_for(split_k, shape.batch * shape.m * shape.n, shape.k) {
+        1 if split_k > 1 => 2,
+        s => s,
+    }
+}
+
 fn problem(spec: &MatmulSpec, dtype: DType, shape: MatmulShape) -> Problem {
     Problem::new(
         FAMILY,

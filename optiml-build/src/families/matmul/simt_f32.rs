@@ -500,12 +500,10 @@ impl Evaluable for Schedule {
     type Shape = MatmulShape;
 
     fn as_launched(&self, shape: MatmulShape) -> Self {
-        let split_k = optiml_runtime::matmul::splits_for(
-            self.split_k,
-            shape.batch * shape.m * shape.n,
-            shape.k,
-        );
-        Schedule { split_k, ..*self }
+        Schedule {
+            split_k: super::launched_split(self.split_k, shape),
+            ..*self
+        }
     }
 
     fn candidate(&self, spec: &MatmulSpec) -> Candidate {

@@ -461,14 +461,13 @@ impl Evaluable for Schedule {
     type Shape = MatmulShape;
 
     /// The split the launcher runs at `shape` ([`optiml_runtime::matmul::splits_for`]): two schedules that differ
-    /// only in a split it would lower to the same count are one kernel there.
+    /// only in a split it would lower to the same count are one kernel there (a split kernel run unsplit is not
+    /// the plain one: `launched_split`).
     fn as_launched(&self, shape: MatmulShape) -> Self {
-        let split_k = optiml_runtime::matmul::splits_for(
-            self.split_k,
-            shape.batch * shape.m * shape.n,
-            shape.k,
-        );
-        Schedule { split_k, ..*self }
+        Schedule {
+            split_k: super::launched_split(self.split_k, shape),
+            ..*self
+        }
     }
 
     fn candidate(&self, spec: &MatmulSpec) -> Candidate {
@@ -654,14 +653,24 @@ mod tests {
         };
         assert!(!Schedule { split_k: 4, ..pp }.is_valid());
         assert!(!split(&pp).pingpong);
-        // The launcher lowers a split whose ranges would be short: at K = 200 four splits are one kernel with one.
+        // The launcher lowers a split whose ranges would be short: at K = 200 four splits are one kernel with two,
+        // both the split-compiled kernel run unsplit, which is not the plain kernel.
         let at = |k| MatmulShape {
             batch: 1,
             m: 256,
             n: 256,
             k,
         };
-        assert_eq!(four.as_launched(at(200)), Schedule { qn: 128, ..s });
+        assert_eq!(
+            four.as_launched(at(200)),
+            Schedule {
+                qn: 128,
+                split_k: 2,
+                ..s
+            }
+        );
+        let plain = Schedule { qn: 128, ..s };
+        assert_ne!(four.as_launched(at(200)), plain.as_launched(at(200)));
         assert_eq!(four.as_launched(at(65_536)), four);
         let c = four.candidate(&spec(false, false));
         assert!(c.source.contains("#define OPTIML_SPLIT_K 1"));
