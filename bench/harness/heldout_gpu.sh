@@ -30,9 +30,11 @@ tune() {
         --budget "${BUDGET:-8}" --time "${TIME:-35}" --profile off --log-dir "$d/logs" > "$d/tune-$kernel.log" 2>&1
     echo "tune $kernel $shapes rc $? in $(( $(date +%s) - s )) s"
     grep -E "ms|winner|→|rror|kept" "$d/tune-$kernel.log" | tail -6 | cut -c1-220
+    # After each tune, so that a call cut short still returns what it tuned.
+    tar czf "$OUT/heldout-cache.tgz" bench/heldout/.optiml
+    tar czf "$OUT/heldout-logs.tgz" -C "$OUT" "$STEP"
 }
 tune gemm 1x8205x5921x2949,1x512x512x262144
 tune bmm 128x512x2048x1024
 tune gemm_tn 1x2048x2048x8192
 tune gemm_nt 1x8192x8192x8192
-tar czf "$OUT/heldout-cache.tgz" bench/heldout/.optiml
