@@ -5,5 +5,5 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/softmax_ring}; mkdir -p "$OUT"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-"$NVCC" -O3 -std=c++17 -arch=sm_90a -o "$OUT/softmax_ring" "$here/softmax_ring.cu" || exit 1
+"$NVCC" -O3 -std=c++17 -arch=sm_90a -I "$here/../../../optiml-build/src/cuda" -o "$OUT/softmax_ring" "$here/softmax_ring.cu" || exit 1
 "$OUT/softmax_ring" "$@" 2>&1 | tee "$OUT/softmax_ring.log"

@@ -20,9 +20,11 @@
 // Checked: every row of a few sampled rows against a float64 softmax (max relative error), every output finite,
 // and the ring's output bit for bit equal across two runs.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -o softmax_ring softmax_ring.cu && ./softmax_ring [R C RUNS]
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I optiml-build/src/cuda -o softmax_ring softmax_ring.cu && ./softmax_ring [R C RUNS]
 
 #include <cuda_runtime.h>
+
+#include "optiml/program.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -61,31 +63,22 @@ __device__ __forceinline__ float4 ld_streaming(const float4* p) {
                  : "l"(p));
     return v;
 }
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ unsigned cluster_id() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ unsigned cluster_count() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
+// The cluster helpers are the generator's (optiml/program.cuh: rank, id, count, barrier, mapa), device code only.
+#ifdef __CUDA_ARCH__
+using optiml_p::cluster_addr;
+using optiml_p::cluster_count;
+using optiml_p::cluster_id;
+using optiml_p::cluster_rank;
+using optiml_p::cluster_sync;
 __device__ __forceinline__ float2 cluster_ld2(const float2* p, unsigned rank) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
     float2 v;
-    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];"
+                 : "=f"(v.x), "=f"(v.y)
+                 : "r"(cluster_addr(p, rank))
+                 : "memory");
     return v;
 }
+#endif
 
 // (max, sum of exp(x - max)) pairs fold in a fixed order: bitwise repeatable.
 __device__ __forceinline__ float2 fold(float2 a, float2 b) {
@@ -154,6 +147,7 @@ __global__ void __launch_bounds__(THREADS) two_pass(const float* __restrict__ x,
 // shared memory. C must be a multiple of 4 * CS. Rows loop over the clusters of the grid.
 template <int CS, int THREADS>
 __global__ void __launch_bounds__(THREADS, 1) ring(const float* __restrict__ x, float* __restrict__ y, int R, int C) {
+#ifdef __CUDA_ARCH__
     extern __shared__ float4 slice[];
     __shared__ float2 part[2];  // this block's (max, sum) for alternate rows: read by the cluster
     const unsigned rank = cluster_rank(), ncl = cluster_count();
@@ -193,6 +187,7 @@ __global__ void __launch_bounds__(THREADS, 1) ring(const float* __restrict__ x, 
     }
     cp_async_wait_all();
     cluster_sync();  // no block leaves while another may still read its pairs
+#endif
 }
 
 // ---- host --------------------------------------------------------------------------------------------------------
