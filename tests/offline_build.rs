@@ -158,30 +158,36 @@ fn builds_from_the_committed_cache_without_nvrtc_and_names_the_fix_on_a_miss() {
     );
 }
 
+/// The workspace's cache, and that of the held-out crate (`bench/heldout`, a workspace of its own that no
+/// workspace build compiles), hold every kernel their sources declare.
 #[test]
 fn prepare_check_accepts_the_committed_cache() {
-    let out = Command::new(env!("CARGO"))
-        .current_dir(workspace())
-        .args([
-            "run",
-            "--offline",
-            "--locked",
-            "-q",
-            "-p",
-            "optiml-build",
-            "--bin",
-            "cargo-optiml",
-            "--target-dir",
-        ])
-        .arg(target_dir())
-        .args(["--", "optiml", "prepare", "--check"])
-        .env_remove("OPTIML_ARCH")
-        .env_remove("OPTIML_CACHE_DIR")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "`cargo optiml prepare --check` failed:\n{}",
-        text(&out)
-    );
+    for dir in [workspace(), workspace().join("bench/heldout")] {
+        let out = Command::new(env!("CARGO"))
+            .current_dir(workspace())
+            .args([
+                "run",
+                "--offline",
+                "--locked",
+                "-q",
+                "-p",
+                "optiml-build",
+                "--bin",
+                "cargo-optiml",
+                "--target-dir",
+            ])
+            .arg(target_dir())
+            .args(["--", "optiml", "prepare", "--check", "--dir"])
+            .arg(&dir)
+            .env_remove("OPTIML_ARCH")
+            .env_remove("OPTIML_CACHE_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "`cargo optiml prepare --check --dir {}` failed:\n{}",
+            dir.display(),
+            text(&out)
+        );
+    }
 }
