@@ -572,6 +572,17 @@ fn root_and_cache(place: &Place) -> anyhow::Result<(PathBuf, Cache)> {
     Ok((root, cache))
 }
 
+/// The `--dir` and `--cache-dir` a command was given, as a command line repeating it would spell them.
+fn place_args(place: &Place) -> String {
+    let mut out = String::new();
+    for (flag, dir) in [("--dir", &place.dir), ("--cache-dir", &place.cache_dir)] {
+        if let Some(dir) = dir {
+            out.push_str(&format!(" {flag} {}", dir.display()));
+        }
+    }
+    out
+}
+
 fn prepare(p: &Prepare) -> anyhow::Result<bool> {
     let (root, cache) = root_and_cache(&p.place)?;
     let archs: Vec<Arch> = match p.arch.clone().or_else(|| env::var(env::OPTIML_ARCH)) {
@@ -727,8 +738,9 @@ fn prepare(p: &Prepare) -> anyhow::Result<bool> {
         if bad > 0 {
             eprintln!(
                 "error: {bad} entries missing, damaged, of the previous format, with a stale report or not what their \
-                 records re-derive to in `{}`; run `cargo optiml prepare --arch {archs_text}` and commit it",
-                cache.root.display()
+                 records re-derive to in `{}`; run `cargo optiml prepare --arch {archs_text}{}` and commit it",
+                cache.root.display(),
+                place_args(&p.place)
             );
             return Ok(false);
         }
