@@ -4,7 +4,7 @@
 #
 #   ../shared/gpu/stage build --manifest-path bench/heldout/Cargo.toml --target-dir target
 #   ../shared/gpu/stage build -p optiml-build --bin cargo-optiml
-#   (device) OUT=$OUT bash bench/harness/heldout_gpu.sh          # STEP=before (default) or STEP=after
+#   (device) OUT=$OUT bash bench/harness/heldout_gpu.sh          # STEP=before (default) or STEP=after; TUNE=0
 #
 # before: the crate's binary with its untuned cache beside the best library call, torch.matmul in the same call,
 #         then `cargo optiml tune --shape` at each row's shape into bench/heldout/.optiml, returned as
@@ -21,7 +21,7 @@ timeout 240 bash target/gpu/run.sh optiml-heldout --out "$d" > "$d/run.log" 2>&1
 grep -E "^(irregular|batched|A|large|geometric)" "$d/run.log" | cut -c1-220
 timeout 120 python3 bench/harness/matmul_torch.py --sweep "$d/heldout.json" > "$d/torch.log" 2>&1; echo "torch rc $?"
 tail -8 "$d/torch.log"
-[[ $STEP == before ]] || exit 0
+[[ $STEP == before && ${TUNE:-1} == 1 ]] || exit 0   # TUNE=0: the untuned table only
 # One tune per kernel, each at its rows' shapes (batch×m×n×k).
 tune() {
     local kernel=$1 shapes=$2 s; s=$(date +%s)
