@@ -406,7 +406,6 @@ const ALPHA: f32 = 0.75;
 /// The run-time `beta` of every matmul check (ignored without beta).
 const BETA: f32 = -0.5;
 
-/// What the worker verifies and times for a matmul of element type `dtype` at `shape`.
 /// The split a schedule with `split_k` launches with at `shape`, as the search tells kernels apart
 /// (`Evaluable::as_launched`): the launcher's count ([`optiml_runtime::matmul::splits_for`]), except that a
 /// split-compiled kernel the launcher runs unsplit stays apart from the plain kernel (its registers and, with
@@ -418,6 +417,7 @@ fn launched_split(split_k: u32, shape: MatmulShape) -> u32 {
     }
 }
 
+/// What the worker verifies and times for a matmul of element type `dtype` at `shape`.
 fn problem(spec: &MatmulSpec, dtype: DType, shape: MatmulShape) -> Problem {
     Problem::new(
         FAMILY,
