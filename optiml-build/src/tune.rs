@@ -397,6 +397,8 @@ pub fn search_with_roots<S: Evaluable>(
     };
     let started_at = now_rfc3339();
     let started = Instant::now();
+    // The search's test of "the same kernel" reads the spec the evaluator takes.
+    let launched_spec = spec.clone();
     let mut evaluator = GpuEvaluator::<S>::new(
         nvrtc,
         EvalSetup {
@@ -438,7 +440,7 @@ pub fn search_with_roots<S: Evaluable>(
         Method::Mcts => {
             let proposer =
                 DistinctProposer::new(RoutedProposer::new(catalog), move |a: &S, b: &S| {
-                    a.as_launched(shape) == b.as_launched(shape)
+                    a.as_launched(&launched_spec, shape) == b.as_launched(&launched_spec, shape)
                 });
             Search::new(options.search.clone(), &proposer, &judge).run(root, &mut watched)
         }

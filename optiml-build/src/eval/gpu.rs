@@ -106,9 +106,10 @@ pub trait Evaluable: Tunable {
     fn peak_tflops(fp32_tflops: f64) -> f64 {
         fp32_tflops
     }
-    /// The schedule that launches exactly like this one at `shape` (the launcher may adapt a schedule to the
-    /// problem); the search skips a transformation whose result launches like its starting point.
-    fn as_launched(&self, _shape: Self::Shape) -> Self {
+    /// The schedule that launches exactly like this one for `spec` at `shape` (the launcher may adapt a schedule
+    /// to the problem, and a schedule's choice may not apply to every layout); the search skips a transformation
+    /// whose result launches like its starting point.
+    fn as_launched(&self, _spec: &Self::Spec, _shape: Self::Shape) -> Self {
         *self
     }
     /// Where a search at `shape` starts: the schedule an untuned build launches there (a family with shape

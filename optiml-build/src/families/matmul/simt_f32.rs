@@ -499,7 +499,7 @@ impl Evaluable for Schedule {
     type Spec = MatmulSpec;
     type Shape = MatmulShape;
 
-    fn as_launched(&self, shape: MatmulShape) -> Self {
+    fn as_launched(&self, _spec: &MatmulSpec, shape: MatmulShape) -> Self {
         Schedule {
             split_k: super::launched_split(self.split_k, shape),
             ..*self

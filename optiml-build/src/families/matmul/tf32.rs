@@ -462,10 +462,11 @@ impl Evaluable for Schedule {
 
     /// The split the launcher runs at `shape` ([`optiml_runtime::matmul::splits_for`]): two schedules that differ
     /// only in a split it would lower to the same count are one kernel there (a split kernel run unsplit is not
-    /// the plain one: `launched_split`).
-    fn as_launched(&self, shape: MatmulShape) -> Self {
+    /// the plain one: `launched_split`); A is transposed first only in a `TN` product ([`Reads::of`]).
+    fn as_launched(&self, spec: &MatmulSpec, shape: MatmulShape) -> Self {
         Schedule {
             split_k: super::launched_split(self.split_k, shape),
+            transpose_a: Reads::of(spec, self.transpose_a).transpose_a,
             ..*self
         }
     }
@@ -621,12 +622,27 @@ mod tests {
                 .get(optiml_runtime::matmul::TRANSPOSE_SLOT)
                 .is_some()
         );
+        // ...and the search counts the ask as a new kernel only where it is one.
+        let shape = MatmulShape {
+            batch: 1,
+            m: 2048,
+            n: 2048,
+            k: 2048,
+        };
         for (a, b) in [(false, false), (false, true), (true, true)] {
             assert_eq!(
                 first.candidate(&spec(a, b)).launch,
                 s.candidate(&spec(a, b)).launch
             );
+            assert_eq!(
+                first.as_launched(&spec(a, b), shape),
+                s.as_launched(&spec(a, b), shape)
+            );
         }
+        assert_ne!(
+            first.as_launched(&spec(true, false), shape),
+            s.as_launched(&spec(true, false), shape)
+        );
     }
 
     #[test]
@@ -661,8 +677,9 @@ mod tests {
             n: 256,
             k,
         };
+        let nn = spec(false, false);
         assert_eq!(
-            four.as_launched(at(200)),
+            four.as_launched(&nn, at(200)),
             Schedule {
                 qn: 128,
                 split_k: 2,
@@ -670,8 +687,11 @@ mod tests {
             }
         );
         let plain = Schedule { qn: 128, ..s };
-        assert_ne!(four.as_launched(at(200)), plain.as_launched(at(200)));
-        assert_eq!(four.as_launched(at(65_536)), four);
+        assert_ne!(
+            four.as_launched(&nn, at(200)),
+            plain.as_launched(&nn, at(200))
+        );
+        assert_eq!(four.as_launched(&nn, at(65_536)), four);
         let c = four.candidate(&spec(false, false));
         assert!(c.source.contains("#define OPTIML_SPLIT_K 1"));
         assert!(matches!(

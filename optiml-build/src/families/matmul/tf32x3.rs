@@ -430,6 +430,16 @@ impl Evaluable for Schedule {
     type Spec = MatmulSpec;
     type Shape = MatmulShape;
 
+    /// As the TF32 kernel's: the split the launcher runs at `shape`, and A transposed first only in a `TN`
+    /// product.
+    fn as_launched(&self, spec: &MatmulSpec, shape: MatmulShape) -> Self {
+        Schedule {
+            split_k: super::launched_split(self.split_k, shape),
+            transpose_a: Reads::of(spec, self.transpose_a).transpose_a,
+            ..*self
+        }
+    }
+
     fn candidate(&self, spec: &MatmulSpec) -> Candidate {
         Schedule::candidate(self, spec)
     }
