@@ -136,7 +136,8 @@ pub struct Merge {
 ///
 /// # Errors
 /// One line per problem: a folder that is not a shard's, an entry that does not verify, one in a folder that
-/// is not its key's, one tuned on a GPU of another architecture than its own or on another GPU than its shard's.
+/// is not its key's, one tuned on a GPU of another architecture than its own or, since the shard started, on
+/// another GPU than its shard's.
 pub fn gather(shards: &[PathBuf]) -> Result<BTreeMap<String, Vec<cache::Entry>>, Vec<String>> {
     let mut problems = Vec::new();
     let mut by_key: BTreeMap<String, Vec<cache::Entry>> = BTreeMap::new();
@@ -197,10 +198,12 @@ pub fn gather(shards: &[PathBuf]) -> Result<BTreeMap<String, Vec<cache::Entry>>,
                 ));
                 continue;
             }
+            // A variant tuned before the shard started came with the cache it started from (any GPU may have
+            // tuned it); one tuned since, on another GPU, is not this shard's work.
             let other_gpu = entry.manifest.variants.iter().find_map(|v| {
                 v.tuning
                     .as_ref()
-                    .filter(|t| t.device != record.device)
+                    .filter(|t| t.device != record.device && t.date >= record.date)
                     .map(|t| t.device.clone())
             });
             if let Some(gpu) = other_gpu {
@@ -392,6 +395,9 @@ mod tests {
         std::fs::remove_file(unrecorded.join(RECORD)).unwrap();
         let other_arch = shard_dir("gather-arch", "H200", "sm_80", date);
         let other_gpu = shard_dir("gather-gpu", "H100", "sm_90", date);
+        // An H200's variant from before an H100 shard started is one it carried from its cache.
+        let carried = shard_dir("gather-carried", "H100", "sm_90", "2026-12-07T11:00:00Z");
+        assert_eq!(gather(std::slice::from_ref(&carried)).unwrap().len(), 1);
         let damaged = shard_dir("gather-damaged", "H200", "sm_90", date);
         let entry = Cache::new(&damaged).entry_dirs().remove(0);
         let pack = std::fs::read_dir(&entry)
