@@ -631,32 +631,44 @@ fn three_tf32_split_k_fills_the_gpu_where_tiles_are_few() {
         Outcome::Measured(m) => m.time_ms,
         Outcome::Rejected(why) => panic!("{what}: rejected: {why}"),
     };
+    // The one-consumer 128 × 64 tile, and the two-consumer 128 × 128 one whose split once hung: its producer
+    // and consumers asked setmaxnreg for more registers than the block is launched with.
+    let one = tf32x3::Schedule {
+        split_acc: true,
+        ..tf32x3::Schedule::default_for(arch)
+    };
+    let two = tf32x3::Schedule {
+        consumers: 2,
+        stages: 3,
+        promote_kt: 4,
+        ..one
+    };
     for text in ["matmul, f32", "gemm, transposed A, alpha, beta, bias, gelu"] {
         let spec = matmul_spec(text);
         let mut e: GpuEvaluator<tf32x3::Schedule> =
             evaluator_with(arch, spec.clone(), deep, bounded(&spec, arch));
-        let unsplit = tf32x3::Schedule {
-            split_acc: true,
-            ..tf32x3::Schedule::default_for(arch)
-        };
-        let split = tf32x3::Schedule {
-            split_k: unsplit.split_for(&spec, deep),
-            ..unsplit
-        };
-        // 8 tiles of 128 × 64: 16 splits make 128 blocks of the 132 multiprocessors.
-        assert_eq!(split.split_k, 16, "{text}");
-        let whole = time(e.evaluate(&unsplit), &unsplit.describe());
-        let parts = time(e.evaluate(&split), &split.describe());
-        eprintln!(
-            "{text} at {deep}: unsplit {whole:.4} ms, split k {} {parts:.4} ms ({:.2}x, {:.0} TFLOP/s)",
-            split.split_k,
-            whole / parts,
-            deep.flops() / parts / 1e9
-        );
-        assert!(
-            parts * 3.0 < whole,
-            "{text}: {parts} ms split, {whole} ms whole"
-        );
+        // 8 tiles of 128 × 64 (4 of 128 × 128): 16 (32) splits make 128 blocks of the 132 multiprocessors.
+        for (unsplit, splits) in [(one, 16), (two, 32)] {
+            assert!(unsplit.is_valid(), "{}", unsplit.describe());
+            let split = tf32x3::Schedule {
+                split_k: unsplit.split_for(&spec, deep),
+                ..unsplit
+            };
+            assert_eq!(split.split_k, splits, "{text}");
+            let whole = time(e.evaluate(&unsplit), &unsplit.describe());
+            let parts = time(e.evaluate(&split), &split.describe());
+            eprintln!(
+                "{text} at {deep}: {} unsplit {whole:.4} ms, split k {} {parts:.4} ms ({:.2}x, {:.0} TFLOP/s)",
+                unsplit.describe(),
+                split.split_k,
+                whole / parts,
+                deep.flops() / parts / 1e9
+            );
+            assert!(
+                parts * 3.0 < whole,
+                "{text}: {parts} ms split, {whole} ms whole"
+            );
+        }
     }
 }
 

@@ -153,8 +153,11 @@
 #if OPTIML_DYN_SMEM_BYTES > 232448
 #error "shared memory per block exceeds 227 KB: fewer OPTIML_STAGES"
 #endif
-#if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
-#error "setmaxnreg budget exceeds 64K registers"
+// setmaxnreg only moves registers within what the block was launched with: OPTIML_THREADS times the per-thread
+// count __launch_bounds__(OPTIML_THREADS, 1) allows (168 for 384 threads: 64512, not the 65536 of the file).
+// Past it the consumers' setmaxnreg.inc waits forever (48 / 232 with two consumers hung on an H100).
+#if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > OPTIML_THREADS * ((65536 / OPTIML_THREADS) & ~7))
+#error "setmaxnreg budget exceeds the block's launch-time registers"
 #endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "wgmma16.cu needs the sm_90a target (-gencode=arch=compute_90a,code=sm_90a / NVRTC -arch=sm_90a)"

@@ -285,11 +285,9 @@
 #define OPTIML_SETMAXNREG 0
 #endif
 #endif
-#if !OPTIML_P_SMEM && OPTIML_Q_KMAJOR && OPTIML_SPLIT_K
-// (the split's tile decode spills the 40-register producer: 40 bytes with two consumers)
-#define OPTIML_DEF_PRODUCER_REGS 48
-#define OPTIML_DEF_CONSUMER_REGS 232
-#elif !OPTIML_P_SMEM && OPTIML_Q_KMAJOR
+#if !OPTIML_P_SMEM && OPTIML_Q_KMAJOR
+// (with OPTIML_SPLIT_K the split's tile decode spills the 40-register producer, 40 bytes with two consumers,
+// read once per tile; 48 would leave the consumers 224, too few for their accumulators)
 #define OPTIML_DEF_PRODUCER_REGS 40
 #define OPTIML_DEF_CONSUMER_REGS 232
 #else
@@ -350,8 +348,11 @@
 #if OPTIML_PROMOTE_KT < 0 || OPTIML_PROMOTE_KT % 2
 #error "OPTIML_PROMOTE_KT must be 0 or a positive even number (the main loop takes k-tiles in pairs)"
 #endif
-#if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > 65536)
-#error "setmaxnreg budget exceeds 64K registers"
+// setmaxnreg only moves registers within what the block was launched with: OPTIML_THREADS times the per-thread
+// count __launch_bounds__(OPTIML_THREADS, 1) allows (168 for 384 threads: 64512, not the 65536 of the file).
+// Past it the consumers' setmaxnreg.inc waits forever (48 / 232 with two consumers hung on an H100).
+#if OPTIML_SETMAXNREG && (OPTIML_PRODUCER_REGS * 128 + OPTIML_CONSUMER_REGS * 128 * OPTIML_CONSUMERS > OPTIML_THREADS * ((65536 / OPTIML_THREADS) & ~7))
+#error "setmaxnreg budget exceeds the block's launch-time registers"
 #endif
 // wgmma and setmaxnreg exist only in the arch-specific sm_90a target (the
 // host pass of nvcc has no __CUDA_ARCH__ and is let through).
