@@ -462,7 +462,7 @@ impl Evaluable for Schedule {
 
     /// The split the launcher runs at `shape` ([`optiml_runtime::matmul::splits_for`]): two schedules that differ
     /// only in a split it would lower to the same count are one kernel there (a split kernel run unsplit is not
-    /// the plain one: `launched_split`); A is transposed first only in a `TN` product ([`Reads::of`]).
+    /// the plain one: `launched_split`); A is transposed first only in a `TN` product (`Reads::of`).
     fn as_launched(&self, spec: &MatmulSpec, shape: MatmulShape) -> Self {
         Schedule {
             split_k: super::launched_split(self.split_k, shape),

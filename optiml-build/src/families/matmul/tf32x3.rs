@@ -534,7 +534,11 @@ mod tests {
         assert_eq!(roots[0], Schedule::default_for(Arch::new(9, 0)));
         // The space less its single-accumulator schedules promoting every 4 (three one-consumer rings, two
         // two-consumer ones), which never pass the gate's bound.
-        assert_eq!((Schedule::space().len(), roots.len()), (16, 11), "{roots:?}");
+        assert_eq!(
+            (Schedule::space().len(), roots.len()),
+            (16, 11),
+            "{roots:?}"
+        );
         assert!(roots.iter().all(|s| s.split_acc || s.promote_kt == 2));
         assert!(roots.iter().any(|s| s.consumers == 2 && s.split_acc));
         assert!(roots.iter().all(|s| s.is_valid()));
