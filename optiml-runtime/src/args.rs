@@ -60,6 +60,38 @@ impl Function {
     pub fn params(&self) -> &[usize] {
         &self.params
     }
+
+    /// How many clusters of `cluster` blocks of this function, each of `threads` threads with `smem_bytes` of
+    /// dynamic shared memory, the device on `stream` holds at once (`cuOccupancyMaxActiveClusters`: which
+    /// multiprocessors a cluster may share depends on the chip's layout, so no count of them tells), or `None`
+    /// where the driver does not say.
+    pub fn resident_clusters(
+        &self,
+        stream: &CudaStream,
+        (cluster, threads, smem_bytes): (u32, u32, u32),
+    ) -> Option<u32> {
+        stream.context().bind_to_thread().ok()?;
+        let config = sys::CUlaunchConfig {
+            gridDimX: cluster,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem_bytes,
+            hStream: stream.cu_stream(),
+            // The cluster's shape is the one the function was compiled with (`__cluster_dims__`).
+            attrs: std::ptr::null_mut(),
+            numAttrs: 0,
+        };
+        let mut clusters: std::ffi::c_int = 0;
+        // SAFETY: a live function handle (held by `function`), a configuration that lives across the call and
+        // names no attributes, and an out-pointer to a local; the stream's context is current.
+        let status = unsafe {
+            sys::cuOccupancyMaxActiveClusters(&mut clusters, self.function.cu_function(), &config)
+        };
+        (status == sys::cudaError_enum::CUDA_SUCCESS && clusters > 0).then_some(clusters as u32)
+    }
 }
 
 impl std::ops::Deref for Function {

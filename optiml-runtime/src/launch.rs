@@ -131,7 +131,8 @@ pub enum Launch {
 ///
 /// The grid is computed from the dimensions: `items` is the product of the extents of the dimensions in
 /// [`items_mask`](Self::items_mask); `blocks = ⌈items / items_per_block⌉`, at most `max_blocks_per_sm` per
-/// multiprocessor when that is nonzero (the kernel then loops over items), times `cluster`. A [`tree`](Self::tree)
+/// multiprocessor when that is nonzero (the kernel then loops over items), times `cluster` (with a cluster and a
+/// nonzero `max_blocks_per_sm`, at most as many clusters as the device holds at once). A [`tree`](Self::tree)
 /// launch differs: see [`TreeLaunch`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -144,7 +145,8 @@ pub struct ProgramLaunch {
     pub items_mask: u32,
     /// Work items one block (or one cluster) covers, at least 1.
     pub items_per_block: u32,
-    /// Nonzero: the grid holds at most this many blocks per multiprocessor and the kernel loops over the items.
+    /// Nonzero: the grid holds at most this many blocks per multiprocessor and the kernel loops over the items;
+    /// with a cluster, the clusters resident at once (the driver's count).
     pub max_blocks_per_sm: u32,
     /// Blocks per thread-block cluster along x (1: no cluster); each work item is then a cluster's.
     pub cluster: u32,

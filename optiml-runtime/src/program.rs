@@ -480,7 +480,15 @@ fn launch_checked(
             Err(blocks) => return Err(too_many_blocks(name, blocks)),
         },
     };
-    let cfg = match (&tree, grid(&p, extents, target.sm_count)) {
+    // A persistent cluster grid holds the clusters that are resident at once: the driver counts them.
+    let resident = (p.cluster > 1 && p.max_blocks_per_sm > 0)
+        .then(|| {
+            target
+                .function
+                .resident_clusters(stream, (p.cluster, p.threads, p.smem_bytes))
+        })
+        .flatten();
+    let cfg = match (&tree, grid(&p, extents, target.sm_count, resident)) {
         (Some((_, g)), _) => g.config,
         (None, Ok(Some(cfg))) => cfg,
         (None, Ok(None)) => return Ok(()),
@@ -606,7 +614,10 @@ fn push_out<'a>(builder: &mut Args<'a>, b: Out<'a>) {
     }
 }
 
-/// The launch configuration of `p` for `extents`, or `None` when there is no work item.
+/// The launch configuration of `p` for `extents`, or `None` when there is no work item. A persistent cluster
+/// grid (`cluster > 1` and `max_blocks_per_sm > 0`) holds at most `resident_clusters` clusters, the count the
+/// device holds at once ([`Function::resident_clusters`](crate::Function::resident_clusters)); unknown,
+/// a cluster per work group (each loops once).
 ///
 /// # Errors
 /// The number of blocks, when it exceeds what one launch takes and the kernel does not loop over its items.
@@ -614,6 +625,7 @@ pub fn grid(
     p: &ProgramLaunch,
     extents: &[usize],
     sm_count: u32,
+    resident_clusters: Option<u32>,
 ) -> Result<Option<LaunchConfig>, u128> {
     let items: u128 = extents
         .iter()
@@ -625,7 +637,13 @@ pub fn grid(
         return Ok(None);
     }
     let mut blocks = items.div_ceil(p.items_per_block.max(1) as u128);
-    if p.max_blocks_per_sm > 0 {
+    if p.cluster > 1 {
+        // Clusters, not blocks: more than are resident at once would leave the last ones to run their whole
+        // share of the items after the others finish.
+        if let (true, Some(resident)) = (p.max_blocks_per_sm > 0, resident_clusters) {
+            blocks = blocks.min(resident as u128);
+        }
+    } else if p.max_blocks_per_sm > 0 {
         blocks = blocks.min(sm_count as u128 * p.max_blocks_per_sm as u128);
     }
     let blocks = blocks * p.cluster.max(1) as u128;
@@ -664,7 +682,7 @@ mod tests {
     #[test]
     fn the_grid_follows_the_masked_dimensions() {
         // Rows (dim 0) of 1000 elements: one row per block.
-        let g = |l, e: &[usize]| grid(&l, e, 132).unwrap().unwrap().grid_dim;
+        let g = |l, e: &[usize]| grid(&l, e, 132, None).unwrap().unwrap().grid_dim;
         assert_eq!(g(launch(0b01, 1, 0, 1), &[300, 1000]), (300, 1, 1));
         // Every element, 1024 per block, at most 8 or 1 blocks per SM.
         assert_eq!(g(launch(0b11, 1024, 8, 1), &[300, 1000]), (293, 1, 1));
@@ -672,12 +690,30 @@ mod tests {
         // A cluster of 4 per row.
         assert_eq!(g(launch(0b01, 1, 0, 4), &[300, 1000]), (1200, 1, 1));
         assert!(matches!(
-            grid(&launch(0b01, 1, 0, 1), &[0, 1000], 132),
+            grid(&launch(0b01, 1, 0, 1), &[0, 1000], 132, None),
             Ok(None)
         ));
         // A grid one launch cannot take is refused unless the kernel loops over its items.
-        assert!(grid(&launch(0b11, 1, 0, 8), &[1 << 40, 1 << 20], 132).is_err());
+        assert!(grid(&launch(0b11, 1, 0, 8), &[1 << 40, 1 << 20], 132, None).is_err());
         assert_eq!(g(launch(0b11, 1, 4, 1), &[1 << 40, 1 << 20]), (528, 1, 1));
+        // A persistent grid of clusters of 8: the 15 the device holds at once (the driver's count), not 132 / 8;
+        // where the driver does not say, a cluster per row.
+        let persistent = launch(0b01, 1, 1, 8);
+        let at = |resident| {
+            grid(&persistent, &[4096, 393_216], 132, resident)
+                .unwrap()
+                .unwrap()
+                .grid_dim
+        };
+        assert_eq!(at(Some(15)), (120, 1, 1));
+        assert_eq!(at(None), (4096 * 8, 1, 1));
+        assert_eq!(
+            grid(&persistent, &[7, 393_216], 132, Some(15))
+                .unwrap()
+                .unwrap()
+                .grid_dim,
+            (56, 1, 1)
+        );
     }
 
     #[test]
