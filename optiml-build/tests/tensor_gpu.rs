@@ -634,10 +634,70 @@ fn long_rows_across_clusters() {
                             blocks_per_sm: 0,
                             cluster,
                             l2,
+                            prefetch: false,
                         };
                         while !s.is_valid() && s.reg_chunks > 0 {
                             s.reg_chunks /= 2;
                         }
+                        if s.is_valid() && !schedules.contains(&s) {
+                            schedules.push(s);
+                        }
+                    }
+                }
+            }
+        }
+        sweep(text, shape, &lowered, schedules, extents, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Long rows held in the shared memory of a persistent grid of clusters (the clusters resident at once loop
+/// over the rows), with and without the next row's part loaded during each row's last pass: the ring that
+/// `bench/harness/softmax_ring` measured at 89% of the copy bandwidth (two passes from DRAM: 65%), as schedules
+/// of the generated row kernel. Every schedule must pass the gate; each prints its time beside `for_row`'s.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn rows_held_on_chip_load_the_next_row_during_the_last_pass() {
+    let arch = arch();
+    let full = optiml_spec::env::var_os("OPTIML_LONG_ROWS_FULL").is_some();
+    let cases: &[(&str, &[usize])] = if full {
+        &[
+            ("softmax over the last axis", &[4096, 393216]),
+            ("log-softmax, dim=1", &[4096, 393216]),
+            ("instance norm", &[112, 64, 512, 512]),
+            ("l2 norm along rows", &[32768, 65535]),
+        ]
+    } else {
+        &[
+            ("softmax over the last axis", &[512, 393216]),
+            ("instance norm", &[8, 64, 512, 512]),
+            ("l2 norm along rows", &[2048, 65535]),
+        ]
+    };
+    let mut failures = Vec::new();
+    for (text, extents) in cases {
+        let Shape::Rows(shape) = shape_of(text) else {
+            panic!("{text} is not a row program");
+        };
+        let lowered = shape.program.clone();
+        let extents = lowered.extents(extents).unwrap();
+        let row: usize = lowered.reduced_dims().iter().map(|&d| extents[d]).product();
+        let mut schedules = vec![RowSchedule::for_row(&shape, row, arch)];
+        for cluster in [2, 4, 8] {
+            for row_threads in [512, 1024] {
+                for reg_chunks in [0, 8] {
+                    for prefetch in [false, true] {
+                        let s = RowSchedule {
+                            row_threads,
+                            rows_per_block: 1,
+                            reg_chunks,
+                            smem_kib: 220,
+                            unroll: 4,
+                            blocks_per_sm: 1,
+                            cluster,
+                            l2: 0,
+                            prefetch,
+                        };
                         if s.is_valid() && !schedules.contains(&s) {
                             schedules.push(s);
                         }
@@ -689,6 +749,7 @@ fn maps_and_odd_rows_across_launch_shapes() {
                     blocks_per_sm: 0,
                     cluster,
                     l2: 0,
+                    prefetch: false,
                 };
                 if s.is_valid() && !schedules.contains(&s) {
                     schedules.push(s);

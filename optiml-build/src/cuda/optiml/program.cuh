@@ -193,6 +193,29 @@ __device__ __forceinline__ void st_rel(typename IO::T* p, I o, I rem, uint4 c) {
     IO::scatter(p + o, (long long)rem - (long long)o, c);
 }
 
+// Starts loading the chunk ld_rel<IO, true> would read at o into the shared-memory slot dst: a whole chunk (p + o
+// 16-byte aligned, as the caller proved) asynchronously with cp.async (sm_80+), which cp_async_wait_all then
+// waits for; a chunk partly or wholly past the end, or any chunk before sm_80, as ld_rel reads it.
+template <class IO, typename I>
+__device__ __forceinline__ void ld_async_rel(uint4* dst, const typename IO::T* p, I o, I rem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (o + (I)IO::V <= rem) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p + o)
+                     : "memory");
+        return;
+    }
+#endif
+    *dst = ld_rel<IO, true>(p, o, rem);
+}
+
+// Waits for every cp.async this thread started (commits them first).
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // Hides a register-cached chunk's value from the optimiser, so values computed from it in one pass (unpacked
 // 16-bit elements, exponentials) are recomputed in the next instead of kept alive across the reduction between
 // them: the chunk is 4 registers, its 8 unpacked elements 8.

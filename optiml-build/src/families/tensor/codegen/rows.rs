@@ -70,6 +70,14 @@ pub struct RowSchedule {
     /// first, so the rows in flight stay in L2 between passes while the rest streams past.
     #[serde(default)]
     pub l2: u32,
+    /// The next row's shared-memory part loaded while this row's outputs are stored: as the last pass stores a
+    /// chunk's outputs, the thread starts the asynchronous copy (`cp.async`, sm_80+) of the same chunk of the
+    /// block's next row into the slot it just read, so the next row's reads overlap this row's writes, and the
+    /// next row's first pass waits for them instead of loading. Needs shared memory and blocks that loop over
+    /// rows (a persistent grid); a program whose last pass does not read every input shared memory holds, or
+    /// whose rows are not evenly spaced in an input, ignores it.
+    #[serde(default)]
+    pub prefetch: bool,
 }
 
 fn one() -> u32 {
@@ -266,6 +274,11 @@ impl RowSchedule {
             stride: if clustered { "OPTIML_VRT" } else { "OPTIML_RT" },
             vt: if clustered { "vtid" } else { "tid" },
             l2: self.l2 == 1,
+            prefetch: false,
+        };
+        let k = Kernel {
+            prefetch: self.prefetch && self.blocks_per_sm > 0 && k.can_prefetch(),
+            ..k
         };
         k.body(&mut c);
         c.close("}");
@@ -361,6 +374,9 @@ struct Kernel<'a> {
     vt: &'static str,
     /// The schedule's L2 hints ([`RowSchedule::l2`]).
     l2: bool,
+    /// The next row's shared-memory part is loaded during this row's last pass ([`RowSchedule::prefetch`],
+    /// where [`Kernel::can_prefetch`] holds).
+    prefetch: bool,
 }
 
 /// Where a segment's chunks are. Each step of a segment addresses its chunks from a base `ob` (elements past the
@@ -428,6 +444,49 @@ impl Kernel<'_> {
             format!("row * ({})", emit::product(&inner))
         } else {
             emit::offset(axes, &self.shape.reduced)
+        }
+    }
+
+    /// Whether input `k`'s rows are evenly spaced (or all the same row): the next row's start is then this
+    /// row's plus a fixed step.
+    fn rows_evenly_spaced(&self, k: usize) -> bool {
+        let outer: Vec<usize> = self.p.inputs[k]
+            .axes
+            .iter()
+            .copied()
+            .filter(|&d| !self.is_c(d))
+            .collect();
+        outer.is_empty() || outer == self.shape.items
+    }
+
+    /// Whether the next row's shared-memory part can be loaded during this row's last pass: shared memory holds
+    /// part of a row, every input it holds is first read before the last pass and read again by it (each slot
+    /// is refilled right after its last read), and each such input's next row is a fixed step away.
+    fn can_prefetch(&self) -> bool {
+        let last = self.passes.count().saturating_sub(1);
+        self.g.sc > 0
+            && self.passes.count() >= 2
+            && !self.passes.cached.is_empty()
+            && self.passes.cached.iter().all(|&k| {
+                self.passes.first_use(k).is_some_and(|f| f < last)
+                    && self.passes.need[last].element_inputs.contains(&k)
+                    && self.rows_evenly_spaced(k)
+            })
+    }
+
+    /// Elements from a row's start in input `k` to the next row's that the same block (or cluster) takes.
+    fn next_row_step(&self, k: usize) -> String {
+        let inner: Vec<usize> = self.p.inputs[k]
+            .axes
+            .iter()
+            .copied()
+            .filter(|&d| self.is_c(d))
+            .collect();
+        if inner.len() == self.p.inputs[k].axes.len() {
+            // Every row reads the same elements.
+            "0LL".into()
+        } else {
+            format!("nstep * ({})", emit::product(&inner))
         }
     }
 
@@ -519,8 +578,12 @@ impl Kernel<'_> {
                 ));
             }
         }
+        if self.prefetch {
+            // Whether shared memory already holds (or is being sent) this row's part.
+            c.line("bool pf = false;");
+        }
         if self.clustered {
-            // A cluster per row (one row per block, no persistent grid): the grid is the rows' clusters.
+            // A cluster per row; with a persistent grid the clusters loop over the rows.
             c.open(
                 "for (long long row = (long long)optiml_p::cluster_id(); row < rows; \
                  row += (long long)optiml_p::cluster_count()) {",
@@ -628,11 +691,40 @@ impl Kernel<'_> {
             c.line(format!("T* pw{o} = w{o} + my0;"));
         }
         c.line(format!("const bool al = {};", aligned.join(" && ")));
+        if self.prefetch {
+            c.line(format!(
+                "const long long nstep = {};",
+                if self.clustered {
+                    "(long long)optiml_p::cluster_count()"
+                } else {
+                    "(long long)gridDim.x * OPTIML_RPB"
+                }
+            ));
+            let mut next_aligned = vec!["row + nstep < rows".to_string()];
+            for &k in &self.passes.cached {
+                c.line(format!(
+                    "const T* pn{k} = pr{k} + {};",
+                    self.next_row_step(k)
+                ));
+                next_aligned.push(format!("optiml_p::aligned16(pn{k})"));
+            }
+            // The next row's part is started during this row's last pass only on the aligned path (cp.async
+            // copies whole 16-byte chunks).
+            c.line(format!(
+                "const bool pfn = al && {};",
+                next_aligned.join(" && ")
+            ));
+            c.line("(void)nstep;");
+            c.line("if (pf) optiml_p::cp_async_wait_all();");
+        }
         c.open("if (al) {");
         self.row(c, true);
         c.mid("} else {");
         self.row(c, false);
         c.close("}");
+        if self.prefetch {
+            c.line("pf = pfn;");
+        }
         c.close("}");
         if self.clustered {
             // No block may exit while another still reads its partials from distributed shared memory.
@@ -962,6 +1054,12 @@ impl Kernel<'_> {
                     Source::Shared { store: false } => c.line(format!(
                         "t{k}[u] = sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid];"
                     )),
+                    Source::Shared { store: true } if self.prefetch => c.line(format!(
+                        "t{k}[u] = pf ? sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid] \
+                         : optiml_p::ld_rel<IO, {al}{}>({}, {off}, rr);",
+                        self.hint(false),
+                        at(&format!("pr{k}"))
+                    )),
                     Source::Shared { store: true } => c.line(format!(
                         "t{k}[u] = optiml_p::ld_rel<IO, {al}{}>({}, {off}, rr);",
                         self.hint(false),
@@ -991,7 +1089,16 @@ impl Kernel<'_> {
             if !stored.is_empty() {
                 c.line("#pragma unroll");
                 c.open(format!("for (int u = 0; u < {count}; ++u) {{"));
-                c.open(format!("if ({}) {{", if guarded { guard } else { "true" }));
+                let mut when = if guarded {
+                    guard.to_string()
+                } else {
+                    "true".into()
+                };
+                if self.prefetch {
+                    // Already there: the previous row's last pass started these copies.
+                    when = format!("!pf && ({when})");
+                }
+                c.open(format!("if ({when}) {{"));
                 for k in stored {
                     c.line(format!(
                         "sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid] = t{k}[u];"
@@ -1015,6 +1122,33 @@ impl Kernel<'_> {
             c.close("}");
         }
         c.close("}");
+        // The last pass has read these slots and stored their outputs: start the next row's chunks into them.
+        let refilled: Vec<usize> = self
+            .passes
+            .cached
+            .iter()
+            .copied()
+            .filter(|&k| source(k) == Source::Shared { store: false })
+            .collect();
+        if self.prefetch && aligned && self.passes.is_final(pass) && !refilled.is_empty() {
+            let ob = if seg.base.is_some() { " + ob" } else { "" };
+            c.open("if (pfn) {");
+            c.line("#pragma unroll");
+            c.open(format!("for (int u = 0; u < {count}; ++u) {{"));
+            if !guard.is_empty() {
+                c.open(format!("if ({guard}) {{"));
+            }
+            for k in refilled {
+                c.line(format!(
+                    "optiml_p::ld_async_rel<IO>(&sm{k}[(j0 + u - OPTIML_RC) * OPTIML_RT + tid], pn{k}{ob}, {off}, rr);"
+                ));
+            }
+            if !guard.is_empty() {
+                c.close("}");
+            }
+            c.close("}");
+            c.close("}");
+        }
     }
 
     /// The elements of one chunk, at offset `seg.offset` from the thread's first element.
@@ -1183,8 +1317,13 @@ impl Tunable for RowSchedule {
             String::new()
         };
         let l2 = if self.l2 == 1 { ", L2 hints" } else { "" };
+        let prefetch = if self.prefetch {
+            ", next row prefetched"
+        } else {
+            ""
+        };
         format!(
-            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}{cluster}{l2}",
+            "{} threads/row, {} rows/block, {} reg chunks, {} KiB smem, unroll {}, grid: {grid}{cluster}{l2}{prefetch}",
             self.row_threads, self.rows_per_block, self.reg_chunks, self.smem_kib, self.unroll
         )
     }
@@ -1205,8 +1344,10 @@ impl Tunable for RowSchedule {
             && BLOCKS_PER_SM.contains(&self.blocks_per_sm)
             && threads * self.blocks_per_sm <= 2048
             && CLUSTER.contains(&self.cluster)
-            && (self.cluster == 1 || (self.rows_per_block == 1 && self.blocks_per_sm == 0))
+            // A persistent cluster grid is the clusters resident at once (`blocks_per_sm` 1).
+            && (self.cluster == 1 || (self.rows_per_block == 1 && self.blocks_per_sm <= 1))
             && L2.contains(&self.l2)
+            && (!self.prefetch || (self.smem_kib > 0 && self.blocks_per_sm > 0))
     }
 
     /// A block of 256 threads per row with 8 chunks per thread in registers: rows up to 8192 f32 (16384 16-bit)
@@ -1221,6 +1362,7 @@ impl Tunable for RowSchedule {
             blocks_per_sm: 0,
             cluster: 1,
             l2: 0,
+            prefetch: false,
         }
     }
 
@@ -1234,18 +1376,21 @@ impl Tunable for RowSchedule {
                             for blocks_per_sm in BLOCKS_PER_SM {
                                 for cluster in CLUSTER {
                                     for l2 in L2 {
-                                        let s = RowSchedule {
-                                            row_threads,
-                                            rows_per_block,
-                                            reg_chunks,
-                                            smem_kib,
-                                            unroll,
-                                            blocks_per_sm,
-                                            cluster,
-                                            l2,
-                                        };
-                                        if s.is_valid() {
-                                            out.push(s);
+                                        for prefetch in [false, true] {
+                                            let s = RowSchedule {
+                                                row_threads,
+                                                rows_per_block,
+                                                reg_chunks,
+                                                smem_kib,
+                                                unroll,
+                                                blocks_per_sm,
+                                                cluster,
+                                                l2,
+                                                prefetch,
+                                            };
+                                            if s.is_valid() {
+                                                out.push(s);
+                                            }
                                         }
                                     }
                                 }
@@ -1399,8 +1544,13 @@ impl Tunable for RowSchedule {
                 addresses: Bottleneck::Mixed,
                 claimed_gain: 1.05,
                 apply: |s| {
+                    // A cluster grid's persistent form is the clusters resident at once.
                     (s.blocks_per_sm == 0).then_some(RowSchedule {
-                        blocks_per_sm: (2048 / (s.row_threads * s.rows_per_block)).min(8),
+                        blocks_per_sm: if s.cluster > 1 {
+                            1
+                        } else {
+                            (2048 / (s.row_threads * s.rows_per_block)).min(8)
+                        },
                         ..*s
                     })
                 },
@@ -1438,7 +1588,7 @@ impl Tunable for RowSchedule {
                 addresses: Bottleneck::Memory,
                 claimed_gain: 1.3,
                 apply: |s| {
-                    (s.rows_per_block == 1 && s.blocks_per_sm == 0).then_some(RowSchedule {
+                    (s.rows_per_block == 1 && s.blocks_per_sm <= 1).then_some(RowSchedule {
                         cluster: s.cluster * 2,
                         ..*s
                     })
@@ -1466,13 +1616,15 @@ impl Tunable for RowSchedule {
                 apply: |s| {
                     (s.blocks_per_sm > 0).then_some(RowSchedule {
                         blocks_per_sm: 0,
+                        prefetch: false,
                         ..*s
                     })
                 },
             },
             Transform {
                 name: "keep-rows-in-l2",
-                rationale: "L2 hints: the streamed part of each row stays in L2 for the next pass, outputs and last                             reads leave first, so a pass reads again from L2 what it would read from DRAM",
+                rationale: "L2 hints: the streamed part of each row stays in L2 for the next pass, outputs and last \
+                            reads leave first, so a pass reads again from L2 what it would read from DRAM",
                 addresses: Bottleneck::Memory,
                 claimed_gain: 1.2,
                 apply: |s| (s.l2 == 0).then_some(RowSchedule { l2: 1, ..*s }),
@@ -1483,6 +1635,34 @@ impl Tunable for RowSchedule {
                 addresses: Bottleneck::Mixed,
                 claimed_gain: 1.02,
                 apply: |s| (s.l2 == 1).then_some(RowSchedule { l2: 0, ..*s }),
+            },
+            Transform {
+                name: "prefetch-next-row",
+                rationale: "the next row's shared-memory part loaded as this row's outputs are stored: reads and \
+                            writes overlap instead of alternating, where the rows a grid holds at once (one block \
+                            or cluster per SM holding its row on chip) leave DRAM idle between them",
+                addresses: Bottleneck::Memory,
+                claimed_gain: 1.25,
+                apply: |s| {
+                    (!s.prefetch && s.smem_kib > 0).then_some(RowSchedule {
+                        prefetch: true,
+                        blocks_per_sm: s.blocks_per_sm.max(1),
+                        ..*s
+                    })
+                },
+            },
+            Transform {
+                name: "no-prefetch",
+                rationale: "each row loaded when its first pass starts: the copies in flight across a row's last \
+                            pass compete with its stores",
+                addresses: Bottleneck::Mixed,
+                claimed_gain: 1.02,
+                apply: |s| {
+                    s.prefetch.then_some(RowSchedule {
+                        prefetch: false,
+                        ..*s
+                    })
+                },
             },
         ]
     }

@@ -1249,19 +1249,23 @@ fn covering_rows() -> Vec<RowSchedule> {
     geometries.dedup();
     for (row_threads, rows_per_block) in geometries {
         for reg_chunks in [0, 1, 2, 4, 8, 16, 32] {
+            let smem_kib = [0, 24, 46, 100, 220][i % 5];
+            // Every third with shared memory loads the next row during its last pass, on a persistent grid.
+            let prefetch = smem_kib > 0 && i % 3 == 1;
             let s = RowSchedule {
                 row_threads,
                 rows_per_block,
                 reg_chunks,
-                smem_kib: [0, 24, 46, 100, 220][i % 5],
+                smem_kib,
                 unroll: [1, 2, 4, 8][i % 4],
-                blocks_per_sm: 0,
+                blocks_per_sm: prefetch as u32,
                 cluster: if rows_per_block == 1 {
                     [1, 2, 4, 8][i % 4]
                 } else {
                     1
                 },
                 l2: i.is_multiple_of(3) as u32,
+                prefetch,
             };
             if s.is_valid() {
                 out.push(s);
@@ -1440,4 +1444,118 @@ fn maps_heavy_in_arithmetic_default_to_two_chunks_per_thread() {
         DType::F32,
     );
     assert_eq!(own(softsign), heavy);
+}
+
+/// The ring: a softmax whose rows a cluster's shared memory holds loads each block's next row into the slots its
+/// last pass has just read and stored from, and the next row's first pass waits for those copies instead of
+/// loading. It needs shared memory and a grid that loops over rows; without the knob there is no code for it.
+#[test]
+fn held_rows_load_the_next_row_during_the_last_pass() {
+    let ring = RowSchedule {
+        row_threads: 512,
+        rows_per_block: 1,
+        reg_chunks: 0,
+        smem_kib: 220,
+        unroll: 4,
+        blocks_per_sm: 1,
+        cluster: 8,
+        l2: 0,
+        prefetch: true,
+    };
+    assert!(ring.is_valid(), "{}", ring.describe());
+    assert!(
+        ring.describe()
+            .ends_with(", cluster 8, next row prefetched")
+    );
+    // Shared memory and a grid that loops over rows are what it needs.
+    assert!(
+        !RowSchedule {
+            smem_kib: 0,
+            ..ring
+        }
+        .is_valid()
+    );
+    assert!(
+        !RowSchedule {
+            blocks_per_sm: 0,
+            ..ring
+        }
+        .is_valid()
+    );
+    // A persistent cluster grid is the clusters resident at once: one "block per SM" level only.
+    assert!(
+        !RowSchedule {
+            blocks_per_sm: 2,
+            prefetch: false,
+            ..ring
+        }
+        .is_valid()
+    );
+    let Ok(Shape::Rows(shape)) = classify(&softmax(DType::F32)) else {
+        panic!("rows")
+    };
+    let source = ring.candidate(&shape).source;
+    for needle in [
+        "bool pf = false;",
+        "const long long nstep = (long long)optiml_p::cluster_count();",
+        "if (pf) optiml_p::cp_async_wait_all();",
+        "t0[u] = pf ? sm0[",
+        "if (!pf && (",
+        "if (pfn) {",
+        "optiml_p::ld_async_rel<IO>(&sm0[",
+        "pf = pfn;",
+    ] {
+        assert!(source.contains(needle), "{needle}\n{source}");
+    }
+    // The first pass's loads of the held part are the only ones that may read the copies; the last pass
+    // refills only on the aligned path (once per row body).
+    assert_eq!(
+        source.matches("optiml_p::ld_async_rel").count(),
+        1,
+        "{source}"
+    );
+    let plain = RowSchedule {
+        prefetch: false,
+        ..ring
+    }
+    .candidate(&shape)
+    .source;
+    assert!(
+        !plain.contains("ld_async_rel") && !plain.contains("bool pf") && !plain.contains("pfn")
+    );
+    // Both kinds compile without spills, f32 and 16-bit, with register chunks too.
+    let Ok(Shape::Rows(ln)) = classify(&layer_norm(DType::Bf16)) else {
+        panic!("rows")
+    };
+    let mut jobs = Vec::new();
+    for (shape, s) in [
+        (&shape, ring),
+        (&ln, ring),
+        (
+            &ln,
+            RowSchedule {
+                row_threads: 1024,
+                reg_chunks: 4,
+                cluster: 2,
+                ..ring
+            },
+        ),
+        (
+            &shape,
+            RowSchedule {
+                row_threads: 256,
+                reg_chunks: 4,
+                smem_kib: 100,
+                cluster: 1,
+                blocks_per_sm: 2,
+                ..ring
+            },
+        ),
+    ] {
+        assert!(s.is_valid(), "{}", s.describe());
+        let c = s.candidate(shape);
+        assert!(c.source.contains("ld_async_rel"), "{}", c.schedule);
+        jobs.push((c.schedule, c.source));
+    }
+    assert_compiles(jobs);
 }
