@@ -318,12 +318,24 @@ impl Family for Tensor {
                         &roots,
                         report,
                     ),
-                    None => tune::search_with_roots::<RowSchedule>(
-                        request,
-                        (s, extents, plan),
-                        &roots,
-                        report,
-                    ),
+                    None => {
+                        // The ring joins as roots: the walk from the bucket's default does not reach it.
+                        let rings = RowSchedule::rings(&s, row_len, request.arch)
+                            .into_iter()
+                            .map(|r| crate::experts::Root {
+                                name: crate::search::Tunable::describe(&r),
+                                // Plain data always serialises.
+                                schedule: serde_json::to_value(r).unwrap_or_default(),
+                                candidate: r.candidate(&s),
+                            });
+                        let roots: Vec<_> = roots.iter().cloned().chain(rings).collect();
+                        tune::search_with_roots::<RowSchedule>(
+                            request,
+                            (s, extents, plan),
+                            &roots,
+                            report,
+                        )
+                    }
                 }
             }
             Shape::Columns(s) => tune::search_with_roots::<ColumnSchedule>(

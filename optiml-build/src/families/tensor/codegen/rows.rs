@@ -196,6 +196,53 @@ impl RowSchedule {
         s
     }
 
+    /// The ring for rows of `row_len` elements of `shape`'s program: each row held in shared memory (on sm_90
+    /// over the smallest cluster whose blocks hold it), a persistent grid, and each block's next row loaded
+    /// during the last pass ([`RowSchedule::prefetch`]); 512 and 1024 threads per block. Empty where the
+    /// program reads a row once, where `for_row`'s schedule already holds the row in registers, or where no
+    /// cluster's shared memory holds it. The walk from the bucket's default does not reach these (four
+    /// shared-memory levels, up to three cluster doublings and the grid are more steps than a search's depth),
+    /// so a row search evaluates them as roots; the prototype ran at 89% of the copy bandwidth where two passes
+    /// ran at 65% (`bench/results/2026-12-07-h100-softmax-ring.md`).
+    pub fn rings(shape: &RowShape, row_len: usize, arch: Arch) -> Vec<Self> {
+        let passes = passes(shape);
+        let vec = emit::vec_width(shape.program.dtype);
+        let chunks = row_len.div_ceil(vec as usize).max(1);
+        let holds = |s: &RowSchedule| {
+            let g = Geometry::new(s, &passes, vec);
+            (g.rc + g.sc) as usize * (s.row_threads * s.cluster) as usize >= chunks
+        };
+        if passes.count() < 2 || passes.cached.is_empty() {
+            return Vec::new();
+        }
+        let default = Self::for_row(shape, row_len, arch);
+        if default.smem_kib == 0 && holds(&default) {
+            return Vec::new();
+        }
+        let clusters: &[u32] = if arch.major >= 9 { &CLUSTER } else { &[1] };
+        for &cluster in clusters {
+            let rings: Vec<Self> = [512, 1024]
+                .into_iter()
+                .map(|row_threads| RowSchedule {
+                    row_threads,
+                    rows_per_block: 1,
+                    reg_chunks: 0,
+                    smem_kib: 220,
+                    unroll: 4,
+                    blocks_per_sm: 1,
+                    cluster,
+                    l2: 0,
+                    prefetch: true,
+                })
+                .filter(|s| s.is_valid() && holds(s))
+                .collect();
+            if !rings.is_empty() {
+                return rings;
+            }
+        }
+        Vec::new()
+    }
+
     /// The candidate computing `shape`'s program.
     pub fn candidate(&self, shape: &RowShape) -> Candidate {
         if shape.tail.is_some() && self.cluster > 1 {

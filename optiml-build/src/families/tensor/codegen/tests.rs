@@ -1559,3 +1559,30 @@ fn held_rows_load_the_next_row_during_the_last_pass() {
     }
     assert_compiles(jobs);
 }
+
+/// The ring roots a row search adds: the smallest cluster whose shared memory holds the row (KernelBench 23's
+/// softmax rows of 393216 f32 need 8 blocks, rows of 65535 two), none where the default already holds the row
+/// in registers, and none before sm_90 for rows one block cannot hold.
+#[test]
+fn the_ring_roots_hold_the_row_in_the_smallest_cluster() {
+    let hopper = Arch::new(9, 0);
+    let Ok(Shape::Rows(shape)) = classify(&softmax(DType::F32)) else {
+        panic!("rows")
+    };
+    let rings = RowSchedule::rings(&shape, 393_216, hopper);
+    assert_eq!(rings.len(), 2, "{rings:?}");
+    for r in &rings {
+        assert!(r.is_valid() && r.prefetch && r.blocks_per_sm == 1, "{r:?}");
+        assert_eq!((r.cluster, r.smem_kib, r.reg_chunks), (8, 220, 0));
+        assert!(r.candidate(&shape).source.contains("ld_async_rel"));
+    }
+    assert_eq!(
+        RowSchedule::rings(&shape, 65_535, hopper)
+            .iter()
+            .map(|r| (r.cluster, r.row_threads))
+            .collect::<Vec<_>>(),
+        [(2, 512), (2, 1024)]
+    );
+    assert!(RowSchedule::rings(&shape, 4096, hopper).is_empty());
+    assert!(RowSchedule::rings(&shape, 393_216, Arch::new(8, 0)).is_empty());
+}
