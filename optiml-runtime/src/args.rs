@@ -11,7 +11,7 @@ use crate::Error;
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg, sys,
 };
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A loaded kernel function and the size in bytes of each of its parameters, as the driver reads them from
 /// the image.
@@ -19,6 +19,8 @@ use std::sync::Arc;
 pub struct Function {
     function: CudaFunction,
     params: Arc<[usize]>,
+    /// [`Function::resident_clusters`], asked of the driver once: a variant's launch shape is fixed.
+    resident: Arc<OnceLock<Option<u32>>>,
 }
 
 impl Function {
@@ -48,6 +50,7 @@ impl Function {
         Function {
             function,
             params: params.into(),
+            resident: Arc::default(),
         }
     }
 
@@ -64,8 +67,15 @@ impl Function {
     /// How many clusters of `cluster` blocks of this function, each of `threads` threads with `smem_bytes` of
     /// dynamic shared memory, the device on `stream` holds at once (`cuOccupancyMaxActiveClusters`: which
     /// multiprocessors a cluster may share depends on the chip's layout, so no count of them tells), or `None`
-    /// where the driver does not say.
-    pub fn resident_clusters(
+    /// where the driver does not say. Asked once per function: a variant always launches with the same block
+    /// and cluster shape.
+    pub fn resident_clusters(&self, stream: &CudaStream, shape: (u32, u32, u32)) -> Option<u32> {
+        *self
+            .resident
+            .get_or_init(|| self.ask_resident_clusters(stream, shape))
+    }
+
+    fn ask_resident_clusters(
         &self,
         stream: &CudaStream,
         (cluster, threads, smem_bytes): (u32, u32, u32),
