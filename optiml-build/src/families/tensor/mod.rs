@@ -532,7 +532,7 @@ pub fn largest(p: &Program, extents: &[usize]) -> usize {
 }
 
 macro_rules! evaluable {
-    ($($schedule:ty => $shape:ty, $start:expr);*) => {$(
+    ($($schedule:ty => $shape:ty, $start:expr $(, launched: $launched:expr)?);*) => {$(
         impl Evaluable for $schedule {
             type Spec = $shape;
             type Shape = Extents;
@@ -553,6 +553,12 @@ macro_rules! evaluable {
             fn start(spec: &$shape, shape: Extents, arch: Arch) -> Self {
                 ($start)(spec, &shape.get(), arch)
             }
+
+            $(
+                fn as_launched(&self, spec: &$shape, _shape: Extents) -> Self {
+                    ($launched)(self, spec)
+                }
+            )?
         }
     )*};
 }
@@ -572,7 +578,7 @@ evaluable!(
             .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
             .unwrap_or(row_len);
         RowSchedule::for_row(s, bucket, arch)
-    };
+    }, launched: RowSchedule::launched;
     ColumnSchedule => ColumnShape, |_: &ColumnShape, _: &[usize], arch| <ColumnSchedule as crate::search::Tunable>::default_for(arch);
     TreeSchedule => TreeShape, |_: &TreeShape, _: &[usize], arch| <TreeSchedule as crate::search::Tunable>::default_for(arch);
     ScanSchedule => ScanShape, |s: &ScanShape, _: &[usize], arch| ScanSchedule::for_scan(s, arch)

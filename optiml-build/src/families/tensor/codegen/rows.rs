@@ -243,6 +243,37 @@ impl RowSchedule {
         Vec::new()
     }
 
+    /// This schedule as its kernel for `shape` runs: without a cluster where the program has a tail (its stages
+    /// launch the rows' grid), without the prefetch where the program cannot use it ([`RowSchedule::prefetch`]).
+    /// The search takes two schedules that launch alike for one kernel.
+    pub fn launched(&self, shape: &RowShape) -> Self {
+        let s = if shape.tail.is_some() && self.cluster > 1 {
+            RowSchedule {
+                cluster: 1,
+                ..*self
+            }
+        } else {
+            *self
+        };
+        let passes = passes(shape);
+        let g = Geometry::new(&s, &passes, emit::vec_width(shape.program.dtype));
+        let k = Kernel {
+            p: shape.rows_program(),
+            shape,
+            passes: &passes,
+            g: &g,
+            clustered: s.cluster > 1,
+            stride: "OPTIML_RT",
+            vt: "tid",
+            l2: s.l2 == 1,
+            prefetch: false,
+        };
+        RowSchedule {
+            prefetch: s.prefetch && s.blocks_per_sm > 0 && k.can_prefetch(),
+            ..s
+        }
+    }
+
     /// The candidate computing `shape`'s program.
     pub fn candidate(&self, shape: &RowShape) -> Candidate {
         if shape.tail.is_some() && self.cluster > 1 {

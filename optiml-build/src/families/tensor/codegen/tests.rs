@@ -1523,6 +1523,20 @@ fn held_rows_load_the_next_row_during_the_last_pass() {
     assert!(
         !plain.contains("ld_async_rel") && !plain.contains("bool pf") && !plain.contains("pfn")
     );
+    // The search's "same kernel": the ring is its own; over a program that reads each row once (row
+    // statistics in one pass) the ask changes nothing, and launches as the schedule without it.
+    assert_eq!(ring.launched(&shape), ring);
+    let Ok(Shape::Rows(once)) = classify(&stats(2, DType::F32)) else {
+        panic!("rows")
+    };
+    assert_eq!(
+        ring.launched(&once),
+        RowSchedule {
+            prefetch: false,
+            ..ring
+        }
+    );
+    assert!(!ring.candidate(&once).source.contains("ld_async_rel"));
     // Both kinds compile without spills, f32 and 16-bit, with register chunks too.
     let Ok(Shape::Rows(ln)) = classify(&layer_norm(DType::Bf16)) else {
         panic!("rows")
