@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 pub struct Function {
     function: CudaFunction,
     params: Arc<[usize]>,
-    /// [`Function::resident_clusters`], asked of the driver once: a variant's launch shape is fixed.
+    /// [`Function::resident_clusters`], the driver's first answer: a variant's launch shape is fixed.
     resident: Arc<OnceLock<Option<u32>>>,
 }
 
@@ -67,19 +67,24 @@ impl Function {
     /// How many clusters of `cluster` blocks of this function, each of `threads` threads with `smem_bytes` of
     /// dynamic shared memory, the device on `stream` holds at once (`cuOccupancyMaxActiveClusters`: which
     /// multiprocessors a cluster may share depends on the chip's layout, so no count of them tells), or `None`
-    /// where the driver does not say. Asked once per function: a variant always launches with the same block
-    /// and cluster shape.
+    /// where the driver does not say. The driver's answer is kept: a variant always launches with the same
+    /// block and cluster shape. A context that could not be made current is no answer, and is asked again on
+    /// the next launch.
     pub fn resident_clusters(&self, stream: &CudaStream, shape: (u32, u32, u32)) -> Option<u32> {
-        *self
-            .resident
-            .get_or_init(|| self.ask_resident_clusters(stream, shape))
+        if let Some(&answer) = self.resident.get() {
+            return answer;
+        }
+        let answer = self.ask_resident_clusters(stream, shape)?;
+        *self.resident.get_or_init(|| answer)
     }
 
+    /// The driver's answer (`Some(None)` where it does not say), or `None` where the stream's context could
+    /// not be made current.
     fn ask_resident_clusters(
         &self,
         stream: &CudaStream,
         (cluster, threads, smem_bytes): (u32, u32, u32),
-    ) -> Option<u32> {
+    ) -> Option<Option<u32>> {
         stream.context().bind_to_thread().ok()?;
         let config = sys::CUlaunchConfig {
             gridDimX: cluster,
@@ -100,7 +105,10 @@ impl Function {
         let status = unsafe {
             sys::cuOccupancyMaxActiveClusters(&mut clusters, self.function.cu_function(), &config)
         };
-        (status == sys::cudaError_enum::CUDA_SUCCESS && clusters > 0).then_some(clusters as u32)
+        Some(
+            (status == sys::cudaError_enum::CUDA_SUCCESS && clusters > 0)
+                .then_some(clusters as u32),
+        )
     }
 }
 
