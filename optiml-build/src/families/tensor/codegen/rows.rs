@@ -269,9 +269,15 @@ impl RowSchedule {
             prefetch: false,
         };
         RowSchedule {
-            prefetch: s.prefetch && s.blocks_per_sm > 0 && k.can_prefetch(),
+            prefetch: s.prefetches(&k),
             ..s
         }
+    }
+
+    /// Whether this schedule's kernel `k` loads each block's next row during the last pass: asked for, on a
+    /// grid that loops over rows, by a program that can use it ([`Kernel::can_prefetch`]).
+    fn prefetches(&self, k: &Kernel) -> bool {
+        self.prefetch && self.blocks_per_sm > 0 && k.can_prefetch()
     }
 
     /// The candidate computing `shape`'s program.
@@ -355,7 +361,7 @@ impl RowSchedule {
             prefetch: false,
         };
         let k = Kernel {
-            prefetch: self.prefetch && self.blocks_per_sm > 0 && k.can_prefetch(),
+            prefetch: self.prefetches(&k),
             ..k
         };
         k.body(&mut c);
