@@ -4,7 +4,7 @@
 # into the repository's `.optiml`, in one call. Stage here first:
 #
 #   ../shared/gpu/stage build -p optiml-build --bin cargo-optiml
-#   (device) OUT=$OUT bash bench/harness/tune_fp32_gpu.sh      # JOBS="p1:1x4096x4096x4096 …" to choose
+#   (device) OUT=$OUT bash bench/harness/tune_fp32_gpu.sh      # JOBS="p1:1x4096x4096x4096 …" to choose, TMO a job's limit (s)
 #
 # $OUT gets each tune's log, the search logs, and `cache.tgz`: the entry folders the tunes rewrote, whole. Here,
 # replace those folders with them (a tune may drop files an entry had), then check and commit:
@@ -24,7 +24,8 @@ status=0
 for job in $JOBS; do
     kernel=${job%%:*}; shapes=${job#*:}
     start=$(date +%s)
-    bash target/gpu/run.sh cargo-optiml optiml tune --dir examples --arch sm_90 --kernel "$kernel" --shape "$shapes" \
+    timeout "${TMO:-600}" bash target/gpu/run.sh cargo-optiml optiml tune --dir examples --arch sm_90 \
+        --kernel "$kernel" --shape "$shapes" \
         --budget "${BUDGET:-10}" --time "${TIME:-45}" --profile off --log-dir "$OUT/logs" > "$OUT/tune-$kernel.log" 2>&1
     rc=$?; [[ $rc == 0 ]] || status=1
     echo "$kernel $shapes: rc $rc in $(( $(date +%s) - start )) s"
