@@ -49,20 +49,18 @@ extern "C" int attn_values_launch(const void* A, const void* B, void* C, int bat
         }                                                                                           \
     } while (0)
 
-typedef unsigned short h16;
+#include "softmax.cuh"
 
-// ---- 16-bit conversions (host and device) ---------------------------------------------------------------------
+typedef optiml_attn_softmax::h16 h16;
 
-__host__ __device__ inline float from16(h16 u) {
+// ---- 16-bit conversions (host) -------------------------------------------------------------------------------
+
+static float from16(h16 u) {
 #if OPTIML_DTYPE == 0
-#ifdef __CUDA_ARCH__
-    return __uint_as_float((unsigned)u << 16);
-#else
     unsigned b = (unsigned)u << 16;
     float f;
     std::memcpy(&f, &b, 4);
     return f;
-#endif
 #else
     // IEEE half: sign, 5 exponent bits, 10 mantissa bits.
     const unsigned sign = (unsigned)(u & 0x8000u) << 16, e = (u >> 10) & 0x1fu, m = u & 0x3ffu;
@@ -77,35 +75,20 @@ __host__ __device__ inline float from16(h16 u) {
         const float f = (float)m * 5.9604644775390625e-8f;
         return sign ? -f : f;
     }
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(b);
-#else
     float f;
     std::memcpy(&f, &b, 4);
     return f;
 #endif
-#endif
 }
-__host__ __device__ inline h16 to16(float f) {
-#if OPTIML_DTYPE == 0
-#ifdef __CUDA_ARCH__
-    unsigned b = __float_as_uint(f);
-#else
+static h16 to16(float f) {
     unsigned b;
     std::memcpy(&b, &f, 4);
-#endif
+#if OPTIML_DTYPE == 0
     if ((b & 0x7f800000u) == 0x7f800000u) return (h16)((b >> 16) | ((b & 0xffffu) ? 0x40u : 0u));  // inf, NaN
     b += 0x7fffu + ((b >> 16) & 1u);  // round to nearest even
     return (h16)(b >> 16);
 #else
-#ifdef __CUDA_ARCH__
-    unsigned short r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
-    return r;
-#else
     // Round to nearest even through double: exact for every float (a half's grid is coarser).
-    unsigned b;
-    std::memcpy(&b, &f, 4);
     const unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);
     const double a = std::fabs((double)f);
     if (std::isnan(f)) return (h16)(sign | 0x7e00u);
@@ -119,50 +102,14 @@ __host__ __device__ inline h16 to16(float f) {
     if (m == 2048.0) m = 1024.0, ++e;
     return (h16)(sign | (unsigned short)((e + 14) << 10) | (unsigned short)(m - 1024.0));
 #endif
-#endif
 }
 
-// ---- stage 2: P = softmax(S) per row --------------------------------------------------------------------------
+// ---- stage 2: P = softmax(S) per row (softmax.cuh), eight rows a block -----------------------------------------
 
-// One warp per row of L fp32 scores (L a multiple of 128, at most 32 · 32): the row in registers, its max and sum
-// over the warp, P = exp(S − max) / sum rounded to 16 bits. Streaming loads and stores: S is read once.
 template <int PER_LANE>
 __global__ void __launch_bounds__(256) softmax_rows(const float* __restrict__ S, h16* __restrict__ P, long long rows,
                                                     int L) {
-    const int lane = threadIdx.x & 31;
-    const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (row >= rows) return;
-    const float4* s = reinterpret_cast<const float4*>(S + row * L);
-    float v[PER_LANE];
-    const int chunks = L / 128;  // float4 chunks per lane
-    float m = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < PER_LANE / 4; ++c) {
-        float4 x = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-        if (c < chunks) x = __ldcs(s + c * 32 + lane);
-        v[4 * c] = x.x, v[4 * c + 1] = x.y, v[4 * c + 2] = x.z, v[4 * c + 3] = x.w;
-        m = fmaxf(m, fmaxf(fmaxf(x.x, x.y), fmaxf(x.z, x.w)));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) {
-        v[i] = (i / 4 < chunks) ? expf(v[i] - m) : 0.f;
-        sum += v[i];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = 1.f / sum;
-    uint2* p = reinterpret_cast<uint2*>(P + row * L);
-#pragma unroll
-    for (int c = 0; c < PER_LANE / 4; ++c) {
-        if (c >= chunks) break;
-        uint2 w;
-        w.x = (unsigned)to16(v[4 * c] * inv) | ((unsigned)to16(v[4 * c + 1] * inv) << 16);
-        w.y = (unsigned)to16(v[4 * c + 2] * inv) | ((unsigned)to16(v[4 * c + 3] * inv) << 16);
-        __stcs(p + c * 32 + lane, w);
-    }
+    optiml_attn_softmax::softmax_row<PER_LANE>(S, P, rows, L);
 }
 
 // ---- inputs ---------------------------------------------------------------------------------------------------
