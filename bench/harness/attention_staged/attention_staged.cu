@@ -1,6 +1,6 @@
 // Attention in three stages through memory, against the fused kernel's shape of the problem (KernelBench 97: q, k,
-// v of [32, 32, 512, 1024], 16-bit): the prototype behind issue 15's attention target, before it goes into the
-// attention family.
+// v of [32, 32, 512, 1024]; bf16, f16, or f32 storage with TF32 products): the prototype behind issue 15's
+// attention target, before it goes into the attention family.
 //
 // The family's fused 16-bit kernel (attention_mma16.cu, mma.sync) ran KernelBench 97 at 11.15 ms on an H100, 0.73×
 // PyTorch's best call (its memory-efficient SDPA, 8.13 ms): 98 TFLOP/s, where the same GPU's wgmma products run
@@ -8,8 +8,10 @@
 // (512 × 512 per item against 512 × 1024), so writing it out costs little next to the products:
 //   1. S = scale · q kᵀ   the product's wgmma kernel (NT, fp32 output, alpha = scale)          0.55 TFLOP
 //   2. P = softmax(S)      one warp per row, fp32 in, 16-bit out (normalised, as FlashAttention
-//                          rounds its weights)                                                   1 GiB + 0.5 GiB
-//   3. y = P v             the product's wgmma kernel (NN, 16-bit output)                         0.55 TFLOP
+//                          rounds its weights; fp32 for TF32)                                    1 GiB + 0.5 GiB
+//   3. y = P v             the product's wgmma kernel (NN)                                        0.55 TFLOP
+// OPTIML_DTYPE 0 (bf16) and 1 (f16) link scores.cu and values.cu (the 16-bit template), 2 (f32, TF32 products)
+// scores_tf32.cu and values_tf32.cu (the TF32 template; PyTorch's best TF32 call was its math backend, 9.76 ms).
 // At the products' measured rates (about 600 TFLOP/s for 16-bit wgmma at these sizes) and the copy bandwidth, the
 // prediction is about 3 ms: 2.5–3× PyTorch's 8.13 ms. S stays fp32 because the gate's large-magnitude inputs make
 // the softmax's exponent as sensitive as the scores are large.
@@ -53,8 +55,9 @@ extern "C" int attn_values_launch(const void* A, const void* B, void* C, int bat
 
 typedef optiml_attn_softmax::h16 h16;
 
-// ---- 16-bit conversions (host) -------------------------------------------------------------------------------
+// ---- 16-bit values on the host (the reference reads the inputs back) -------------------------------------------
 
+#if OPTIML_DTYPE != 2
 static float from16(h16 u) {
 #if OPTIML_DTYPE == 0
     unsigned b = (unsigned)u << 16;
@@ -80,55 +83,85 @@ static float from16(h16 u) {
     return f;
 #endif
 }
-static h16 to16(float f) {
-    unsigned b;
-    std::memcpy(&b, &f, 4);
-#if OPTIML_DTYPE == 0
-    if ((b & 0x7f800000u) == 0x7f800000u) return (h16)((b >> 16) | ((b & 0xffffu) ? 0x40u : 0u));  // inf, NaN
-    b += 0x7fffu + ((b >> 16) & 1u);  // round to nearest even
-    return (h16)(b >> 16);
+#endif  // OPTIML_DTYPE != 2
+
+// The storage type: 16 bits, or fp32 for the TF32 products (OPTIML_DTYPE 2), whose weights stay fp32.
+#if OPTIML_DTYPE == 2
+typedef float elem;
+static float from_elem(elem x) { return x; }
+static const char* const DTYPE_NAME = "tf32";
 #else
-    // Round to nearest even through double: exact for every float (a half's grid is coarser).
-    const unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);
-    const double a = std::fabs((double)f);
-    if (std::isnan(f)) return (h16)(sign | 0x7e00u);
-    if (a >= 65520.0) return (h16)(sign | 0x7c00u);  // rounds past the largest half
-    if (a < 6.103515625e-05) {                        // subnormal: multiples of 2^-24
-        return (h16)(sign | (unsigned short)std::nearbyint(a * 16777216.0));
-    }
-    int e;
-    const double frac = std::frexp(a, &e);            // a = frac · 2^e, frac in [0.5, 1)
-    double m = std::nearbyint(frac * 2048.0);         // 11 significant bits
-    if (m == 2048.0) m = 1024.0, ++e;
-    return (h16)(sign | (unsigned short)((e + 14) << 10) | (unsigned short)(m - 1024.0));
+typedef h16 elem;
+static float from_elem(elem x) { return from16(x); }
+static const char* const DTYPE_NAME = OPTIML_DTYPE == 0 ? "bf16" : "f16";
 #endif
-}
 
 // ---- stage 2: P = softmax(S) per row (softmax.cuh), eight rows a block -----------------------------------------
 
 template <int PER_LANE>
-__global__ void __launch_bounds__(256) softmax_rows(const float* __restrict__ S, h16* __restrict__ P, long long rows,
+__global__ void __launch_bounds__(256) softmax_rows(const float* __restrict__ S, elem* __restrict__ P, long long rows,
                                                     int L) {
     optiml_attn_softmax::softmax_row<PER_LANE>(S, P, rows, L);
 }
 
-// ---- inputs ---------------------------------------------------------------------------------------------------
+// ---- inputs and checks on the device ----------------------------------------------------------------------------
 
-static inline uint64_t mix64(uint64_t z) {
+__host__ __device__ inline uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-// Standard normal values (Box–Muller on a counter hash), as torch.randn's inputs are.
-static void fill_normal(std::vector<h16>& h, uint64_t seed) {
-    for (size_t i = 0; i < h.size(); i += 2) {
+__device__ inline elem dev_elem(float f) {
+#if OPTIML_DTYPE == 2
+    return f;
+#else
+    return optiml_attn_softmax::to16(f);
+#endif
+}
+__device__ inline float dev_float(elem x) {
+#if OPTIML_DTYPE == 2
+    return x;
+#elif OPTIML_DTYPE == 0
+    return __uint_as_float((unsigned)x << 16);
+#else
+    float f;
+    asm("{\n\t.reg .b16 h;\n\tmov.b16 h, %1;\n\tcvt.f32.f16 %0, h;\n\t}\n" : "=f"(f) : "h"(x));
+    return f;
+#endif
+}
+// Standard normal values (Box–Muller on a counter hash), as torch.randn's inputs are; pairs (i, i + 1).
+__global__ void fill_normal(elem* x, size_t n, uint64_t seed) {
+    for (size_t i = 2 * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += 2 * (size_t)gridDim.x * blockDim.x) {
         const uint64_t z = mix64(seed * 0xD1B54A32D192ED03ull + 0x9E3779B97F4A7C15ull * (i + 1));
         const double u1 = ((z >> 11) + 1.0) * (1.0 / 9007199254740993.0);
         const double u2 = (mix64(z) >> 11) * (1.0 / 9007199254740992.0);
-        const double r = std::sqrt(-2.0 * std::log(u1));
-        h[i] = to16((float)(r * std::cos(2 * M_PI * u2)));
-        if (i + 1 < h.size()) h[i + 1] = to16((float)(r * std::sin(2 * M_PI * u2)));
+        const double r = sqrt(-2.0 * log(u1));
+        x[i] = dev_elem((float)(r * cospi(2 * u2)));
+        if (i + 1 < n) x[i + 1] = dev_elem((float)(r * sinpi(2 * u2)));
     }
+}
+// How many of `n` elements are not finite (`b` null), or differ bit for bit from `b`'s.
+__global__ void count(const elem* a, const elem* b, size_t n, unsigned long long* out) {
+    unsigned long long c = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        c += b ? (a[i] != b[i]) : !isfinite(dev_float(a[i]));
+    if (c) atomicAdd(out, c);
+}
+static unsigned long long count_on_device(const elem* a, const elem* b, size_t n) {
+    unsigned long long* d;
+    unsigned long long h = 0;
+    CK(cudaMalloc(&d, sizeof(h)));
+    CK(cudaMemset(d, 0, sizeof(h)));
+    count<<<1024, 256>>>(a, b, n, d);
+    CK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    CK(cudaFree(d));
+    return h;
+}
+template <class T>
+static std::vector<T> fetch(const T* base, size_t offset, size_t n) {
+    std::vector<T> h(n);
+    CK(cudaMemcpy(h.data(), base + offset, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
 }
 
 // ---- the three stages -----------------------------------------------------------------------------------------
@@ -137,7 +170,7 @@ struct Problem {
     int items, L, D;
     float scale;
     int sms;
-    h16 *q, *k, *v, *y, *P;
+    elem *q, *k, *v, *y, *P;
     float* S;
 };
 
@@ -181,20 +214,19 @@ int main(int argc, char** argv) {
     p.sms = prop.multiProcessorCount;
     const size_t nqkv = (size_t)p.items * p.L * p.D, nll = (size_t)p.items * p.L * p.L;
     std::printf("staged attention, %s, %d items x %d queries x %d keys x %d features, on %s\n",
-                OPTIML_DTYPE == 0 ? "bf16" : "f16", p.items, p.L, p.L, p.D, prop.name);
+                DTYPE_NAME, p.items, p.L, p.L, p.D, prop.name);
 
-    std::vector<h16> hq(nqkv), hk(nqkv), hv(nqkv);
-    fill_normal(hq, 1), fill_normal(hk, 2), fill_normal(hv, 3);
-    CK(cudaMalloc(&p.q, nqkv * 2));
-    CK(cudaMalloc(&p.k, nqkv * 2));
-    CK(cudaMalloc(&p.v, nqkv * 2));
-    CK(cudaMalloc(&p.y, nqkv * 2));
-    CK(cudaMalloc(&p.P, nll * 2));
+    CK(cudaMalloc(&p.q, nqkv * sizeof(elem)));
+    CK(cudaMalloc(&p.k, nqkv * sizeof(elem)));
+    CK(cudaMalloc(&p.v, nqkv * sizeof(elem)));
+    CK(cudaMalloc(&p.y, nqkv * sizeof(elem)));
+    CK(cudaMalloc(&p.P, nll * sizeof(elem)));
     CK(cudaMalloc(&p.S, nll * 4));
-    CK(cudaMemcpy(p.q, hq.data(), nqkv * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(p.k, hk.data(), nqkv * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(p.v, hv.data(), nqkv * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemset(p.y, 0xff, nqkv * 2));  // NaN in both types: an element never written fails the check
+    fill_normal<<<4096, 256>>>(p.q, nqkv, 1);
+    fill_normal<<<4096, 256>>>(p.k, nqkv, 2);
+    fill_normal<<<4096, 256>>>(p.v, nqkv, 3);
+    CK(cudaGetLastError());
+    CK(cudaMemset(p.y, 0xff, nqkv * sizeof(elem)));  // NaN in both types: an element never written fails the check
     void* flush;
     const size_t flush_bytes = 512u << 20;
     CK(cudaMalloc(&flush, flush_bytes));
@@ -202,51 +234,54 @@ int main(int argc, char** argv) {
     // Correctness: one run, sampled rows against float64.
     for (int s = 1; s <= 3; ++s) stage(p, s);
     CK(cudaDeviceSynchronize());
-    std::vector<h16> hy(nqkv);
-    CK(cudaMemcpy(hy.data(), p.y, nqkv * 2, cudaMemcpyDeviceToHost));
-    size_t bad = 0;
-    for (size_t i = 0; i < nqkv; ++i)
-        if (!std::isfinite(from16(hy[i]))) ++bad;
+    const unsigned long long bad = count_on_device(p.y, nullptr, nqkv);
     double worst_l2 = 0, worst_abs = 0;
     const int samples = 24;
     for (int t = 0; t < samples; ++t) {
         const long long item = (long long)(mix64(100 + t) % (uint64_t)p.items);
         const long long i = t < 2 ? (t ? p.L - 1 : 0) : (long long)(mix64(200 + t) % (uint64_t)p.L);
-        const h16* qi = &hq[(item * p.L + i) * p.D];
+        const std::vector<elem> q = fetch(p.q, (item * p.L + i) * p.D, p.D);
+        const std::vector<elem> k = fetch(p.k, item * p.L * p.D, (size_t)p.L * p.D);
+        const std::vector<elem> v = fetch(p.v, item * p.L * p.D, (size_t)p.L * p.D);
+        const std::vector<elem> got = fetch(p.y, (item * p.L + i) * p.D, p.D);
         std::vector<double> s(p.L), y(p.D, 0.0);
         double m = -INFINITY;
         for (int j = 0; j < p.L; ++j) {
-            const h16* kj = &hk[(item * p.L + j) * p.D];
+            const elem* kj = &k[(size_t)j * p.D];
             double acc = 0;
-            for (int d = 0; d < p.D; ++d) acc += (double)from16(qi[d]) * from16(kj[d]);
+            for (int d = 0; d < p.D; ++d) acc += (double)from_elem(q[d]) * from_elem(kj[d]);
             s[j] = acc * p.scale;
             m = std::max(m, s[j]);
         }
         double sum = 0;
         for (int j = 0; j < p.L; ++j) sum += (s[j] = std::exp(s[j] - m));
         for (int j = 0; j < p.L; ++j) {
-            const h16* vj = &hv[(item * p.L + j) * p.D];
-            for (int d = 0; d < p.D; ++d) y[d] += s[j] / sum * from16(vj[d]);
+            const elem* vj = &v[(size_t)j * p.D];
+            for (int d = 0; d < p.D; ++d) y[d] += s[j] / sum * from_elem(vj[d]);
         }
         double num = 0, den = 0;
         for (int d = 0; d < p.D; ++d) {
-            const double got = from16(hy[(item * p.L + i) * p.D + d]);
-            num += (got - y[d]) * (got - y[d]);
+            const double g = from_elem(got[d]);
+            num += (g - y[d]) * (g - y[d]);
             den += y[d] * y[d];
-            worst_abs = std::max(worst_abs, std::fabs(got - y[d]));
+            worst_abs = std::max(worst_abs, std::fabs(g - y[d]));
         }
         worst_l2 = std::max(worst_l2, std::sqrt(num / std::max(den, 1e-300)));
     }
-    // Repeatability: a second run, bit for bit.
+    // Repeatability: a second run into a fresh output, bit for bit.
+    elem* first;
+    CK(cudaMalloc(&first, nqkv * sizeof(elem)));
+    CK(cudaMemcpy(first, p.y, nqkv * sizeof(elem), cudaMemcpyDeviceToDevice));
+    CK(cudaMemset(p.y, 0xff, nqkv * sizeof(elem)));
     for (int s = 1; s <= 3; ++s) stage(p, s);
     CK(cudaDeviceSynchronize());
-    std::vector<h16> hy2(nqkv);
-    CK(cudaMemcpy(hy2.data(), p.y, nqkv * 2, cudaMemcpyDeviceToHost));
-    const bool repeat = std::memcmp(hy.data(), hy2.data(), nqkv * 2) == 0;
-    // bf16 keeps 8 bits of each output and each weight: 2^-7 relative L2 is well above their rounding.
-    const double bound = OPTIML_DTYPE == 0 ? 1.0 / 128 : 1.0 / 1024;
+    const bool repeat = count_on_device(p.y, first, nqkv) == 0;
+    CK(cudaFree(first));
+    // bf16 keeps 8 bits of each output and each weight: 2^-7 relative L2 is well above their rounding; f16 keeps
+    // 11, TF32 products 11 of each operand.
+    const double bound = OPTIML_DTYPE == 0 ? 1.0 / 128 : 1.0 / 512;
     const bool ok = bad == 0 && worst_l2 <= bound && repeat;
-    std::printf("check: %zu non-finite outputs; %d sampled rows against float64: worst relative L2 %.3e (bound %.1e), "
+    std::printf("check: %llu non-finite outputs; %d sampled rows against float64: worst relative L2 %.3e (bound %.1e), "
                 "largest error %.3e; repeat bit for bit: %s -> %s\n",
                 bad, samples, worst_l2, bound, worst_abs, repeat ? "yes" : "NO", ok ? "PASS" : "FAIL");
 
@@ -277,14 +312,14 @@ int main(int argc, char** argv) {
     for (int which = 1; which < 4; ++which) {
         if (which == 2)
             std::printf("%-18s %8.4f ms  %6.2f TB/s (S read, P written)\n", names[which], ms[which],
-                        (double)nll * 6 / ms[which] / 1e9);
+                        (double)nll * (4 + sizeof(elem)) / ms[which] / 1e9);
         else
             std::printf("%-18s %8.4f ms  %6.1f TFLOP/s\n", names[which], ms[which], flop / 2 / ms[which] / 1e9);
     }
     std::printf("%-18s %8.4f ms  %6.1f TFLOP/s\n", names[0], ms[0], flop / ms[0] / 1e9);
     std::printf("{\"dtype\": \"%s\", \"items\": %d, \"L\": %d, \"D\": %d, \"ms\": %.5f, \"scores_ms\": %.5f, "
                 "\"softmax_ms\": %.5f, \"values_ms\": %.5f, \"worst_rel_l2\": %.3e, \"correct\": %s}\n",
-                OPTIML_DTYPE == 0 ? "bf16" : "f16", p.items, p.L, p.D, ms[0], ms[1], ms[2], ms[3], worst_l2,
+                DTYPE_NAME, p.items, p.L, p.D, ms[0], ms[1], ms[2], ms[3], worst_l2,
                 ok ? "true" : "false");
     return ok ? 0 : 1;
 }

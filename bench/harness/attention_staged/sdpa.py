@@ -1,7 +1,8 @@
 """PyTorch's side of the staged attention prototype, in the same device call: scaled_dot_product_attention with its
 own backend choice, torch.compile of it, and the same three stages written in PyTorch (q kᵀ, a softmax in fp32,
-P v in the storage type), on q, k, v of [items, L, D] random normal values in bf16 and f16. CUDA events, a 512 MiB
-L2 flush before each run, the candidates in alternating rounds, medians. Prints one JSON object."""
+P v in the storage type), on q, k, v of [items, L, D] random normal values in bf16, f16, and f32 with TF32 allowed
+(where SDPA's math backend, forced, was PyTorch's fastest call before). CUDA events, a 512 MiB L2 flush before each
+run, the candidates in alternating rounds, medians. Prints one JSON object."""
 
 import argparse
 import json
@@ -9,6 +10,7 @@ import statistics
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def staged(q, k, v, scale):
@@ -29,7 +31,10 @@ def main():
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "items": a.items, "L": a.len,
            "D": a.dim, "rows": []}
-    for dtype in (torch.bfloat16, torch.float16):
+    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16), ("tf32", torch.float32)):
+        tf32 = name == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
         # KernelBench 97's layout: [batch, heads, L, D] with batch · heads = items.
         shape = (a.items // 32, 32, a.len, a.dim) if a.items % 32 == 0 else (1, a.items, a.len, a.dim)
         q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
@@ -40,6 +45,11 @@ def main():
             "compile": lambda: compiled(q, k, v),
             "staged_torch": lambda: staged(q, k, v, scale),
         }
+        if tf32:
+            def math():
+                with sdpa_kernel(SDPBackend.MATH):
+                    return F.scaled_dot_product_attention(q, k, v)
+            cands["sdpa_math"] = math
         for f in cands.values():  # warm-up (and compilation)
             f()
         torch.cuda.synchronize()
@@ -61,7 +71,7 @@ def main():
         for n, f in cands.items():
             got = f().reshape(-1, a.len, a.dim)[:2].double()
             errs[n] = float((got - ref).norm() / ref.norm())
-        row = {"dtype": str(dtype).replace("torch.", "")}
+        row = {"dtype": name}
         for n in cands:
             row[f"{n}_ms"] = statistics.median(times[n])
             row[f"{n}_rel_l2_vs_f64"] = errs[n]
