@@ -616,8 +616,8 @@ fn push_out<'a>(builder: &mut Args<'a>, b: Out<'a>) {
 
 /// The launch configuration of `p` for `extents`, or `None` when there is no work item. A persistent cluster
 /// grid (`cluster > 1` and `max_blocks_per_sm > 0`) holds at most `resident_clusters` clusters, the count the
-/// device holds at once ([`Function::resident_clusters`](crate::Function::resident_clusters)); unknown,
-/// a cluster per work group (each loops once).
+/// device holds at once ([`Function::resident_clusters`](crate::Function::resident_clusters)); unknown (or
+/// 0), a cluster per work group (each loops once).
 ///
 /// # Errors
 /// The number of blocks, when it exceeds what one launch takes and the kernel does not loop over its items.
@@ -640,7 +640,11 @@ pub fn grid(
     if p.cluster > 1 {
         // Clusters, not blocks: more than are resident at once would leave the last ones to run their whole
         // share of the items after the others finish.
-        if let (true, Some(resident)) = (p.max_blocks_per_sm > 0, resident_clusters) {
+        // A count of 0 is no count (an empty grid would not launch).
+        if let (true, Some(resident)) = (
+            p.max_blocks_per_sm > 0,
+            resident_clusters.filter(|&r| r > 0),
+        ) {
             blocks = blocks.min(resident as u128);
         }
     } else if p.max_blocks_per_sm > 0 {
@@ -707,6 +711,8 @@ mod tests {
         };
         assert_eq!(at(Some(15)), (120, 1, 1));
         assert_eq!(at(None), (4096 * 8, 1, 1));
+        // A count of 0 is no count: never an empty grid.
+        assert_eq!(at(Some(0)), (4096 * 8, 1, 1));
         assert_eq!(
             grid(&persistent, &[7, 393_216], 132, Some(15))
                 .unwrap()
