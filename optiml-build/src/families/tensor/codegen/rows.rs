@@ -220,6 +220,12 @@ impl RowSchedule {
             return Vec::new();
         }
         let clusters: &[u32] = if arch.major >= 9 { &CLUSTER } else { &[1] };
+        // The most shared memory a block may opt into: 227 KiB on sm_90, 163 on sm_80, 99 on the other sm_8x.
+        let smem_kib = match (arch.major, arch.minor) {
+            (9.., _) => 220,
+            (8, 0) => 100,
+            _ => 46,
+        };
         for &cluster in clusters {
             let rings: Vec<Self> = [512, 1024]
                 .into_iter()
@@ -227,7 +233,7 @@ impl RowSchedule {
                     row_threads,
                     rows_per_block: 1,
                     reg_chunks: 0,
-                    smem_kib: 220,
+                    smem_kib,
                     unroll: 4,
                     blocks_per_sm: 1,
                     cluster,
@@ -1206,7 +1212,8 @@ impl Kernel<'_> {
             c.close("}");
         }
         c.close("}");
-        // The last pass has read these slots and stored their outputs: start the next row's chunks into them.
+        // The last pass (the outputs', or a program of per-row values only, its last reduction's) has read these
+        // slots: start the next row's chunks into them.
         let refilled: Vec<usize> = self
             .passes
             .cached
@@ -1214,7 +1221,7 @@ impl Kernel<'_> {
             .copied()
             .filter(|&k| source(k) == Source::Shared { store: false })
             .collect();
-        if self.prefetch && aligned && self.passes.is_final(pass) && !refilled.is_empty() {
+        if self.prefetch && aligned && pass + 1 == self.passes.count() && !refilled.is_empty() {
             let ob = if seg.base.is_some() { " + ob" } else { "" };
             c.open("if (pfn) {");
             c.line("#pragma unroll");

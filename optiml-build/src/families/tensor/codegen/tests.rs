@@ -1574,6 +1574,63 @@ fn held_rows_load_the_next_row_during_the_last_pass() {
     assert_compiles(jobs);
 }
 
+/// A program of per-row values only (a row's variance about its mean: two passes, no element output) refills
+/// the slots in its last reduction pass: a ring that waited for copies nobody started would read the row before.
+/// Every ring root of every target program that asks the next row starts it.
+#[test]
+fn per_row_values_only_refill_in_their_last_reduction_pass() {
+    let centred = || sub(x(0), v(0));
+    let variance = program(
+        &["r", "c"],
+        vec![input("x", &[0, 1])],
+        &[],
+        vec![
+            stmt("mu", &[0], red(Reduce::Mean, &[1], x(0))),
+            out(
+                "var",
+                &[0],
+                red(Reduce::Mean, &[1], mul(centred(), centred())),
+            ),
+        ],
+        DType::F32,
+    );
+    let Ok(Shape::Rows(shape)) = classify(&variance) else {
+        panic!("rows")
+    };
+    let hopper = Arch::new(9, 0);
+    let rings = RowSchedule::rings(&shape, 393_216, hopper);
+    assert!(!rings.is_empty());
+    let mut jobs = Vec::new();
+    for r in rings {
+        let c = r.candidate(&shape);
+        assert!(c.source.contains("pf = pfn;"), "{}", c.source);
+        assert_eq!(
+            c.source.matches("optiml_p::ld_async_rel").count(),
+            1,
+            "{}",
+            c.source
+        );
+        jobs.push((c.schedule, c.source));
+    }
+    assert_compiles(jobs);
+    for (name, p, _) in supported() {
+        let Ok(Shape::Rows(shape)) = classify(&p) else {
+            continue;
+        };
+        for len in [65_535, 393_216, 1 << 20] {
+            for r in RowSchedule::rings(&shape, len, hopper) {
+                let source = r.candidate(&shape).source;
+                assert_eq!(
+                    source.contains("pfn"),
+                    source.contains("optiml_p::ld_async_rel"),
+                    "{name} {}",
+                    r.describe()
+                );
+            }
+        }
+    }
+}
+
 /// The ring roots a row search adds: the smallest cluster whose shared memory holds the row (KernelBench 23's
 /// softmax rows of 393216 f32 need 8 blocks, rows of 65535 two), none where the default already holds the row
 /// in registers, and none before sm_90 for rows one block cannot hold.
@@ -1599,4 +1656,10 @@ fn the_ring_roots_hold_the_row_in_the_smallest_cluster() {
     );
     assert!(RowSchedule::rings(&shape, 4096, hopper).is_empty());
     assert!(RowSchedule::rings(&shape, 393_216, Arch::new(8, 0)).is_empty());
+    // Before sm_90 a ring asks no more shared memory than a block may opt into (163 KiB on sm_80, 99 on sm_86).
+    for (arch, kib) in [(Arch::new(8, 0), 100), (Arch::new(8, 6), 46)] {
+        for r in RowSchedule::rings(&shape, 16_384, arch) {
+            assert_eq!((r.cluster, r.smem_kib), (1, kib), "{arch} {}", r.describe());
+        }
+    }
 }
