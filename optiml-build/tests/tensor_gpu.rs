@@ -672,6 +672,12 @@ fn rows_held_on_chip_load_the_next_row_during_the_last_pass() {
             ("softmax over the last axis", &[512, 393216]),
             ("instance norm", &[8, 64, 512, 512]),
             ("l2 norm along rows", &[2048, 65535]),
+            // Per-row values only: the refills come in the last reduction pass (rows of 65536: every row
+            // aligned, so every row after a block's first reads the copies).
+            (
+                "m[r] = mean(c) x[r, c]; v[r] = mean(c) (x[r, c] - m[r])^2",
+                &[2048, 65536],
+            ),
         ]
     };
     let mut failures = Vec::new();
