@@ -6,7 +6,7 @@
 #   OUT=$OUT BUNDLES="tests" TOTAL=585 bash bench/harness/device_call.sh gate:420 kb:150
 #
 # Steps (name:limit in seconds; a step gets at most what the call has left):
-#   gate     bench/harness/gate_gpu.sh (TESTS: the tests to run; default the two newest)
+#   gate     bench/harness/gate_gpu.sh (TESTS: the tests to run; default the three never run on a GPU)
 #   kb       bench/harness/kernelbench_gpu.sh (ONLY, RUNS)
 #   heldout  bench/harness/heldout_gpu.sh with STEP=after (the rebuilt binary against the library and torch)
 #   shard    bench/harness/shard_gpu.sh (issue 18's one-GPU check)
@@ -24,7 +24,7 @@ step() {
     (( limit > l - 10 )) && limit=$(( l - 10 ))
     s=$(date +%s); mkdir -p "$work/$name"
     case $name in
-        gate) TESTS="${TESTS:-three_tf32_split_k_fills_the_gpu_where_tiles_are_few rows_held_on_chip_load_the_next_row_during_the_last_pass}" \
+        gate) TESTS="${TESTS:-three_tf32_split_k_fills_the_gpu_where_tiles_are_few rows_held_on_chip_load_the_next_row_during_the_last_pass staged_attention_passes_its_gate_beside_the_fused_kernel}" \
               OUT=$work/gate timeout "$limit" bash bench/harness/gate_gpu.sh ;;
         kb) OUT=$work/kb timeout "$limit" bash bench/harness/kernelbench_gpu.sh > "$work/kb/kb.log" 2>&1
             rc=$?; grep -E "^\| [0-9]|Geometric" "$work/kb/"*kernelbench-l1.md 2>/dev/null | cut -c1-200; (exit $rc) ;;

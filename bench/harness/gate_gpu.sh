@@ -30,6 +30,7 @@ three_tf32_split_k_fills_the_gpu_where_tiles_are_few $E 120
 rows_held_on_chip_load_the_next_row_during_the_last_pass $T 300
 every_target_program_passes_the_gate_across_its_schedule_space $T 400
 attention_passes_its_gate_across_its_schedule_space $T 300
+staged_attention_passes_its_gate_beside_the_fused_kernel $T 300
 "
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"

@@ -39,6 +39,27 @@ pub const SIMT16_ENTRY: &str = "optiml_matmul16_simt";
 /// Threads per block of the 16-bit SIMT kernel (its template's fixed geometry: 64 × 64 tiles, 4 × 4 per thread).
 pub const SIMT16_THREADS: u32 = 256;
 
+/// The entry point of a [`Launch::Attention`] module that computes `S = scale · q kᵀ` (the 16-bit `wgmma`
+/// template, `optiml_matmul`'s ABI, `NT`, fp32 output).
+pub const ATTN_SCORES_ENTRY: &str = "optiml_attn_scores";
+/// The entry point of a [`Launch::Attention`] module that turns the scores into 16-bit weights:
+/// `optiml_attn_softmax(const float* S, T16* P, long long rows, int keys, int pitch)`, a row of `keys` scores per
+/// warp ([`ATTN_SOFTMAX_THREADS`] threads a block), the weights `pitch` elements apart.
+pub const ATTN_SOFTMAX_ENTRY: &str = "optiml_attn_softmax";
+/// The entry point of a [`Launch::Attention`] module that computes `y = P v` (the 16-bit `wgmma` template, `NN`).
+pub const ATTN_VALUES_ENTRY: &str = "optiml_attn_values";
+/// The companion slot of [`ATTN_SCORES_ENTRY`].
+pub const ATTN_SCORES_SLOT: usize = 0;
+/// The companion slot of [`ATTN_SOFTMAX_ENTRY`].
+pub const ATTN_SOFTMAX_SLOT: usize = 1;
+/// The companion slot of [`ATTN_VALUES_ENTRY`].
+pub const ATTN_VALUES_SLOT: usize = 2;
+/// Threads per block of [`ATTN_SOFTMAX_ENTRY`]: 8 warps, a row each.
+pub const ATTN_SOFTMAX_THREADS: u32 = 256;
+/// The most keys [`ATTN_SOFTMAX_ENTRY`] holds in a warp's registers (32 a lane); longer rows go to the fused
+/// kernel.
+pub const ATTN_MAX_KEYS: usize = 1024;
+
 /// How a variant is launched; written by `optiml-build` from the template's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -122,6 +143,39 @@ pub enum Launch {
         /// A is transposed into a workspace first ([`TRANSPOSE_ENTRY`]).
         transpose_a: bool,
     },
+    /// Attention of 16-bit storage in three launches through memory (`sm_90a`): see [`StagedAttention`].
+    Attention(StagedAttention),
+}
+
+/// Attention `y = softmax(scale · q kᵀ) v` of 16-bit storage as three launches per round of batch items, through
+/// a workspace: the scores `S = scale · q kᵀ` in fp32 ([`ATTN_SCORES_ENTRY`], on the `wgmma` tensor cores), the
+/// weights `P = softmax(S)` rounded to 16 bits ([`ATTN_SOFTMAX_ENTRY`]), then `y = P v`
+/// ([`ATTN_VALUES_ENTRY`]). Where the score rows are short against the head (KernelBench 97: 512 keys, 1024
+/// features), writing them out costs less than the fused kernel's `mma.sync` products. The module's entry point
+/// is that fused kernel, with the tensor-program ABI and [`fused`](Self::fused)'s launch: it takes the calls the
+/// stages cannot (more than [`ATTN_MAX_KEYS`] keys, operands the tensor maps cannot describe even copied, a
+/// workspace past its bound).
+///
+/// `q`, `k`, `v` and `y` are row-major `[batch…, rows, features]`: every dimension but the four of
+/// [`dims`](Self::dims) is a batch dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct StagedAttention {
+    /// The fused kernel's launch.
+    pub fused: ProgramLaunch,
+    /// The scores' kernel (`trans_b`: k is stored keys × features).
+    pub scores: Wgmma16,
+    /// The values' kernel.
+    pub values: Wgmma16,
+    /// Batch items per round of the three launches (the workspace holds one round's scores and weights; small
+    /// rounds keep them in L2).
+    pub chunk: u32,
+    /// The program's dimensions (indices in program order) of the queries, keys, features and value features.
+    pub dims: [u32; 4],
+    /// Which of the program's inputs are q, k and v.
+    pub qkv: [u32; 3],
+    /// The scale's `f32` bits, or `None`: the call's first run-time parameter.
+    pub scale_bits: Option<u32>,
 }
 
 /// The launch of a generated tensor-program kernel. Its entry point takes the program's input buffers (in
@@ -272,6 +326,7 @@ impl Launch {
         match self {
             Launch::Wgmma { .. }
             | Launch::WgmmaStaged { .. }
+            | Launch::Attention(_)
             | Launch::Matmul16 {
                 kernel: Kernel16::Wgmma(_),
                 ..
@@ -297,7 +352,9 @@ impl Launch {
                 kernel: Kernel16::Mma { smem_bytes, .. },
                 ..
             } => smem_bytes,
-            Launch::Program(p) => p.smem_bytes,
+            Launch::Program(p) | Launch::Attention(StagedAttention { fused: p, .. }) => {
+                p.smem_bytes
+            }
             Launch::Retired
             | Launch::Matmul16 {
                 kernel: Kernel16::Simt,
@@ -325,7 +382,7 @@ impl Launch {
                 kernel: Kernel16::Simt,
                 ..
             } => SIMT16_THREADS,
-            Launch::Program(p) => p.threads,
+            Launch::Program(p) | Launch::Attention(StagedAttention { fused: p, .. }) => p.threads,
         }
     }
 
@@ -383,53 +440,35 @@ impl Launch {
                         "::optiml::runtime::Kernel16::Mma {{ bm: {bm}, bn: {bn}, threads: {threads}, \
                          smem_bytes: {smem_bytes} }}"
                     ),
-                    Kernel16::Wgmma(Wgmma16 {
-                        tile_m,
-                        tile_n,
-                        threads,
-                        smem_bytes,
-                        trans_a,
-                        trans_b,
-                    }) => format!(
-                        "::optiml::runtime::Kernel16::Wgmma(::optiml::runtime::Wgmma16 {{ tile_m: {tile_m}, \
-                         tile_n: {tile_n}, threads: {threads}, smem_bytes: {smem_bytes}, trans_a: {trans_a}, \
-                         trans_b: {trans_b} }})"
-                    ),
+                    Kernel16::Wgmma(w) => {
+                        format!("::optiml::runtime::Kernel16::Wgmma({})", wgmma16_expr(&w))
+                    }
                 };
                 format!(
                     "::optiml::runtime::Launch::Matmul16 {{ elem: ::optiml::runtime::Half::{elem:?}, kernel: {kernel} }}"
                 )
             }
             Launch::Retired => "::optiml::runtime::Launch::Retired".to_string(),
-            Launch::Program(ProgramLaunch {
-                threads,
-                smem_bytes,
-                items_mask,
-                items_per_block,
-                max_blocks_per_sm,
-                cluster,
-                nonempty_mask,
-                tree,
-            }) => {
-                let tree = match tree {
-                    None => "::core::option::Option::None".to_string(),
-                    Some(TreeLaunch {
-                        blocks,
-                        tile,
-                        passes,
-                        partials,
-                    }) => format!(
-                        "::core::option::Option::Some(::optiml::runtime::TreeLaunch {{ blocks: {blocks}, \
-                         tile: {tile}, passes: {passes}, partials: {partials} }})"
-                    ),
-                };
-                format!(
-                    "::optiml::runtime::Launch::Program(::optiml::runtime::ProgramLaunch {{ threads: {threads}, \
-                     smem_bytes: {smem_bytes}, items_mask: {items_mask}, items_per_block: {items_per_block}, \
-                     max_blocks_per_sm: {max_blocks_per_sm}, cluster: {cluster}, nonempty_mask: {nonempty_mask}, \
-                     tree: {tree} }})"
-                )
+            Launch::Program(p) => {
+                format!("::optiml::runtime::Launch::Program({})", program_expr(&p))
             }
+            Launch::Attention(StagedAttention {
+                fused,
+                scores,
+                values,
+                chunk,
+                dims,
+                qkv,
+                scale_bits,
+            }) => format!(
+                "::optiml::runtime::Launch::Attention(::optiml::runtime::StagedAttention {{ fused: {}, \
+                 scores: {}, values: {}, chunk: {chunk}, dims: {dims:?}, qkv: {qkv:?}, scale_bits: \
+                 ::core::option::Option::{} }})",
+                program_expr(&fused),
+                wgmma16_expr(&scores),
+                wgmma16_expr(&values),
+                scale_bits.map_or("None".to_string(), |b| format!("Some({b})")),
+            ),
         }
     }
 
@@ -468,7 +507,58 @@ impl Launch {
                     with_gemv
                 }
             }
+            Launch::Attention(_) => none
+                .with(ATTN_SCORES_SLOT, ATTN_SCORES_ENTRY, true)
+                .with(ATTN_SOFTMAX_SLOT, ATTN_SOFTMAX_ENTRY, true)
+                .with(ATTN_VALUES_SLOT, ATTN_VALUES_ENTRY, true),
             Launch::Retired | Launch::Program(_) => none,
         }
     }
+}
+
+/// The Rust expression of a [`Wgmma16`] through the facade.
+fn wgmma16_expr(w: &Wgmma16) -> String {
+    let Wgmma16 {
+        tile_m,
+        tile_n,
+        threads,
+        smem_bytes,
+        trans_a,
+        trans_b,
+    } = *w;
+    format!(
+        "::optiml::runtime::Wgmma16 {{ tile_m: {tile_m}, tile_n: {tile_n}, threads: {threads}, \
+         smem_bytes: {smem_bytes}, trans_a: {trans_a}, trans_b: {trans_b} }}"
+    )
+}
+
+/// The Rust expression of a [`ProgramLaunch`] through the facade.
+fn program_expr(p: &ProgramLaunch) -> String {
+    let ProgramLaunch {
+        threads,
+        smem_bytes,
+        items_mask,
+        items_per_block,
+        max_blocks_per_sm,
+        cluster,
+        nonempty_mask,
+        tree,
+    } = *p;
+    let tree = match tree {
+        None => "::core::option::Option::None".to_string(),
+        Some(TreeLaunch {
+            blocks,
+            tile,
+            passes,
+            partials,
+        }) => format!(
+            "::core::option::Option::Some(::optiml::runtime::TreeLaunch {{ blocks: {blocks}, \
+             tile: {tile}, passes: {passes}, partials: {partials} }})"
+        ),
+    };
+    format!(
+        "::optiml::runtime::ProgramLaunch {{ threads: {threads}, smem_bytes: {smem_bytes}, items_mask: \
+         {items_mask}, items_per_block: {items_per_block}, max_blocks_per_sm: {max_blocks_per_sm}, cluster: \
+         {cluster}, nonempty_mask: {nonempty_mask}, tree: {tree} }}"
+    )
 }

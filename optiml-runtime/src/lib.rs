@@ -24,6 +24,7 @@ pub use half;
 
 mod arch;
 mod args;
+mod attention;
 mod check;
 pub mod dispatch;
 mod error;
@@ -41,8 +42,9 @@ pub use kernel::{
     Artifacts, KernelModule, Loaded, LoadedVariant, Target, Variant, load_companions,
 };
 pub use launch::{
-    COMPANION_SLOTS, Companion, Companions, Half, Kernel16, Launch, ProgramLaunch, TreeLaunch,
-    Wgmma16,
+    ATTN_MAX_KEYS, ATTN_SCORES_ENTRY, ATTN_SCORES_SLOT, ATTN_SOFTMAX_ENTRY, ATTN_SOFTMAX_SLOT,
+    ATTN_SOFTMAX_THREADS, ATTN_VALUES_ENTRY, ATTN_VALUES_SLOT, COMPANION_SLOTS, Companion,
+    Companions, Half, Kernel16, Launch, ProgramLaunch, StagedAttention, TreeLaunch, Wgmma16,
 };
 
 /// The product of several dimension arguments that a kernel takes as one (a matmul batching over `b` and `h`

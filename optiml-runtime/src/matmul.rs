@@ -99,7 +99,7 @@ const GEMV_TILE: u32 = {
 
 /// The largest split-K workspace one launch allocates; a shape that would need more runs with fewer splits
 /// (a variant tuned at one shape may be dispatched to a much larger one).
-const MAX_WORKSPACE_BYTES: usize = 1 << 30;
+pub(crate) const MAX_WORKSPACE_BYTES: usize = 1 << 30;
 
 /// The shortest K range per split: below it the second pass and the workspace traffic cost more than the extra
 /// blocks gain (the H200 measurements in `bench/results/2026-11-30-h200-splitk.md` gain from ranges of 250 up).
@@ -365,7 +365,7 @@ fn launch_checked<T: Element>(
             args,
             (bm, bn, threads, smem_bytes),
         ),
-        Launch::Retired | Launch::Program(_) => Err(Error::NoVariant {
+        Launch::Retired | Launch::Program(_) | Launch::Attention(_) => Err(Error::NoVariant {
             kernel: name,
             device: "this launcher".into(),
             available: "a non-matmul variant".into(),
@@ -681,7 +681,7 @@ fn transpose_a_into_workspace<'s, T: Element>(
 
 /// A `CUtensorMap` as a kernel parameter (128 bytes, passed by value as `const __grid_constant__`).
 #[repr(transparent)]
-struct TmaMap(sys::CUtensorMap);
+pub(crate) struct TmaMap(sys::CUtensorMap);
 
 // SAFETY: a plain-old-data struct of the driver's, the exact layout of the kernel's `TmaMap` parameter.
 unsafe impl DeviceRepr for TmaMap {}
@@ -775,7 +775,7 @@ fn encode_map(
 }
 
 /// [`encode_map`] of an operand whose rows are `pitch ≥ cols` elements apart, with boxes of consecutive rows.
-fn encode_map_pitched(
+pub(crate) fn encode_map_pitched(
     base: sys::CUdeviceptr,
     cols_pitch: (usize, usize),
     rows: usize,
@@ -1011,7 +1011,7 @@ fn tma_maps16<'s, T: Element>(
 /// the stream into a workspace whose rows are padded to 8 elements (the padding is never read: the map's
 /// extent is the true width, and TMA fills outside it with zeros), which costs one read and write of the
 /// operand against the SIMT kernel's twenty-fold slower product.
-fn map16<'s, T: Element>(
+pub(crate) fn map16<'s, T: Element>(
     stream: &'s CudaStream,
     base: sys::CUdeviceptr,
     (cols, rows, batch): (usize, usize, usize),

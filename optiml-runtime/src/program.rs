@@ -2,8 +2,9 @@
 //! or inferred from the buffer lengths, and `f32` scalars. Every buffer must hold exactly the elements its
 //! dimensions make, so a wrong length or a swapped dimension is an [`Error`], never an out-of-bounds access.
 
+use crate::attention;
 use crate::kernel::{KernelModule, Target};
-use crate::launch::{Launch, ProgramLaunch};
+use crate::launch::{Launch, ProgramLaunch, StagedAttention};
 use crate::workspace::Workspace;
 use crate::{Args, Error, check};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig};
@@ -239,7 +240,9 @@ pub fn launch(
         .functions
         .first()
         .and_then(|f| match f.variant.launch {
-            Launch::Program(p) => Some(shape_key(&p, &extents)),
+            Launch::Program(p) | Launch::Attention(StagedAttention { fused: p, .. }) => {
+                Some(shape_key(&p, &extents))
+            }
             _ => None,
         });
     launch_checked(name, stream, loaded.target(key), sig, &extents, args)
@@ -444,14 +447,17 @@ fn launch_checked(
     target: Target<'_>,
     sig: &Signature,
     extents: &[usize],
-    args: ProgramArgs<'_, '_>,
+    mut args: ProgramArgs<'_, '_>,
 ) -> Result<(), Error> {
-    let Launch::Program(p) = target.launch else {
-        return Err(Error::NoVariant {
-            kernel: name,
-            device: "this launcher".into(),
-            available: "a variant of another family".into(),
-        });
+    let p = match target.launch {
+        Launch::Program(p) | Launch::Attention(StagedAttention { fused: p, .. }) => p,
+        _ => {
+            return Err(Error::NoVariant {
+                kernel: name,
+                device: "this launcher".into(),
+                available: "a variant of another family".into(),
+            });
+        }
     };
     for (i, (&extent, (dim, _))) in extents.iter().zip(sig.dims).enumerate() {
         if extent == 0 && p.nonempty_mask & (1 << i) != 0 {
@@ -471,6 +477,11 @@ fn launch_checked(
                 reason: "does not fit in i64",
             });
         }
+    }
+    if let Launch::Attention(staged) = &target.launch
+        && attention::launch_staged(name, stream, &target, staged, extents, &mut args)?
+    {
+        return Ok(());
     }
     let tree = match p.tree {
         None => None,

@@ -31,6 +31,19 @@ pub struct Schedule {
     pub dk: u32,
     /// Keys per shared-memory stage of `P v`.
     pub ck: u32,
+    /// 16-bit programs on sm_90: batch items per round of the staged form ([`Launch::Attention`]: scores,
+    /// weights and values through memory, the tiles above its fused kernel's for the calls it cannot take);
+    /// 0, the fused kernel alone. Only the search's roots set it (the walk never does).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub staged: u32,
+}
+
+/// Batch items per round of the staged form: the workspace holds one round's scores and weights (KernelBench
+/// 97: 1.5 MiB an item), which L2 keeps for the next stage when the round is small.
+pub const STAGED_ROUNDS: [u32; 4] = [16, 32, 64, 128];
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 impl Schedule {
@@ -60,6 +73,7 @@ impl Schedule {
                 ec: s.ec,
                 dk: s.dk,
                 ck: s.ck,
+                staged: 0,
             },
         )
     }
@@ -78,9 +92,13 @@ impl Schedule {
     }
 
     /// The candidate computing `shape`'s attention with this schedule, on the kernel its program's kind asks
-    /// for (an exact program, which never searches this type, gets the exact 3xTF32 kernel).
+    /// for (an exact program, which never searches this type, gets the exact 3xTF32 kernel); a staged schedule
+    /// of a 16-bit program gets the staged form, these tiles its fused kernel.
     pub fn candidate(&self, shape: &AttentionShape) -> Candidate {
         let kind = Kind::of(&shape.program);
+        if let (Kind::Half(d), true) = (kind, self.staged > 0) {
+            return super::staged::candidate(shape, self, d);
+        }
         let mut defs: Vec<(&str, Def)> = vec![
             ("OPTIML_THREADS", 256u32.into()),
             ("OPTIML_BR", self.br.into()),
@@ -134,17 +152,26 @@ const TILE_TRANSFORMS: std::ops::Range<usize> = 2..14;
 impl Tunable for Schedule {
     /// `64 queries, 512-key chunks in 256-key score passes, 256-feature output tiles, stages 16/16`.
     fn describe(&self) -> String {
-        format!(
+        let tiles = format!(
             "{} queries, {}-key chunks in {}-key score passes, {}-feature output tiles, stages {}/{}",
             self.br, self.bc, self.sk, self.ec, self.dk, self.ck
-        )
+        );
+        if self.staged > 0 {
+            format!(
+                "staged through memory, {} items a round (the fused kernel: {tiles})",
+                self.staged
+            )
+        } else {
+            tiles
+        }
     }
 
     /// The exact tensor-core kernel's constraints (whole fragments and mma depths, registers, shared memory).
     /// Its register rule is kept though these kernels' fragments are smaller: with stages of 32 features, the
     /// TF32 kernel's widest tiles (64 accumulators) spill, as the exact kernel's do (the NVRTC compile test).
     fn is_valid(&self) -> bool {
-        self.mma().is_valid()
+        (self.staged == 0 || STAGED_ROUNDS.contains(&self.staged))
+            && self.mma().is_valid()
             && self.dk.is_multiple_of(16)
             && self.ck.is_multiple_of(16)
             && self.smem_bytes(Kind::Half(DType::Bf16)) <= MAX_SMEM

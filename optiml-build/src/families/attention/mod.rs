@@ -42,12 +42,15 @@ pub const MMA16_TEMPLATE: &str = include_str!("attention_mma16.cu");
 
 /// What a candidate is made from: the templates and the code that writes their headers, so that a change to any
 /// retires the entries made from them.
-const SOURCES: [&str; 5] = [
+const SOURCES: [&str; 8] = [
     TEMPLATE,
     MMA_TEMPLATE,
     MMA16_TEMPLATE,
     include_str!("mod.rs"),
     include_str!("fast.rs"),
+    staged::STAGED_TEMPLATE,
+    crate::families::matmul::half::WGMMA_TEMPLATE,
+    include_str!("staged.rs"),
 ];
 
 /// What an attention program asks of its products, which decides the kernels and the schedule type searched.
@@ -906,6 +909,9 @@ fn check_sizes(shape: &AttentionShape) -> Vec<Vec<usize>> {
         ([2, 1], 5, 7, 3, 5),
         ([3, 2], 33, 130, 17, 67),
         ([2, 1], 67, 300, 64, 64),
+        // Every extent a multiple of 8: the staged form's tensor maps take the operands in place (elsewhere
+        // they read padded copies).
+        ([2, 1], 72, 136, 64, 80),
         ([1, 2], 9, 20, 2, 9),
         ([2, 2], 40, 257, 1030, 1030),
     ] {
@@ -1066,7 +1072,30 @@ impl Family for Attention {
         let shape = AttentionShape::of(&kernel.spec).ok_or_else(unsupported)?;
         let extents = Extents::new(&request.target.dims).map_err(|_| unsupported())?;
         let plan = test_plan(&shape, &request.settings.test_shapes);
-        match Kind::of(&shape.program) {
+        let kind = Kind::of(&shape.program);
+        match kind {
+            Kind::Half(_) if staged::applies(kind, request.arch) => {
+                // The staged form joins as roots: no walk from the fused tiles reaches it.
+                let roots: Vec<crate::experts::Root> = request
+                    .roots
+                    .iter()
+                    .cloned()
+                    .chain(staged::roots(request.arch).into_iter().map(|r| {
+                        crate::experts::Root {
+                            name: r.describe(),
+                            // Plain data always serialises.
+                            schedule: serde_json::to_value(r).unwrap_or_default(),
+                            candidate: r.candidate(&shape),
+                        }
+                    }))
+                    .collect();
+                tune::search_with_roots::<fast::Schedule>(
+                    request,
+                    (shape, extents, plan),
+                    &roots,
+                    report,
+                )
+            }
             Kind::Tf32 | Kind::Half(_) if request.arch.major >= 8 => {
                 tune::search::<fast::Schedule>(request, shape, extents, plan, report)
             }
@@ -1082,6 +1111,7 @@ impl Family for Attention {
 }
 
 pub mod fast;
+pub mod staged;
 
 #[cfg(test)]
 mod tests;

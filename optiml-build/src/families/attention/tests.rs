@@ -262,6 +262,7 @@ fn the_gate_checks_ragged_tiles_a_narrow_head_and_a_head_wider_than_a_tile() {
             vec![2, 5, 7, 3, 5],
             vec![3, 33, 130, 17, 67],
             vec![2, 67, 300, 64, 64],
+            vec![2, 72, 136, 64, 80],
             vec![1, 9, 20, 2, 9],
             vec![2, 40, 257, 1030, 1030],
             vec![1, 2, 3, 4, 5],
@@ -419,6 +420,10 @@ fn the_version_hashes_the_template_every_candidate_holds_and_the_code_writing_it
     let sources = Attention.sources(&s);
     assert!(sources[3].contains("fn candidate(&self, shape: &AttentionShape)"));
     assert!(sources[4].contains("fn candidate(&self, shape: &AttentionShape)"));
+    // The staged form's: the softmax, the 16-bit template it instantiates twice, and the code writing them.
+    assert!(sources[5].contains("optiml_attn_softmax("));
+    assert!(sources[6].contains("OPTIML_KERNEL("));
+    assert!(sources[7].contains("pub fn candidate(shape: &AttentionShape"));
     for sched in Schedule::space() {
         let c = sched.candidate(&AttentionShape::of(&s).unwrap());
         let template = match sched.units {
@@ -593,4 +598,93 @@ fn the_fast_register_peaks_compile_without_spills() {
         }
     }
     crate::nvrtc::testing::assert_compiles(jobs);
+}
+
+/// The staged form of a 16-bit program on sm_90: one module holding the fused kernel (the entry point), both
+/// instances of the 16-bit `wgmma` template (scores NT with an fp32 output and the scale, values NN) and the
+/// softmax, compiled for sm_90a without spills in bf16 and f16; its launch names the program's axes, inputs and
+/// scale. A 16-bit search on sm_90 evaluates it as roots; other kinds and older GPUs never see it.
+#[test]
+fn the_staged_form_is_one_module_of_three_stages_and_the_fused_kernel() {
+    let hopper = Arch::new(9, 0);
+    let roots = staged::roots(hopper);
+    assert_eq!(
+        roots.iter().map(|r| r.staged).collect::<Vec<_>>(),
+        [32, 128]
+    );
+    assert!(staged::roots(Arch::new(8, 0)).is_empty());
+    assert!(staged::applies(Kind::Half(DType::Bf16), hopper));
+    assert!(!staged::applies(Kind::Tf32, hopper));
+    assert!(!staged::applies(Kind::Half(DType::F16), Arch::new(8, 0)));
+    let nvrtc = crate::nvrtc::testing::nvrtc();
+    for (text, scale) in [
+        ("scaled dot-product attention, bf16", None),
+        (
+            "attention of a 3-D tensor, f16, scale 0.125",
+            Some(0.125f32),
+        ),
+    ] {
+        let s = shape(text);
+        let r = roots[0];
+        assert!(r.is_valid());
+        assert!(
+            r.describe()
+                .starts_with("staged through memory, 32 items a round")
+        );
+        let c = r.candidate(&s);
+        let Launch::Attention(a) = c.launch else {
+            panic!("{text}: {:?}", c.launch)
+        };
+        let l = &s.layout;
+        assert_eq!(a.dims, [l.lq, l.lk, l.d, l.dv].map(|d| d as u32));
+        assert_eq!(a.qkv, l.qkv.map(|i| i as u32));
+        assert_eq!(a.scale_bits, scale.map(f32::to_bits), "{text}");
+        assert_eq!(a.chunk, 32);
+        assert!(a.scores.trans_b && !a.values.trans_b);
+        // The fused kernel keeps its own launch: the calls the stages cannot take go to it.
+        let fused = fast::Schedule { staged: 0, ..r };
+        assert_eq!(
+            Launch::Program(a.fused),
+            fused.candidate(&s).launch,
+            "{text}"
+        );
+        assert_eq!(c.launch.image_arch(hopper), Arch::specific(9, 0));
+        for entry in [
+            ENTRY,
+            optiml_runtime::ATTN_SCORES_ENTRY,
+            optiml_runtime::ATTN_SOFTMAX_ENTRY,
+            optiml_runtime::ATTN_VALUES_ENTRY,
+        ] {
+            assert!(c.source.contains(entry), "{text}: {entry}");
+        }
+        let out = crate::nvrtc::compile(nvrtc, "attention.cu", &c.source, Arch::specific(9, 0))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        let res = out.resources;
+        assert!(
+            res.spill_stores + res.spill_loads == 0 && res.stack_frame == 0,
+            "{text}: {res:?}\n{}",
+            out.log
+        );
+        assert_eq!(out.log.matches("warning").count(), 0, "{}", out.log);
+        for entry in [
+            optiml_runtime::ATTN_SCORES_ENTRY,
+            optiml_runtime::ATTN_VALUES_ENTRY,
+        ] {
+            assert!(out.ptx.contains(&format!(".entry {entry}(")), "{entry}");
+        }
+        // The scores' wgmma reads k K-major (no transpose), the values' v MN-major (transposed).
+        assert!(out.ptx.contains("wgmma.mma_async"));
+    }
+    // A schedule read back from a log or cache: "staged" is absent when 0, so fused schedules serialise as
+    // before.
+    let fused = fast::Schedule::default_for(hopper);
+    let json = serde_json::to_string(&fused).unwrap();
+    assert!(!json.contains("staged"), "{json}");
+    let back: fast::Schedule = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, fused);
+    let json = serde_json::to_string(&roots[1]).unwrap();
+    assert_eq!(
+        serde_json::from_str::<fast::Schedule>(&json).unwrap(),
+        roots[1]
+    );
 }
