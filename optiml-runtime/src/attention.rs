@@ -1,13 +1,13 @@
-//! The launcher of [`Launch::Attention`](crate::Launch::Attention): 16-bit attention as three launches per round
-//! of batch items through a workspace (scores, weights, values), or the module's fused kernel for a call the
-//! stages cannot take.
+//! The launcher of [`Launch::Attention`](crate::Launch::Attention): attention as three launches per round of batch
+//! items through a workspace (scores, weights, values) on the 16-bit `wgmma` kernels (bf16, f16 storage) or the
+//! TF32 ones (f32 storage), or the module's fused kernel for a call the stages cannot take.
 
 use crate::kernel::Target;
 use crate::launch::{
     ATTN_MAX_KEYS, ATTN_SCORES_SLOT, ATTN_SOFTMAX_SLOT, ATTN_SOFTMAX_THREADS, ATTN_VALUES_SLOT,
     Half, StagedAttention, Wgmma16,
 };
-use crate::matmul::{MAX_WORKSPACE_BYTES, TmaMap, encode_map_pitched, map16};
+use crate::matmul::{MAX_WORKSPACE_BYTES, encode_map_pitched, map16};
 use crate::program::{In, Out, ProgramArgs};
 use crate::workspace::Workspace;
 use crate::{Args, Error};
@@ -27,12 +27,14 @@ pub(crate) struct Sizes {
     pub lk: usize,
     pub d: usize,
     pub dv: usize,
+    /// f32 storage (TF32 products): the weights are fp32 and overwrite the scores.
+    pub tf32: bool,
 }
 
 impl Sizes {
     /// The sizes of a call at `extents`, or `None` where the stages cannot take it (more keys than the softmax
     /// holds, a size past `i32`).
-    pub(crate) fn of(s: &StagedAttention, extents: &[usize]) -> Option<Sizes> {
+    pub(crate) fn of(s: &StagedAttention, extents: &[usize], tf32: bool) -> Option<Sizes> {
         let at = |i: u32| extents.get(i as usize).copied();
         let [lq, lk, d, dv] = [
             at(s.dims[0])?,
@@ -52,18 +54,27 @@ impl Sizes {
             lk,
             d,
             dv,
+            tf32,
         })
     }
 
-    /// Elements a weight row takes in the workspace: the keys, padded to 16 bytes (TMA reads rows of whole
-    /// 16-byte units; the padding is never read, the map's extent is the keys).
+    /// Elements a weight row takes in the workspace: 16-bit weights pad the keys to 16 bytes (TMA reads rows of
+    /// whole 16-byte units; the padding is never read, the map's extent is the keys); fp32 ones are the scores'
+    /// rows.
     pub(crate) fn pitch(&self) -> usize {
-        self.lk.next_multiple_of(8)
+        if self.tf32 {
+            self.lk
+        } else {
+            self.lk.next_multiple_of(8)
+        }
     }
 
-    /// Workspace bytes per batch item: its fp32 scores and 16-bit weights.
+    /// Workspace bytes per batch item: its fp32 scores, and 16-bit weights beside them.
     pub(crate) fn item_bytes(&self) -> Option<usize> {
         let scores = self.lq.checked_mul(self.lk)?.checked_mul(4)?;
+        if self.tf32 {
+            return Some(scores);
+        }
         let weights = self.lq.checked_mul(self.pitch())?.checked_mul(2)?;
         scores.checked_add(weights)
     }
@@ -79,8 +90,32 @@ impl Sizes {
     /// Where a round of `round` items' weights start in the workspace, after their scores (aligned for TMA),
     /// and the workspace's size.
     pub(crate) fn layout(&self, round: usize) -> (usize, usize) {
-        let weights = (round * self.lq * self.lk * 4).next_multiple_of(ALIGN);
+        let scores = round * self.lq * self.lk * 4;
+        if self.tf32 {
+            return (0, scores);
+        }
+        let weights = scores.next_multiple_of(ALIGN);
         (weights, weights + round * self.lq * self.pitch() * 2)
+    }
+}
+
+/// What q, k, v and y hold: 16-bit elements (the 16-bit kernels) or f32 (the TF32 ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Storage {
+    Half(Half),
+    F32,
+}
+
+/// An input's device pointer (with its stream synchronisation) and storage; `None` for other types.
+fn input_ptr<'a>(
+    b: &'a In<'_>,
+    stream: &'a CudaStream,
+) -> Option<((u64, SyncOnDrop<'a>), Storage)> {
+    match b {
+        In::Bf16(b) => Some((b.device_ptr(stream), Storage::Half(Half::Bf16))),
+        In::F16(b) => Some((b.device_ptr(stream), Storage::Half(Half::F16))),
+        In::F32(b) => Some((b.device_ptr(stream), Storage::F32)),
+        _ => None,
     }
 }
 
@@ -102,12 +137,6 @@ pub(crate) fn launch_staged(
     ) else {
         return Ok(false);
     };
-    let Some(z) = Sizes::of(s, extents) else {
-        return Ok(false);
-    };
-    if z.items == 0 || z.lq == 0 || z.dv == 0 {
-        return Ok(true);
-    }
     let Some(scale) = s.scale_bits.map(f32::from_bits).or(params.first().copied()) else {
         return Ok(false);
     };
@@ -121,18 +150,27 @@ pub(crate) fn launch_staged(
         return Ok(false);
     };
     // Every buffer's pointer, held (with its stream synchronisation) until the last launch is queued.
-    let (Some(((q, _q), half)), Some(((k, _k), _)), Some(((v, _v), _))) =
-        (ptr16(q, stream), ptr16(k, stream), ptr16(v, stream))
-    else {
+    let (Some(((q, _q), storage)), Some(((k, _k), _)), Some(((v, _v), _))) = (
+        input_ptr(q, stream),
+        input_ptr(k, stream),
+        input_ptr(v, stream),
+    ) else {
         return Ok(false);
     };
-    let ((y, _y), out_half) = match y {
-        Out::Bf16(b) => (b.device_ptr_mut(stream), Half::Bf16),
-        Out::F16(b) => (b.device_ptr_mut(stream), Half::F16),
+    let ((y, _y), out) = match y {
+        Out::Bf16(b) => (b.device_ptr_mut(stream), Storage::Half(Half::Bf16)),
+        Out::F16(b) => (b.device_ptr_mut(stream), Storage::Half(Half::F16)),
+        Out::F32(b) => (b.device_ptr_mut(stream), Storage::F32),
         _ => return Ok(false),
     };
-    if out_half != half {
+    if out != storage {
         return Ok(false);
+    }
+    let Some(z) = Sizes::of(s, extents, storage == Storage::F32) else {
+        return Ok(false);
+    };
+    if z.items == 0 || z.lq == 0 || z.dv == 0 {
+        return Ok(true);
     }
     let Some(round) = z.round(s.chunk) else {
         return Ok(false);
@@ -144,56 +182,67 @@ pub(crate) fn launch_staged(
     let s_ptr = work.ptr;
     let p_ptr = work.ptr + weights as u64;
     let (lq, lk, d, dv, pitch) = (z.lq, z.lk, z.d, z.dv, z.pitch());
+    let elem = if storage == Storage::F32 { 4 } else { 2 };
     let mut first = 0;
     while first < z.items {
         let n = round.min(z.items - first);
-        let at = |base: u64, rows: usize, cols: usize| base + (first * rows * cols * 2) as u64;
+        let at = |base: u64, rows: usize, cols: usize| base + (first * rows * cols * elem) as u64;
         let (qc, kc, vc, yc) = (at(q, lq, d), at(k, lk, d), at(v, lk, dv), at(y, lq, dv));
-        // The maps first: a call whose operands they cannot describe (even copied) launches nothing here.
-        let maps = |half: Half| -> Option<[(TmaMap, Option<Workspace<'_>>); 4]> {
+        let (n32, lq32, lk32, d32, dv32) = (n as i32, lq as i32, lk as i32, d as i32, dv as i32);
+        let (sq, sk, ss) = ((lq * d) as i64, (lk * d) as i64, (lq * lk) as i64);
+        let (sp, sv, sy) = ((lq * pitch) as i64, (lk * dv) as i64, (lq * dv) as i64);
+        // The 16-bit kernels read their operands through tensor maps, made first: a call whose operands they
+        // cannot describe (even copied) launches nothing. The TF32 ones (their `cp.async` producer) read them in
+        // place.
+        let mut maps = None;
+        if let Storage::Half(half) = storage {
             let map = |base, (cols, rows), stride, rows_box| match half {
                 Half::Bf16 => map16::<bf16>(stream, base, (cols, rows, n), stride, rows_box),
                 Half::F16 => map16::<f16>(stream, base, (cols, rows, n), stride, rows_box),
             };
-            let qm = map(qc, (d, lq), (lq * d) as i64, s.scores.tile_m)?;
-            let km = map(kc, (d, lk), (lk * d) as i64, s.scores.tile_n)?;
             let pm = encode_map_pitched(
                 p_ptr,
                 (lk, pitch),
                 lq,
                 n,
-                (lq * pitch) as i64,
+                sp,
                 [64, s.values.tile_m],
                 Some(half),
-            )?;
-            let vm = map(vc, (dv, lk), (lk * dv) as i64, 64)?;
-            Some([qm, km, (pm, None), vm])
-        };
-        let Some([(qm, _qcopy), (km, _kcopy), (pm, _), (vm, _vcopy)]) = maps(half) else {
-            if first == 0 {
-                return Ok(false);
+            );
+            let made = (
+                map(qc, (d, lq), sq, s.scores.tile_m),
+                map(kc, (d, lk), sk, s.scores.tile_n),
+                pm,
+                map(vc, (dv, lk), sv, 64),
+            );
+            match made {
+                (Some(q), Some(k), Some(p), Some(v)) => maps = Some((q, k, p, v)),
+                _ if first == 0 => return Ok(false),
+                _ => {
+                    return Err(Error::NoVariant {
+                        kernel: name,
+                        device: "this launcher".into(),
+                        available: "tensor maps for some rounds of this call only".into(),
+                    });
+                }
             }
-            return Err(Error::NoVariant {
-                kernel: name,
-                device: "this launcher".into(),
-                available: "tensor maps for some rounds of this call only".into(),
-            });
-        };
-        let (n32, lq32, lk32, d32, dv32) = (n as i32, lq as i32, lk as i32, d as i32, dv as i32);
+        }
         // S = scale · q kᵀ, fp32 [n][lq][lk].
         let mut b = Args::new(stream, scores, name);
         b.arg(&qc).arg(&kc).arg(&s_ptr).arg(&0u64);
         b.arg(&n32).arg(&lq32).arg(&lk32).arg(&d32);
-        let (sq, sk, ss) = ((lq * d) as i64, (lk * d) as i64, (lq * lk) as i64);
         b.arg(&sq).arg(&sk).arg(&ss).arg(&scale).arg(&0f32);
-        b.arg(&qm).arg(&km);
-        // SAFETY: the 16-bit wgmma template's `optiml_matmul` ABI (A, B, C, bias, batch, M, N, K, the three
-        // strides, alpha, beta, the maps of A and B), compiled NT with an fp32 C: it reads q and k only through
-        // the maps, which describe this round's `n` items of the checked buffers (or their padded copies,
-        // alive until the round's launches are queued and freed in stream order), and writes `n · lq · lk`
-        // floats at the workspace's start, which holds `round ≥ n` items' scores.
+        if let Some(((qm, _), (km, _), _, _)) = &maps {
+            b.arg(qm).arg(km);
+        }
+        // SAFETY: the wgmma templates' `optiml_matmul` ABI (A, B, C, bias, batch, M, N, K, the three strides,
+        // alpha, beta; the 16-bit one then the maps of A and B), compiled NT with an fp32 C. The 16-bit kernel
+        // reads q and k only through the maps, which describe this round's `n` items of the checked buffers (or
+        // their padded copies, alive until the round's launches are queued and freed in stream order); the TF32
+        // one reads those items in place (any alignment). Both write `n · lq · lk` floats at the workspace's
+        // start, which holds `round ≥ n` items' scores.
         unsafe { b.launch(persistent(s.scores, [lq, lk, n], target.sm_count), "launch") }?;
-        // P = softmax(S), 16-bit [n][lq][pitch].
+        // P = softmax(S), [n][lq][pitch]: 16-bit after the scores, or fp32 over them.
         let rows = (n * lq) as i64;
         let (keys, pitch32) = (lk32, pitch as i32);
         let mut b = Args::new(stream, softmax, name);
@@ -209,34 +258,26 @@ pub(crate) fn launch_staged(
             shared_mem_bytes: 0,
         };
         // SAFETY: the softmax entry's ABI; it reads `rows` rows of `keys` floats from the scores just written
-        // and writes `keys` weights of each row `pitch` apart, inside the workspace's weights part
-        // (`round · lq · pitch` elements). The workspace bound keeps `n · lq · lk · 4 ≤ 2³⁰`, so the grid is at
-        // most 2²⁵ blocks of 8 rows.
+        // and writes `keys` weights of each row `pitch` apart inside the workspace (after the scores, or over
+        // them: each lane reads the elements it writes before writing them). The workspace bound keeps
+        // `n · lq · lk · 4 ≤ 2³⁰`, so the grid is at most 2²⁵ blocks of 8 rows.
         unsafe { b.launch(cfg, "launch") }?;
-        // y = P v, 16-bit [n][lq][dv].
+        // y = P v, [n][lq][dv].
         let mut b = Args::new(stream, values, name);
         b.arg(&p_ptr).arg(&vc).arg(&yc).arg(&0u64);
         b.arg(&n32).arg(&lq32).arg(&dv32).arg(&lk32);
-        let (sp, sv, sy) = ((lq * pitch) as i64, (lk * dv) as i64, (lq * dv) as i64);
         b.arg(&sp).arg(&sv).arg(&sy).arg(&1f32).arg(&0f32);
-        b.arg(&pm).arg(&vm);
-        // SAFETY: the template's ABI again, compiled NN with a 16-bit C: it reads the weights and v only
-        // through the maps (this round's items), and writes `n · lq · dv` elements of y from this round's first
+        if let Some((_, _, pm, (vm, _))) = &maps {
+            b.arg(pm).arg(vm);
+        }
+        // SAFETY: the template's ABI again, compiled NN with a C of the storage type: the weights and v of this
+        // round's items (through the maps, or in place), and `n · lq · dv` elements of y from this round's first
         // item, inside the checked output.
         unsafe { b.launch(persistent(s.values, [lq, dv, n], target.sm_count), "launch") }?;
         first += n;
     }
     drop(work);
     Ok(true)
-}
-
-/// A 16-bit input's device pointer (with its stream synchronisation) and type; `None` for other types.
-fn ptr16<'a>(b: &'a In<'_>, stream: &'a CudaStream) -> Option<((u64, SyncOnDrop<'a>), Half)> {
-    match b {
-        In::Bf16(b) => Some((b.device_ptr(stream), Half::Bf16)),
-        In::F16(b) => Some((b.device_ptr(stream), Half::F16)),
-        _ => None,
-    }
 }
 
 /// A persistent grid for a `wgmma` product of `[m, n, batch]`: a block per tile, at most one per multiprocessor.
@@ -292,7 +333,7 @@ mod tests {
     #[test]
     fn a_call_is_batch_items_of_queries_keys_and_features() {
         let s = staged(64);
-        let z = Sizes::of(&s, &[32, 32, 512, 512, 1024, 1024]).unwrap();
+        let z = Sizes::of(&s, &[32, 32, 512, 512, 1024, 1024], false).unwrap();
         assert_eq!(
             z,
             Sizes {
@@ -300,7 +341,8 @@ mod tests {
                 lq: 512,
                 lk: 512,
                 d: 1024,
-                dv: 1024
+                dv: 1024,
+                tf32: false,
             }
         );
         // A round's scores (fp32) and weights (16-bit) per item: 1 MiB + 0.5 MiB.
@@ -308,27 +350,37 @@ mod tests {
         assert_eq!(z.round(64), Some(64));
         assert_eq!(z.layout(64), (64 << 20, 96 << 20));
         // Odd key counts pad the weights' rows to 16 bytes.
-        let odd = Sizes::of(&s, &[1, 2, 40, 257, 1030, 1030]).unwrap();
+        let odd = Sizes::of(&s, &[1, 2, 40, 257, 1030, 1030], false).unwrap();
         assert_eq!((odd.items, odd.pitch()), (2, 264));
         assert_eq!(odd.round(64), Some(2));
+        // fp32 weights overwrite the scores: no padding, no second part.
+        let tf32 = Sizes::of(&s, &[32, 32, 512, 512, 1024, 1024], true).unwrap();
+        assert_eq!(
+            (tf32.pitch(), tf32.item_bytes()),
+            (512, Some(512 * 512 * 4))
+        );
+        assert_eq!(tf32.layout(64), (0, 64 << 20));
     }
 
     #[test]
     fn the_fused_kernel_takes_what_the_stages_cannot() {
         let s = staged(64);
         // More keys than a warp holds.
-        assert_eq!(Sizes::of(&s, &[1, 1, 8, ATTN_MAX_KEYS + 1, 64, 64]), None);
+        assert_eq!(
+            Sizes::of(&s, &[1, 1, 8, ATTN_MAX_KEYS + 1, 64, 64], false),
+            None
+        );
         // A size past i32.
-        assert_eq!(Sizes::of(&s, &[1, 1, 1 << 31, 8, 64, 64]), None);
+        assert_eq!(Sizes::of(&s, &[1, 1, 1 << 31, 8, 64, 64], false), None);
         // A round that would pass the workspace bound shrinks (3 MiB an item: 341 of them); one item past it
         // cannot run staged.
-        let big = Sizes::of(&s, &[1, 1024, 512, 1024, 8, 8]).unwrap();
+        let big = Sizes::of(&s, &[1, 1024, 512, 1024, 8, 8], false).unwrap();
         assert_eq!(big.round(512), Some(341));
         let (weights, bytes) = big.layout(341);
         assert!(
             weights % 256 == 0 && weights >= 341 * 512 * 1024 * 4 && bytes <= MAX_WORKSPACE_BYTES
         );
-        let huge = Sizes::of(&s, &[1, 1, 1 << 20, 1024, 8, 8]).unwrap();
+        let huge = Sizes::of(&s, &[1, 1, 1 << 20, 1024, 8, 8], false).unwrap();
         assert_eq!(huge.round(64), None);
     }
 }

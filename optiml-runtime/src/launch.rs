@@ -39,14 +39,14 @@ pub const SIMT16_ENTRY: &str = "optiml_matmul16_simt";
 /// Threads per block of the 16-bit SIMT kernel (its template's fixed geometry: 64 × 64 tiles, 4 × 4 per thread).
 pub const SIMT16_THREADS: u32 = 256;
 
-/// The entry point of a [`Launch::Attention`] module that computes `S = scale · q kᵀ` (the 16-bit `wgmma`
-/// template, `optiml_matmul`'s ABI, `NT`, fp32 output).
+/// The entry point of a [`Launch::Attention`] module that computes `S = scale · q kᵀ` (a `wgmma` template,
+/// `optiml_matmul`'s ABI, `NT`, fp32 output).
 pub const ATTN_SCORES_ENTRY: &str = "optiml_attn_scores";
-/// The entry point of a [`Launch::Attention`] module that turns the scores into 16-bit weights:
-/// `optiml_attn_softmax(const float* S, T16* P, long long rows, int keys, int pitch)`, a row of `keys` scores per
-/// warp ([`ATTN_SOFTMAX_THREADS`] threads a block), the weights `pitch` elements apart.
+/// The entry point of a [`Launch::Attention`] module that turns the scores into weights (of the storage type, fp32
+/// for f32 storage): `optiml_attn_softmax(const float* S, W* P, long long rows, int keys, int pitch)`, a row of
+/// `keys` scores per warp ([`ATTN_SOFTMAX_THREADS`] threads a block), the weights `pitch` elements apart.
 pub const ATTN_SOFTMAX_ENTRY: &str = "optiml_attn_softmax";
-/// The entry point of a [`Launch::Attention`] module that computes `y = P v` (the 16-bit `wgmma` template, `NN`).
+/// The entry point of a [`Launch::Attention`] module that computes `y = P v` (a `wgmma` template, `NN`).
 pub const ATTN_VALUES_ENTRY: &str = "optiml_attn_values";
 /// The companion slot of [`ATTN_SCORES_ENTRY`].
 pub const ATTN_SCORES_SLOT: usize = 0;
@@ -143,14 +143,15 @@ pub enum Launch {
         /// A is transposed into a workspace first ([`TRANSPOSE_ENTRY`]).
         transpose_a: bool,
     },
-    /// Attention of 16-bit storage in three launches through memory (`sm_90a`): see [`StagedAttention`].
+    /// Attention in three launches through memory (`sm_90a`): see [`StagedAttention`].
     Attention(StagedAttention),
 }
 
-/// Attention `y = softmax(scale · q kᵀ) v` of 16-bit storage as three launches per round of batch items, through
-/// a workspace: the scores `S = scale · q kᵀ` in fp32 ([`ATTN_SCORES_ENTRY`], on the `wgmma` tensor cores), the
-/// weights `P = softmax(S)` rounded to 16 bits ([`ATTN_SOFTMAX_ENTRY`]), then `y = P v`
-/// ([`ATTN_VALUES_ENTRY`]). Where the score rows are short against the head (KernelBench 97: 512 keys, 1024
+/// Attention `y = softmax(scale · q kᵀ) v` as three launches per round of batch items, through a workspace: the
+/// scores `S = scale · q kᵀ` in fp32 ([`ATTN_SCORES_ENTRY`], on the `wgmma` tensor cores: the 16-bit template for
+/// bf16 and f16 storage, which reads its operands through tensor maps; the TF32 one for f32, which reads them in
+/// place), the weights `P = softmax(S)` of the storage type ([`ATTN_SOFTMAX_ENTRY`]; fp32 weights overwrite the
+/// scores), then `y = P v` ([`ATTN_VALUES_ENTRY`]). Where the score rows are short against the head (KernelBench 97: 512 keys, 1024
 /// features), writing them out costs less than the fused kernel's `mma.sync` products. The module's entry point
 /// is that fused kernel, with the tensor-program ABI and [`fused`](Self::fused)'s launch: it takes the calls the
 /// stages cannot (more than [`ATTN_MAX_KEYS`] keys, operands the tensor maps cannot describe even copied, a
@@ -163,7 +164,8 @@ pub enum Launch {
 pub struct StagedAttention {
     /// The fused kernel's launch.
     pub fused: ProgramLaunch,
-    /// The scores' kernel (`trans_b`: k is stored keys × features).
+    /// The scores' kernel's tiles, threads and shared memory (`trans_b`: k is stored keys × features); for f32
+    /// storage, the TF32 template's.
     pub scores: Wgmma16,
     /// The values' kernel.
     pub values: Wgmma16,

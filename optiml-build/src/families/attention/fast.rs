@@ -31,7 +31,7 @@ pub struct Schedule {
     pub dk: u32,
     /// Keys per shared-memory stage of `P v`.
     pub ck: u32,
-    /// 16-bit programs on sm_90: batch items per round of the staged form ([`Launch::Attention`]: scores,
+    /// 16-bit and TF32 programs on sm_90: batch items per round of the staged form ([`Launch::Attention`]: scores,
     /// weights and values through memory, the tiles above its fused kernel's for the calls it cannot take);
     /// 0, the fused kernel alone. Only the search's roots set it (the walk never does).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -93,11 +93,11 @@ impl Schedule {
 
     /// The candidate computing `shape`'s attention with this schedule, on the kernel its program's kind asks
     /// for (an exact program, which never searches this type, gets the exact 3xTF32 kernel); a staged schedule
-    /// of a 16-bit program gets the staged form, these tiles its fused kernel.
+    /// gets the staged form, these tiles its fused kernel.
     pub fn candidate(&self, shape: &AttentionShape) -> Candidate {
         let kind = Kind::of(&shape.program);
-        if let (Kind::Half(d), true) = (kind, self.staged > 0) {
-            return super::staged::candidate(shape, self, d);
+        if self.staged > 0 && matches!(kind, Kind::Half(_) | Kind::Tf32) {
+            return super::staged::candidate(shape, self, kind);
         }
         let mut defs: Vec<(&str, Def)> = vec![
             ("OPTIML_THREADS", 256u32.into()),

@@ -42,7 +42,7 @@ pub const MMA16_TEMPLATE: &str = include_str!("attention_mma16.cu");
 
 /// What a candidate is made from: the templates and the code that writes their headers, so that a change to any
 /// retires the entries made from them.
-const SOURCES: [&str; 8] = [
+const SOURCES: [&str; 9] = [
     TEMPLATE,
     MMA_TEMPLATE,
     MMA16_TEMPLATE,
@@ -51,6 +51,7 @@ const SOURCES: [&str; 8] = [
     staged::STAGED_TEMPLATE,
     crate::families::matmul::half::WGMMA_TEMPLATE,
     include_str!("staged.rs"),
+    crate::families::matmul::tf32::WGMMA_TEMPLATE,
 ];
 
 /// What an attention program asks of its products, which decides the kernels and the schedule type searched.
@@ -1074,7 +1075,7 @@ impl Family for Attention {
         let plan = test_plan(&shape, &request.settings.test_shapes);
         let kind = Kind::of(&shape.program);
         match kind {
-            Kind::Half(_) if staged::applies(kind, request.arch) => {
+            Kind::Half(_) | Kind::Tf32 if staged::applies(kind, request.arch) => {
                 // The staged form joins as roots: no walk from the fused tiles reaches it.
                 let roots: Vec<crate::experts::Root> = request
                     .roots

@@ -600,10 +600,11 @@ fn the_fast_register_peaks_compile_without_spills() {
     crate::nvrtc::testing::assert_compiles(jobs);
 }
 
-/// The staged form of a 16-bit program on sm_90: one module holding the fused kernel (the entry point), both
-/// instances of the 16-bit `wgmma` template (scores NT with an fp32 output and the scale, values NN) and the
-/// softmax, compiled for sm_90a without spills in bf16 and f16; its launch names the program's axes, inputs and
-/// scale. A 16-bit search on sm_90 evaluates it as roots; other kinds and older GPUs never see it.
+/// The staged form of a 16-bit or TF32 program on sm_90: one module holding the fused kernel (the entry point),
+/// both instances of a `wgmma` template (scores NT with an fp32 output and the scale, values NN; the 16-bit
+/// template, or the TF32 one with its entry names renamed) and the softmax, compiled for sm_90a without spills in
+/// bf16, f16 and TF32; its launch names the program's axes, inputs and scale. Such a search on sm_90 evaluates it
+/// as roots; exact programs and older GPUs never see it.
 #[test]
 fn the_staged_form_is_one_module_of_three_stages_and_the_fused_kernel() {
     let hopper = Arch::new(9, 0);
@@ -614,7 +615,8 @@ fn the_staged_form_is_one_module_of_three_stages_and_the_fused_kernel() {
     );
     assert!(staged::roots(Arch::new(8, 0)).is_empty());
     assert!(staged::applies(Kind::Half(DType::Bf16), hopper));
-    assert!(!staged::applies(Kind::Tf32, hopper));
+    assert!(staged::applies(Kind::Tf32, hopper));
+    assert!(!staged::applies(Kind::Exact, hopper));
     assert!(!staged::applies(Kind::Half(DType::F16), Arch::new(8, 0)));
     let nvrtc = crate::nvrtc::testing::nvrtc();
     for (text, scale) in [
@@ -623,6 +625,7 @@ fn the_staged_form_is_one_module_of_three_stages_and_the_fused_kernel() {
             "attention of a 3-D tensor, f16, scale 0.125",
             Some(0.125f32),
         ),
+        ("scaled dot-product attention, tf32", None),
     ] {
         let s = shape(text);
         let r = roots[0];
