@@ -12,7 +12,7 @@
 use super::fast::{self, STAGED_ROUNDS};
 use super::{AttentionShape, Kind, Scale};
 use crate::experts::Candidate;
-use crate::families::matmul::{half, tf32};
+use crate::families::matmul::{half, has_wgmma, tf32};
 use optiml_runtime::{Arch, Launch, StagedAttention, Wgmma16};
 use optiml_spec::DType;
 
@@ -71,9 +71,9 @@ const TF32_OPTIONS: [&str; 16] = [
 ];
 
 /// The staged roots a 16-bit or TF32 search on `arch` evaluates beside its walk: the fused default's tiles with each
-/// round size; none before sm_90 (`wgmma`).
+/// round size; none but on sm_90 (`wgmma` is that chip's own).
 pub fn roots(arch: Arch) -> Vec<fast::Schedule> {
-    if arch.major < 9 {
+    if !has_wgmma(arch) {
         return Vec::new();
     }
     let fused = <fast::Schedule as crate::search::Tunable>::default_for(arch);
@@ -236,9 +236,15 @@ pub fn candidate(shape: &AttentionShape, s: &fast::Schedule, kind: Kind) -> Cand
     source.push_str(&format!("#define OPTIML_SOFTMAX_F16 {f16}\n"));
     source.push_str(STAGED_TEMPLATE);
     let l = &shape.layout;
+    // The TF32 template computes Cᵀ in these layouts: its tile of C is the other way round.
+    let (tile_m, tile_n) = if kind == Kind::Tf32 {
+        (TILE_N, TILE_M)
+    } else {
+        (TILE_M, TILE_N)
+    };
     let geometry = |trans_b| Wgmma16 {
-        tile_m: TILE_M,
-        tile_n: TILE_N,
+        tile_m,
+        tile_n,
         threads: THREADS,
         smem_bytes: SMEM_BYTES,
         trans_a: false,
@@ -267,5 +273,5 @@ pub fn candidate(shape: &AttentionShape, s: &fast::Schedule, kind: Kind) -> Cand
 
 /// Whether `kind` on `arch` has the staged form.
 pub fn applies(kind: Kind, arch: Arch) -> bool {
-    matches!(kind, Kind::Half(_) | Kind::Tf32) && arch.major >= 9
+    matches!(kind, Kind::Half(_) | Kind::Tf32) && has_wgmma(arch)
 }

@@ -265,6 +265,7 @@ fn the_gate_checks_ragged_tiles_a_narrow_head_and_a_head_wider_than_a_tile() {
             vec![2, 72, 136, 64, 80],
             vec![1, 9, 20, 2, 9],
             vec![2, 40, 257, 1030, 1030],
+            vec![145, 3, 8, 8, 8],
             vec![1, 2, 3, 4, 5],
         ]
     );
@@ -614,6 +615,8 @@ fn the_staged_form_is_one_module_of_three_stages_and_the_fused_kernel() {
         [32, 128]
     );
     assert!(staged::roots(Arch::new(8, 0)).is_empty());
+    // wgmma is sm_90's own: newer chips have other tensor-core instructions.
+    assert!(staged::roots(Arch::new(10, 0)).is_empty());
     assert!(staged::applies(Kind::Half(DType::Bf16), hopper));
     assert!(staged::applies(Kind::Tf32, hopper));
     assert!(!staged::applies(Kind::Exact, hopper));
@@ -644,6 +647,12 @@ fn the_staged_form_is_one_module_of_three_stages_and_the_fused_kernel() {
         assert_eq!(a.scale_bits, scale.map(f32::to_bits), "{text}");
         assert_eq!(a.chunk, 32);
         assert!(a.scores.trans_b && !a.values.trans_b);
+        // The TF32 template's tile of C is 256 × 128 in these layouts (it computes Cᵀ), the 16-bit one's 128 × 256.
+        let tf32 = text.ends_with("tf32");
+        assert_eq!(
+            (a.scores.tile_m, a.scores.tile_n),
+            if tf32 { (256, 128) } else { (128, 256) }
+        );
         // The fused kernel keeps its own launch: the calls the stages cannot take go to it.
         let fused = fast::Schedule { staged: 0, ..r };
         assert_eq!(
