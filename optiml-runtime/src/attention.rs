@@ -11,7 +11,7 @@ use crate::matmul::{MAX_WORKSPACE_BYTES, encode_map_pitched, map16};
 use crate::program::{In, Out, ProgramArgs};
 use crate::workspace::Workspace;
 use crate::{Args, Error};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop, sys};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
 use half::{bf16, f16};
 
 /// The alignment of the weights in the workspace (TMA reads from 16-byte aligned addresses).
@@ -175,17 +175,6 @@ pub(crate) fn launch_staged(
     let Some(round) = z.round(s.chunk) else {
         return Ok(false);
     };
-    // The products' blocks take more shared memory than a launch may without asking (48 KiB); the loader raises
-    // the limit of the module's entry point (the fused kernel) only.
-    if stream.context().bind_to_thread().is_err() {
-        return Ok(false);
-    }
-    for (f, g) in [(scores, s.scores), (values, s.values)] {
-        let attribute = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-        if g.smem_bytes > 48 * 1024 && f.set_attribute(attribute, g.smem_bytes as i32).is_err() {
-            return Ok(false);
-        }
-    }
     let (weights, bytes) = z.layout(round);
     let Ok(work) = Workspace::new(stream, bytes) else {
         return Ok(false);
@@ -371,6 +360,24 @@ mod tests {
             (512, Some(512 * 512 * 4))
         );
         assert_eq!(tf32.layout(64), (0, 64 << 20));
+    }
+
+    #[test]
+    fn the_loader_raises_the_products_shared_memory_limit() {
+        let c = crate::Launch::Attention(staged(64)).companions();
+        let smem = |slot| c.get(slot).map(|c| (c.entry, c.required, c.smem_bytes));
+        assert_eq!(
+            smem(ATTN_SCORES_SLOT),
+            Some((crate::ATTN_SCORES_ENTRY, true, 197_632))
+        );
+        assert_eq!(
+            smem(ATTN_VALUES_SLOT),
+            Some((crate::ATTN_VALUES_ENTRY, true, 197_632))
+        );
+        assert_eq!(
+            smem(ATTN_SOFTMAX_SLOT),
+            Some((crate::ATTN_SOFTMAX_ENTRY, true, 0))
+        );
     }
 
     #[test]

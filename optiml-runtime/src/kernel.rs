@@ -70,8 +70,9 @@ pub struct LoadedVariant {
     pub variant: &'static Variant,
 }
 
-/// Loads `companions` from module `m`: a required one that is missing is an error (with its entry name), an
-/// optional one that is missing is `None`. The generated wrapper and the evaluation worker load the same way.
+/// Loads `companions` from module `m`, each with its shared-memory limit raised where it launches with more than
+/// 48 KiB: a required one that is missing is an error (with its entry name), an optional one that is missing is
+/// `None`. The generated wrapper and the evaluation worker load the same way.
 ///
 /// # Errors
 /// The entry name of a required companion the module lacks, and the driver's error.
@@ -83,7 +84,16 @@ pub fn load_companions(
     for (slot, c) in out.iter_mut().zip(companions.0) {
         let Some(c) = c else { continue };
         *slot = match m.load_function(c.entry) {
-            Ok(f) => Some(Function::new(f)),
+            Ok(f) => {
+                if c.smem_bytes > 48 * 1024 {
+                    f.set_attribute(
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        c.smem_bytes as i32,
+                    )
+                    .map_err(|e| (c.entry, e))?;
+                }
+                Some(Function::new(f))
+            }
             Err(e) if c.required => return Err((c.entry, e)),
             Err(_) => None,
         };

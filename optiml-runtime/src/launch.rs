@@ -303,6 +303,9 @@ pub struct Companion {
     /// A module without it cannot run this launch (else it is optional: modules built before it existed lack
     /// it, and the launcher does without).
     pub required: bool,
+    /// The dynamic shared memory its launches take: above 48 KiB the loader raises its limit to this, as it
+    /// does the entry point's ([`Launch::smem_bytes`]).
+    pub smem_bytes: u32,
 }
 
 /// Slots for companion entry points per module.
@@ -310,8 +313,23 @@ pub const COMPANION_SLOTS: usize = 4;
 
 impl Companions {
     /// `entry` in `slot`.
-    fn with(mut self, slot: usize, entry: &'static str, required: bool) -> Self {
-        self.0[slot] = Some(Companion { entry, required });
+    fn with(self, slot: usize, entry: &'static str, required: bool) -> Self {
+        self.with_smem(slot, entry, required, 0)
+    }
+
+    /// `entry` in `slot`, launched with `smem_bytes` of dynamic shared memory.
+    fn with_smem(
+        mut self,
+        slot: usize,
+        entry: &'static str,
+        required: bool,
+        smem_bytes: u32,
+    ) -> Self {
+        self.0[slot] = Some(Companion {
+            entry,
+            required,
+            smem_bytes,
+        });
         self
     }
 
@@ -509,10 +527,20 @@ impl Launch {
                     with_gemv
                 }
             }
-            Launch::Attention(_) => none
-                .with(ATTN_SCORES_SLOT, ATTN_SCORES_ENTRY, true)
+            Launch::Attention(s) => none
+                .with_smem(
+                    ATTN_SCORES_SLOT,
+                    ATTN_SCORES_ENTRY,
+                    true,
+                    s.scores.smem_bytes,
+                )
                 .with(ATTN_SOFTMAX_SLOT, ATTN_SOFTMAX_ENTRY, true)
-                .with(ATTN_VALUES_SLOT, ATTN_VALUES_ENTRY, true),
+                .with_smem(
+                    ATTN_VALUES_SLOT,
+                    ATTN_VALUES_ENTRY,
+                    true,
+                    s.values.smem_bytes,
+                ),
             Launch::Retired | Launch::Program(_) => none,
         }
     }

@@ -7,8 +7,8 @@
 // several times faster. With a head of 1024 features and 512 keys, the score matrix is as small as the inputs
 // (512 × 512 per item against 512 × 1024), so writing it out costs little next to the products:
 //   1. S = scale · q kᵀ   the product's wgmma kernel (NT, fp32 output, alpha = scale)          0.55 TFLOP
-//   2. P = softmax(S)      one warp per row, fp32 in, 16-bit out (normalised, as FlashAttention
-//                          rounds its weights; fp32 for TF32)                                    1 GiB + 0.5 GiB
+//   2. P = softmax(S)      the product's softmax (attention_staged.cu of the attention family): one
+//                          warp per row, 16-bit weights (fp32, over the scores, for TF32)        1 GiB + 0.5 GiB
 //   3. y = P v             the product's wgmma kernel (NN)                                        0.55 TFLOP
 // OPTIML_DTYPE 0 (bf16) and 1 (f16) link scores.cu and values.cu (the 16-bit template), 2 (f32, TF32 products)
 // scores_tf32.cu and values_tf32.cu (the TF32 template; PyTorch's best TF32 call was its math backend, 9.76 ms).
@@ -51,9 +51,12 @@ extern "C" int attn_values_launch(const void* A, const void* B, void* C, int bat
         }                                                                                           \
     } while (0)
 
-#include "softmax.cuh"
+// The product's softmax (its options from the storage type), so that the prototype times what ships.
+#define OPTIML_SOFTMAX_F32 (OPTIML_DTYPE == 2)
+#define OPTIML_SOFTMAX_F16 (OPTIML_DTYPE == 1)
+#include "../../../optiml-build/src/families/attention/attention_staged.cu"
 
-typedef optiml_attn_softmax::h16 h16;
+typedef unsigned short h16;
 
 // ---- 16-bit values on the host (the reference reads the inputs back) -------------------------------------------
 
@@ -96,14 +99,6 @@ static float from_elem(elem x) { return from16(x); }
 static const char* const DTYPE_NAME = OPTIML_DTYPE == 0 ? "bf16" : "f16";
 #endif
 
-// ---- stage 2: P = softmax(S) per row (softmax.cuh), eight rows a block -----------------------------------------
-
-template <int PER_LANE>
-__global__ void __launch_bounds__(256) softmax_rows(const float* __restrict__ S, elem* __restrict__ P, long long rows,
-                                                    int L) {
-    optiml_attn_softmax::softmax_row<PER_LANE>(S, P, rows, L);
-}
-
 // ---- inputs and checks on the device ----------------------------------------------------------------------------
 
 __host__ __device__ inline uint64_t mix64(uint64_t z) {
@@ -115,7 +110,7 @@ __device__ inline elem dev_elem(float f) {
 #if OPTIML_DTYPE == 2
     return f;
 #else
-    return optiml_attn_softmax::to16(f);
+    return optiml_attn_weights::to_weight(f);
 #endif
 }
 __device__ inline float dev_float(elem x) {
@@ -182,10 +177,7 @@ static void stage(const Problem& p, int which) {
     } else if (which == 2) {
         const long long rows = (long long)p.items * p.L;
         const unsigned blocks = (unsigned)((rows + 7) / 8);
-        if (p.L <= 512)
-            softmax_rows<16><<<blocks, 256>>>(p.S, p.P, rows, p.L);
-        else
-            softmax_rows<32><<<blocks, 256>>>(p.S, p.P, rows, p.L);
+        optiml_attn_softmax<<<blocks, 256>>>(p.S, p.P, rows, p.L, p.L);
         CK(cudaGetLastError());
     } else {
         const int r = attn_values_launch(p.P, p.v, p.y, p.items, p.L, p.D, p.L, LL, LD, LD, 1.f, p.sms, 0);
@@ -204,8 +196,8 @@ int main(int argc, char** argv) {
     p.L = argc > 2 ? std::atoi(argv[2]) : 512;
     p.D = argc > 3 ? std::atoi(argv[3]) : 1024;
     const int runs = argc > 4 ? std::atoi(argv[4]) : 10;
-    if (p.L % 128 || p.L > 1024 || p.D % 64 || p.items < 1) {
-        std::printf("this prototype takes L a multiple of 128 up to 1024 and D a multiple of 64\n");
+    if (p.L % 8 || p.L > 1024 || p.D % 8 || p.items < 1) {
+        std::printf("this prototype takes L a multiple of 8 up to 1024 and D a multiple of 8 (rows TMA can map)\n");
         return 2;
     }
     p.scale = 1.f / std::sqrt((float)p.D);

@@ -50,7 +50,8 @@ const OPTIONS: [&str; 16] = [
     "OPTIML_MN_DESC_SWAP",
 ];
 
-/// The TF32 template's options every instance sets.
+/// The TF32 template's options every instance undefines first and after it; it sets all but the register split
+/// (`OPTIML_SETMAXNREG` and the two counts), which the template chooses for each layout.
 const TF32_OPTIONS: [&str; 16] = [
     "OPTIML_TRANS_A",
     "OPTIML_TRANS_B",
